@@ -1,0 +1,3 @@
+module busbar
+
+go 1.26

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"busbar/wire"
+)
+
+type addrOutput struct {
+	Sub     string `json:"sub"`
+	Service string `json:"service"`
+	Node    string `json:"node"`
+	Display string `json:"display"`
+}
+
+type crossMeshOutput struct {
+	CrossMesh bool   `json:"cross_mesh"`
+	Local     string `json:"local"`
+	Mesh      string `json:"mesh"`
+}
+
+// runAddr prints a target as JSON. A bare service prints with only
+// "service" set (its display is the bare name: the registry resolves it).
+func runAddr(args []string, stdio IO) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stdio.Stderr, "usage: busbar addr ADDRESS")
+		return exitUsage
+	}
+	t, err := wire.ParseTarget(args[0])
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar addr:", err)
+		return exitUsage
+	}
+	var out any
+	switch t.Kind {
+	case wire.TargetCrossMesh:
+		out = crossMeshOutput{CrossMesh: true, Local: t.Addr.String(), Mesh: t.Mesh}
+	case wire.TargetService:
+		out = addrOutput{Service: t.Service, Display: t.String()}
+	default:
+		out = addrOutput{Sub: t.Addr.Sub, Service: t.Addr.Service, Node: t.Addr.Node, Display: t.String()}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar addr:", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdio.Stdout, "%s\n", b)
+	return exitOK
+}

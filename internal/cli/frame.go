@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"busbar/wire"
+)
+
+func runFrame(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stdio.Stderr, "usage: busbar frame parse [--strict|--lenient] | busbar frame validate")
+		return exitUsage
+	}
+	switch args[0] {
+	case "parse":
+		return runFrameParse(args[1:], stdio)
+	case "validate":
+		return runFrameValidate(args[1:], stdio)
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar frame: unknown subcommand %q (want parse or validate)\n", args[0])
+	return exitUsage
+}
+
+// readFrame reads stdin, at most one byte past the frame limit so that an
+// oversize input is reported instead of read whole.
+func readFrame(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, wire.MaxMessageBytes+1))
+}
+
+type parseOutput struct {
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Report  []string          `json:"report"`
+}
+
+// runFrameParse prints a frame as JSON. The default mode is lenient, so the
+// report shows every defect; --strict turns a defect into exit status 1.
+func runFrameParse(args []string, stdio IO) int {
+	fs := flag.NewFlagSet("busbar frame parse", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	strict := fs.Bool("strict", false, "refuse any defective header line (exit status 1)")
+	lenient := fs.Bool("lenient", false, "skip defective header lines and list them in the report (the default)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	if *strict && *lenient {
+		fmt.Fprintln(stdio.Stderr, "busbar frame parse: --strict and --lenient exclude each other")
+		return exitUsage
+	}
+	data, err := readFrame(stdio.Stdin)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar frame parse:", err)
+		return exitFail
+	}
+	var (
+		m      *wire.Message
+		report wire.ParseReport
+	)
+	if *strict {
+		m, err = wire.ParseStrict(data)
+	} else {
+		m, report, err = wire.ParseLenient(data)
+	}
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar frame parse:", err)
+		return exitFail
+	}
+	out := parseOutput{Headers: m.HeaderMap(), Body: string(m.Body()), Report: report.Strings()}
+	enc := json.NewEncoder(stdio.Stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar frame parse:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// runFrameValidate prints one warning per line: the parse defects first,
+// then Validate's findings. Exit 0 when there are none, 1 when there are,
+// 2 when stdin is not a frame at all.
+func runFrameValidate(args []string, stdio IO) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stdio.Stderr, "usage: busbar frame validate < frame")
+		return exitUsage
+	}
+	data, err := readFrame(stdio.Stdin)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar frame validate:", err)
+		return exitUsage
+	}
+	m, report, err := wire.ParseLenient(data)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar frame validate:", err)
+		return exitUsage
+	}
+	warnings := wire.Validate(m)
+	for _, d := range report.Defects {
+		fmt.Fprintln(stdio.Stdout, "parse:", d)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stdio.Stdout, w)
+	}
+	if len(report.Defects)+len(warnings) > 0 {
+		return exitFail
+	}
+	return exitOK
+}

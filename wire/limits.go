@@ -1,0 +1,52 @@
+package wire
+
+// Limits every parser and stream reader enforces. The names in comments are
+// the ones seed 004 (cosmix-lib-bus) uses.
+const (
+	// MaxHeaders is the most header lines one frame may carry (MAX_HEADERS).
+	// Line MaxHeaders+1 is a defect, and parsing of headers stops there.
+	MaxHeaders = 4096
+
+	// MaxMessageBytes is the largest frame accepted, header block and body
+	// together, excluding the stream length prefix (MAX_MESSAGE_BYTES).
+	MaxMessageBytes = 16 << 20
+)
+
+// ProtocolVersion is the value of the "bus" header this implementation
+// speaks. A peer announcing another version is refused at the handshake.
+const ProtocolVersion = "1"
+
+// Core header names (seed 004). Any other header is "unknown" to Validate.
+const (
+	HeaderBus       = "bus"       // protocol version
+	HeaderType      = "type"      // one of ValidTypes
+	HeaderID        = "id"        // framework-assigned message id
+	HeaderFrom      = "from"      // authenticated source
+	HeaderTo        = "to"        // target address
+	HeaderCommand   = "command"   // channel or command name
+	HeaderArgs      = "args"      // JSON arguments
+	HeaderJSON      = "json"      // JSON payload carried in a header
+	HeaderReplyTo   = "reply-to"  // id of the request a response answers
+	HeaderTTL       = "ttl"       // time to live, a u32
+	HeaderError     = "error"     // error text of a failed response
+	HeaderTimestamp = "timestamp" // when the message was made
+	HeaderRC        = "rc"        // return code, a u8 (see RC)
+)
+
+// CoreHeaders lists the headers Validate knows, sorted.
+var CoreHeaders = []string{
+	HeaderArgs, HeaderBus, HeaderCommand, HeaderError, HeaderFrom, HeaderID,
+	HeaderJSON, HeaderRC, HeaderReplyTo, HeaderTimestamp, HeaderTo, HeaderTTL,
+	HeaderType,
+}
+
+// Message types, the values of the "type" header (VALID_TYPES).
+const (
+	TypeRequest  = "request"
+	TypeResponse = "response"
+	TypeEvent    = "event"
+	TypeStream   = "stream"
+)
+
+// ValidTypes lists the message types (VALID_TYPES).
+var ValidTypes = []string{TypeRequest, TypeResponse, TypeEvent, TypeStream}

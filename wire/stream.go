@@ -1,0 +1,211 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+)
+
+// Stream framing: each frame is a 4-byte big-endian length N followed by N
+// bytes of text form (header block, then the body byte-exact). N counts the
+// text form only and is at most MaxMessageBytes. The heartbeat is
+//
+//	00 00 00 08  2d 2d 2d 0a 2d 2d 2d 0a    ("---\n---\n")
+const prefixLen = 4
+
+// minFrame is the shortest text form: "---\n---".
+const minFrame = 7
+
+// Buffer sizes for readers and writers. A buffer that grew past
+// retainBytes for one large frame is dropped afterwards, so an idle
+// connection does not pin up to MaxMessageBytes.
+const (
+	readBufferSize = 32 << 10
+	flushBytes     = 32 << 10
+	retainBytes    = 64 << 10
+)
+
+// Reader reads length-prefixed frames from a byte stream.
+type Reader struct {
+	br     *bufio.Reader
+	prefix [prefixLen]byte
+	buf    []byte // reused by ReadFrame
+}
+
+// NewReader returns a Reader that buffers r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, readBufferSize)}
+}
+
+// next reads a length prefix and checks it against the limits before
+// anything is allocated.
+func (r *Reader) next() (int, error) {
+	if _, err := io.ReadFull(r.br, r.prefix[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("%w: stream ended inside the length prefix", ErrTruncated)
+		}
+		return 0, err // io.EOF at a frame boundary, or the transport's error
+	}
+	n := binary.BigEndian.Uint32(r.prefix[:])
+	if n > MaxMessageBytes {
+		return 0, &SizeError{Size: int(n), Limit: MaxMessageBytes}
+	}
+	if n < minFrame {
+		// Consume the bytes so the stream stays in sync.
+		if _, err := r.br.Discard(int(n)); err != nil {
+			return 0, fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrTruncated, n)
+		}
+		return 0, &ParseError{Line: 1, Kind: DefectStructure, Text: fmt.Sprintf("%d-byte frame is shorter than %d", n, minFrame)}
+	}
+	return int(n), nil
+}
+
+// read reads an n-byte frame into buf (reusing its capacity) and returns
+// it. Past retainBytes the buffer grows as bytes arrive, never to what the
+// prefix merely claims, so a peer that announces 16 MiB and stalls pins
+// little memory.
+func (r *Reader) read(buf []byte, n int) ([]byte, error) {
+	if n > cap(buf) {
+		buf = make([]byte, 0, min(n, retainBytes))
+	}
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		chunk := buf[len(buf):min(cap(buf), n)]
+		if _, err := io.ReadFull(r.br, chunk); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrTruncated, n)
+			}
+			return nil, err
+		}
+		buf = buf[:len(buf)+len(chunk)]
+	}
+	return buf, nil
+}
+
+// ReadFrame reads the next frame and returns its text form without
+// decoding it. The slice is only valid until the next call. It returns
+// io.EOF at a clean end of stream; ErrTruncated, ErrTooLarge or ErrMalformed
+// (wrapped) otherwise. After ErrTooLarge or ErrTruncated the stream is out of
+// sync and must be closed.
+func (r *Reader) ReadFrame() ([]byte, error) {
+	n, err := r.next()
+	if err != nil {
+		return nil, err
+	}
+	frame, err := r.read(r.buf, n)
+	if err != nil {
+		return nil, err
+	}
+	if cap(frame) <= retainBytes {
+		r.buf = frame // reuse; a larger buffer is not kept
+	}
+	return frame, nil
+}
+
+// ReadMessage reads and decodes the next frame (see Decode). The message
+// owns its memory: one allocation holds the frame, headers and body share it.
+func (r *Reader) ReadMessage() (*Message, error) {
+	n, err := r.next()
+	if err != nil {
+		return nil, err
+	}
+	frame, err := r.read(nil, n)
+	if err != nil {
+		return nil, err
+	}
+	return decodeOwned(frame)
+}
+
+// Decode decodes a stream frame's text form (as returned by ReadFrame) into
+// a new Message. Header lines are checked strictly: a peer that sends a
+// defective line gets a *ParseError. The body is kept byte-exact, not
+// trimmed. Decode copies frame, so the caller may reuse it.
+func Decode(frame []byte) (*Message, error) {
+	if len(frame) > MaxMessageBytes {
+		return nil, &SizeError{Size: len(frame), Limit: MaxMessageBytes}
+	}
+	return decodeOwned(append([]byte(nil), frame...))
+}
+
+// decodeOwned decodes a frame that no one else references and that is never
+// written again: header strings alias its header block and the body is the
+// tail of it (capacity clipped, so appending to the body reallocates).
+func decodeOwned(frame []byte) (*Message, error) {
+	hdrEnd, bodyStart, err := split(frame)
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{}
+	if hdrEnd > len(delim) {
+		hs := unsafe.String(&frame[len(delim)], hdrEnd-len(delim))
+		if _, err := m.parseHeaders(hs, modeStrict); err != nil {
+			return nil, err
+		}
+	}
+	if bodyStart < len(frame) {
+		m.body = frame[bodyStart:len(frame):len(frame)]
+	}
+	return m, nil
+}
+
+// AppendFrame appends m as a stream frame (length prefix and text form) to
+// dst. It refuses, with the error Check returns, a message that the peer's
+// reader would refuse.
+func AppendFrame(dst []byte, m *Message) ([]byte, error) {
+	if err := m.Check(); err != nil {
+		return dst, err
+	}
+	n := m.WireLen()
+	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
+	return m.AppendWire(dst), nil
+}
+
+// Writer writes length-prefixed frames to a byte stream. Frames are batched
+// in memory: call Flush to send them. WriteMessage flushes by itself once
+// flushBytes are pending.
+type Writer struct {
+	w   io.Writer
+	buf []byte
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// WriteMessage queues m as one frame. A message Check refuses is not queued
+// and its error returned; the stream stays usable.
+func (w *Writer) WriteMessage(m *Message) error {
+	buf, err := AppendFrame(w.buf, m)
+	w.buf = buf
+	if err != nil {
+		return err
+	}
+	if len(w.buf) >= flushBytes {
+		return w.Flush()
+	}
+	return nil
+}
+
+// Buffered returns the number of bytes queued and not yet flushed.
+func (w *Writer) Buffered() int { return len(w.buf) }
+
+// Flush writes every queued frame to the underlying writer.
+func (w *Writer) Flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.buf)
+	if cap(w.buf) > retainBytes {
+		w.buf = nil
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return err
+}
