@@ -9,7 +9,7 @@ import (
 // Address limits (hostname rules, RFC 1123).
 const (
 	MaxLabelLen   = 63  // bytes in one label
-	MaxAddressLen = 253 // bytes in a whole address, in its display form
+	MaxAddressLen = 253 // bytes in a whole address or target, as written
 )
 
 // addrSuffix is the label that ends a full address.
@@ -62,6 +62,9 @@ func ParseAddress(s string) (Address, error) {
 	if s == "" {
 		return fail("empty")
 	}
+	if len(s) > MaxAddressLen {
+		return fail("%d bytes, limit %d", len(s), MaxAddressLen)
+	}
 	labels := strings.Split(s, ".")
 	for _, l := range labels {
 		if reason := checkLabel(l); reason != "" {
@@ -85,9 +88,6 @@ func ParseAddress(s string) (Address, error) {
 		a = Address{Sub: labels[0], Service: labels[1], Node: labels[2]}
 	default:
 		return fail("%d labels; an address has at most <sub>.<service>.<node>.bus", len(labels))
-	}
-	if n := len(a.String()); n > MaxAddressLen {
-		return fail("%d bytes in display form, limit %d", n, MaxAddressLen)
 	}
 	return a, nil
 }
@@ -153,12 +153,18 @@ var ErrCrossMesh = errors.New("wire: cross-mesh targets (<local-bus>@<mesh-fqdn>
 // a local address and whose mesh part is a lowercase FQDN of two or more
 // labels.
 func ParseTarget(s string) (Target, error) {
+	if len(s) > MaxAddressLen {
+		return Target{}, &AddressError{Input: s, Reason: fmt.Sprintf("%d bytes, limit %d", len(s), MaxAddressLen)}
+	}
 	if local, mesh, ok := strings.Cut(s, "@"); ok {
 		return parseCrossMesh(s, local, mesh)
 	}
 	if s != "" && !strings.Contains(s, ".") {
 		if reason := checkLabel(s); reason != "" {
 			return Target{}, &AddressError{Input: s, Reason: reason}
+		}
+		if s == addrSuffix {
+			return Target{}, &AddressError{Input: s, Reason: `"bus" is the address suffix, not a service name`}
 		}
 		return Target{Kind: TargetService, Service: s}, nil
 	}
@@ -179,9 +185,6 @@ func parseCrossMesh(s, local, mesh string) (Target, error) {
 	a, err := ParseAddress(local)
 	if err != nil {
 		return fail("local part: " + err.(*AddressError).Reason)
-	}
-	if len(mesh) > MaxAddressLen {
-		return fail(fmt.Sprintf("mesh name of %d bytes, limit %d", len(mesh), MaxAddressLen))
 	}
 	labels := strings.Split(mesh, ".")
 	if len(labels) < 2 {
