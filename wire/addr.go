@@ -122,6 +122,18 @@ const (
 	TargetCrossMesh                       // <local-bus>@<mesh-fqdn>, refused by the router
 )
 
+func (k TargetKind) String() string {
+	switch k {
+	case TargetService:
+		return "service"
+	case TargetAddress:
+		return "address"
+	case TargetCrossMesh:
+		return "cross-mesh"
+	}
+	return "invalid"
+}
+
 // Target is anything a message may be sent to (seed 004 BusTarget).
 type Target struct {
 	Kind    TargetKind
