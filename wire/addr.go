@@ -9,7 +9,7 @@ import (
 // Address limits (hostname rules, RFC 1123).
 const (
 	MaxLabelLen   = 63  // bytes in one label
-	MaxAddressLen = 253 // bytes in a whole address or target, as written
+	MaxAddressLen = 253 // bytes in a whole address or target, as written and in display form
 )
 
 // addrSuffix is the label that ends a full address.
@@ -187,6 +187,15 @@ func ParseTarget(s string) (Target, error) {
 	return Target{Kind: TargetAddress, Addr: a}, nil
 }
 
+// checkDisplay keeps the display form, which may add ".bus", within
+// MaxAddressLen, so every target's String parses back.
+func checkDisplay(s string, t Target) (Target, error) {
+	if n := len(t.String()); n > MaxAddressLen {
+		return Target{}, &AddressError{Input: s, Reason: fmt.Sprintf("%d bytes in display form, limit %d", n, MaxAddressLen)}
+	}
+	return t, nil
+}
+
 func parseCrossMesh(s, local, mesh string) (Target, error) {
 	fail := func(reason string) (Target, error) {
 		return Target{}, &AddressError{Input: s, Reason: reason}
@@ -207,5 +216,5 @@ func parseCrossMesh(s, local, mesh string) (Target, error) {
 			return fail("mesh part: " + reason)
 		}
 	}
-	return Target{Kind: TargetCrossMesh, Addr: a, Mesh: mesh}, nil
+	return checkDisplay(s, Target{Kind: TargetCrossMesh, Addr: a, Mesh: mesh})
 }

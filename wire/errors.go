@@ -3,11 +3,13 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
-// Sentinel errors. Every error this package returns matches exactly one of
-// them with errors.Is, so a broker can map it to a reply and decide whether
-// the connection survives.
+// Sentinel errors. Every error the parsers, Reader, Writer and Check return
+// matches exactly one of them with errors.Is (or is io.EOF, or the
+// transport's own error), so a broker can map it to a reply and decide
+// whether the connection survives. Address errors match ErrBadAddress.
 var (
 	// ErrTooLarge: a frame exceeds MaxMessageBytes. On a stream the frame was
 	// not consumed, so the stream is out of sync and must be closed.
@@ -28,11 +30,12 @@ const (
 	DefectLeadingWhitespace            // line starts with a space or tab
 	DefectMissingSeparator             // no ": " between key and value
 	DefectEmptyKey                     // ": " at the start of the line
-	DefectKeyWhitespace                // whitespace or a control character in the key
+	DefectKeyWhitespace                // whitespace, a control character or invalid UTF-8 in the key
 	DefectBadJSON                      // value starts with '[' or '{' but is not valid JSON
 	DefectDuplicate                    // key already seen; the first value is kept
 	DefectTooManyHeaders               // more than MaxHeaders lines; the rest are ignored
 	DefectNewlineInValue               // value contains '\n' (only Message.Check sees this)
+	DefectInvalidUTF8                  // value is not valid UTF-8 (headers are text; bodies are bytes)
 	DefectStructure                    // no opening or closing "---" line
 )
 
@@ -41,11 +44,12 @@ var defectText = [...]string{
 	DefectLeadingWhitespace: "header line starts with whitespace",
 	DefectMissingSeparator:  `header line has no ": " separator`,
 	DefectEmptyKey:          "header key is empty",
-	DefectKeyWhitespace:     "header key contains whitespace or a control character",
+	DefectKeyWhitespace:     "header key contains whitespace, a control character or invalid UTF-8",
 	DefectBadJSON:           "header value looks like JSON but is not valid JSON",
 	DefectDuplicate:         "duplicate header key; the first value is kept",
 	DefectTooManyHeaders:    fmt.Sprintf("more than %d header lines; the rest of the header block is ignored", MaxHeaders),
 	DefectNewlineInValue:    "header value contains a newline",
+	DefectInvalidUTF8:       "header value is not valid UTF-8",
 	DefectStructure:         "frame structure",
 }
 
@@ -99,5 +103,9 @@ func clip(s string) string {
 	if len(s) <= maxDefectText {
 		return s
 	}
-	return s[:maxDefectText] + "…"
+	cut := maxDefectText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -1,5 +1,7 @@
 package wire
 
+import "slices"
+
 // Limits every parser and stream reader enforces. The names in comments are
 // the ones seed 004 (cosmix-lib-bus) uses.
 const (
@@ -33,11 +35,20 @@ const (
 	HeaderRC        = "rc"        // return code, a u8 (see RC)
 )
 
-// CoreHeaders lists the headers Validate knows, sorted.
-var CoreHeaders = []string{
+// coreHeaders lists the headers Validate knows, sorted.
+var coreHeaders = []string{
 	HeaderArgs, HeaderBus, HeaderCommand, HeaderError, HeaderFrom, HeaderID,
 	HeaderJSON, HeaderRC, HeaderReplyTo, HeaderTimestamp, HeaderTo, HeaderTTL,
 	HeaderType,
+}
+
+// CoreHeaders returns the core header names, sorted.
+func CoreHeaders() []string { return slices.Clone(coreHeaders) }
+
+// IsCoreHeader reports whether key is one of the core headers.
+func IsCoreHeader(key string) bool {
+	_, ok := slices.BinarySearch(coreHeaders, key)
+	return ok
 }
 
 // Message types, the values of the "type" header (VALID_TYPES).
@@ -48,5 +59,10 @@ const (
 	TypeStream   = "stream"
 )
 
-// ValidTypes lists the message types (VALID_TYPES).
-var ValidTypes = []string{TypeRequest, TypeResponse, TypeEvent, TypeStream}
+var validTypes = []string{TypeRequest, TypeResponse, TypeEvent, TypeStream}
+
+// ValidTypes returns the message types (VALID_TYPES).
+func ValidTypes() []string { return slices.Clone(validTypes) }
+
+// IsValidType reports whether typ is one of ValidTypes.
+func IsValidType(typ string) bool { return slices.Contains(validTypes, typ) }

@@ -145,9 +145,10 @@ func (m *Message) Equal(o *Message) bool {
 func (m *Message) IsHeartbeat() bool { return len(m.hdr) == 0 && len(m.body) == 0 }
 
 // Check reports the first header that cannot travel on the wire as a
-// *ParseError (the same rules ParseStrict applies), or a *SizeError when the
-// frame would exceed MaxMessageBytes or MaxHeaders. Writers call it so that a
-// value containing a newline can never inject a header.
+// *ParseError (the rules ParseStrict applies, plus: no newline in a value;
+// more than MaxHeaders headers is DefectTooManyHeaders), or a *SizeError when
+// the frame would exceed MaxMessageBytes. Writers call it so that a value
+// containing a newline can never inject a header.
 func (m *Message) Check() error {
 	if len(m.hdr) > MaxHeaders {
 		return &ParseError{Line: MaxHeaders + 2, Kind: DefectTooManyHeaders}

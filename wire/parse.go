@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // mode selects how parse treats a defective header line.
@@ -188,19 +190,31 @@ func checkHeader(k, v string) DefectKind {
 		return DefectKeyWhitespace
 	case strings.IndexByte(v, '\n') >= 0:
 		return DefectNewlineInValue
+	case !utf8.ValidString(v):
+		return DefectInvalidUTF8
 	case v != "" && (v[0] == '[' || v[0] == '{') && !json.Valid([]byte(v)):
 		return DefectBadJSON
 	}
 	return DefectNone
 }
 
-// validKey reports whether k has no whitespace or control characters. Bytes
-// from 0x80 up (UTF-8) are allowed.
+// validKey reports whether k is valid UTF-8 with no whitespace or control
+// characters (ASCII or Unicode: U+0085, U+00A0, U+2028 … are refused).
 func validKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c <= ' ' || c == 0x7f {
+	for i := 0; i < len(k); {
+		c := k[i]
+		if c < utf8.RuneSelf {
+			if c <= ' ' || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(k[i:])
+		if r == utf8.RuneError && size == 1 || unicode.IsSpace(r) || unicode.IsControl(r) {
 			return false
 		}
+		i += size
 	}
 	return true
 }

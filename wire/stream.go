@@ -33,6 +33,7 @@ type Reader struct {
 	br     *bufio.Reader
 	prefix [prefixLen]byte
 	buf    []byte // reused by ReadFrame
+	err    error  // sticky: set once the stream is out of sync or ended
 }
 
 // NewReader returns a Reader that buffers r.
@@ -56,7 +57,7 @@ func (r *Reader) next() (int, error) {
 	if n < minFrame {
 		// Consume the bytes so the stream stays in sync.
 		if _, err := r.br.Discard(int(n)); err != nil {
-			return 0, fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrTruncated, n)
+			return 0, truncated(err, int(n))
 		}
 		return 0, &ParseError{Line: 1, Kind: DefectStructure, Text: fmt.Sprintf("%d-byte frame is shorter than %d", n, minFrame)}
 	}
@@ -80,29 +81,48 @@ func (r *Reader) read(buf []byte, n int) ([]byte, error) {
 		}
 		chunk := buf[len(buf):min(cap(buf), n)]
 		if _, err := io.ReadFull(r.br, chunk); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrTruncated, n)
-			}
-			return nil, err
+			return nil, truncated(err, n)
 		}
 		buf = buf[:len(buf)+len(chunk)]
 	}
 	return buf, nil
 }
 
+// truncated turns an end of stream inside an n-byte frame into ErrTruncated
+// and passes any other error (a deadline, a reset) through unchanged.
+func truncated(err error, n int) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrTruncated, n)
+	}
+	return err
+}
+
+// fail records err as sticky unless the stream is still in sync (a
+// malformed frame was consumed whole), and returns it.
+func (r *Reader) fail(err error) error {
+	if !errors.Is(err, ErrMalformed) {
+		r.err = err
+	}
+	return err
+}
+
 // ReadFrame reads the next frame and returns its text form without
 // decoding it. The slice is only valid until the next call. It returns
 // io.EOF at a clean end of stream; ErrTruncated, ErrTooLarge or ErrMalformed
-// (wrapped) otherwise. After ErrTooLarge or ErrTruncated the stream is out of
-// sync and must be closed.
+// (wrapped) or the transport's error otherwise. Only ErrMalformed leaves the
+// stream in sync; after any other error the stream is unusable and every
+// later call returns the same error.
 func (r *Reader) ReadFrame() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	n, err := r.next()
 	if err != nil {
-		return nil, err
+		return nil, r.fail(err)
 	}
 	frame, err := r.read(r.buf, n)
 	if err != nil {
-		return nil, err
+		return nil, r.fail(err)
 	}
 	if cap(frame) <= retainBytes {
 		r.buf = frame // reuse; a larger buffer is not kept
@@ -110,16 +130,21 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	return frame, nil
 }
 
-// ReadMessage reads and decodes the next frame (see Decode). The message
-// owns its memory: one allocation holds the frame, headers and body share it.
+// ReadMessage reads and decodes the next frame (see Decode); errors are as
+// for ReadFrame. The message owns its memory: headers and body share one
+// allocation holding the frame, so keeping any header string keeps the whole
+// frame alive; strings.Clone a value kept longer than the message.
 func (r *Reader) ReadMessage() (*Message, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	n, err := r.next()
 	if err != nil {
-		return nil, err
+		return nil, r.fail(err)
 	}
 	frame, err := r.read(nil, n)
 	if err != nil {
-		return nil, err
+		return nil, r.fail(err)
 	}
 	return decodeOwned(frame)
 }
@@ -170,10 +195,12 @@ func AppendFrame(dst []byte, m *Message) ([]byte, error) {
 
 // Writer writes length-prefixed frames to a byte stream. Frames are batched
 // in memory: call Flush to send them. WriteMessage flushes by itself once
-// flushBytes are pending.
+// flushBytes are pending. A write error is sticky: the peer may have seen
+// part of a frame, so every later call returns it.
 type Writer struct {
 	w   io.Writer
 	buf []byte
+	err error
 }
 
 // NewWriter returns a Writer on w.
@@ -182,6 +209,9 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // WriteMessage queues m as one frame. A message Check refuses is not queued
 // and its error returned; the stream stays usable.
 func (w *Writer) WriteMessage(m *Message) error {
+	if w.err != nil {
+		return w.err
+	}
 	buf, err := AppendFrame(w.buf, m)
 	w.buf = buf
 	if err != nil {
@@ -198,8 +228,8 @@ func (w *Writer) Buffered() int { return len(w.buf) }
 
 // Flush writes every queued frame to the underlying writer.
 func (w *Writer) Flush() error {
-	if len(w.buf) == 0 {
-		return nil
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
 	}
 	_, err := w.w.Write(w.buf)
 	if cap(w.buf) > retainBytes {
@@ -207,5 +237,6 @@ func (w *Writer) Flush() error {
 	} else {
 		w.buf = w.buf[:0]
 	}
+	w.err = err
 	return err
 }

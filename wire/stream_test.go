@@ -228,6 +228,37 @@ func TestStreamWriterError(t *testing.T) {
 	if err := w.Flush(); !errors.Is(err, boom) {
 		t.Fatalf("Flush = %v", err)
 	}
+	// Sticky: the peer may hold half a frame, so nothing more is sent.
+	if err := w.WriteMessage(Empty()); !errors.Is(err, boom) || w.Buffered() != 0 {
+		t.Fatalf("WriteMessage after failure = %v", err)
+	}
+	if err := w.Flush(); !errors.Is(err, boom) {
+		t.Fatalf("second Flush = %v", err)
+	}
+}
+
+func TestStreamReaderErrorsAreSticky(t *testing.T) {
+	deadline := errors.New("i/o timeout")
+	good := prefixed("---\n---\n")
+	// A transport error in the middle of a frame: later reads must not
+	// resume from the middle of it.
+	src := io.MultiReader(bytes.NewReader(good[:6]), iotest.ErrReader(deadline))
+	r := NewReader(src)
+	for range 2 {
+		if _, err := r.ReadFrame(); !errors.Is(err, deadline) {
+			t.Fatalf("ReadFrame = %v, want the transport error", err)
+		}
+		if _, err := r.ReadMessage(); !errors.Is(err, deadline) {
+			t.Fatalf("ReadMessage = %v, want the transport error", err)
+		}
+	}
+	// ErrTooLarge is sticky; the bytes after the prefix are never read as a frame.
+	r = NewReader(bytes.NewReader(append([]byte{0xff, 0xff, 0xff, 0xff}, good...)))
+	for range 2 {
+		if _, err := r.ReadMessage(); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("ReadMessage = %v, want ErrTooLarge", err)
+		}
+	}
 }
 
 func TestStreamWriterFlushesLargeBatches(t *testing.T) {

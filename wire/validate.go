@@ -3,7 +3,6 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 )
 
@@ -27,8 +26,8 @@ func Validate(m *Message) []Warning {
 	for k, v := range m.Headers() {
 		switch k {
 		case HeaderType:
-			if !slices.Contains(ValidTypes, v) {
-				warn(k, "%q is not a message type (want one of %v)", v, ValidTypes)
+			if !IsValidType(v) {
+				warn(k, "%q is not a message type (want one of %v)", v, validTypes)
 			}
 		case HeaderArgs, HeaderJSON:
 			if !json.Valid([]byte(v)) {
@@ -43,7 +42,7 @@ func Validate(m *Message) []Warning {
 				warn(k, "%q is not a number from 0 to %d", v, uint32(1<<32-1))
 			}
 		default:
-			if _, ok := slices.BinarySearch(CoreHeaders, k); !ok {
+			if !IsCoreHeader(k) {
 				warn(k, "unknown header")
 			}
 		}
