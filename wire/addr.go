@@ -92,6 +92,15 @@ func ParseAddress(s string) (Address, error) {
 	return a, nil
 }
 
+// ValidLabel reports whether s is one address label (a node or service
+// name): nil, or an error matching ErrBadAddress that says why.
+func ValidLabel(s string) error {
+	if reason := checkLabel(s); reason != "" {
+		return &AddressError{Input: s, Reason: reason}
+	}
+	return nil
+}
+
 // checkLabel applies hostname rules: 1–63 lowercase letters, digits and
 // inner hyphens. It returns "" for a valid label, else the reason.
 func checkLabel(l string) string {

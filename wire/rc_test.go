@@ -94,7 +94,7 @@ func TestReplyKeepsAppErrorApartFromTransport(t *testing.T) {
 func TestValidate(t *testing.T) {
 	clean := Command("noded.ping").WithHeader("bus", "1").WithHeader("id", "1").WithHeader("from", "a").
 		WithHeader("to", "b").WithHeader("args", `{"a":1}`).WithHeader("json", "[]").WithHeader("reply-to", "0").
-		WithHeader("ttl", "4294967295").WithHeader("error", "x").WithHeader("timestamp", "2026-11-29T00:00:00Z").WithHeader("rc", "255")
+		WithHeader("ttl", "4294967295").WithHeader("error", "x").WithHeader("result", "ACCEPTED").WithHeader("timestamp", "2026-11-29T00:00:00Z").WithHeader("rc", "255")
 	if w := Validate(clean); len(w) != 0 {
 		t.Fatalf("clean message warned: %v", w)
 	}

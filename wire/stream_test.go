@@ -296,3 +296,31 @@ func TestReadFrameZeroAllocs(t *testing.T) {
 		t.Fatalf("AppendFrame allocates %.1f per frame", allocs)
 	}
 }
+
+func TestAppendFrameWith(t *testing.T) {
+	m := New(TypeEvent, "ch").WithHeader("id", "1").WithBody([]byte("b"))
+	for _, c := range []struct{ k, v string }{{"ttl", "500"}, {"id", "2"}, {"a", ""}, {"zz", "last"}} {
+		got, err := AppendFrameWith(nil, m, c.k, c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := AppendFrame(nil, m.Clone().WithHeader(c.k, c.v))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("with %s=%s:\n%q\nwant\n%q", c.k, c.v, got, want)
+		}
+	}
+	if m.Value("id") != "1" || m.Len() != 3 {
+		t.Fatal("AppendFrameWith changed the message")
+	}
+	if _, err := AppendFrameWith(nil, m, "ttl", "1\nfrom: x"); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("injection through the override: %v", err)
+	}
+	big := Empty().WithBody(make([]byte, MaxMessageBytes-8))
+	if _, err := AppendFrameWith(nil, big, "k", "v"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("override past the limit: %v", err)
+	}
+	dst := make([]byte, 0, 256)
+	if a := testing.AllocsPerRun(100, func() { dst, _ = AppendFrameWith(dst[:0], m, "ttl", "500") }); a != 0 {
+		t.Fatalf("AppendFrameWith allocates %.1f", a)
+	}
+}

@@ -16,12 +16,7 @@ func (m *Message) WireLen() int {
 // per header in key order, "---\n", then the body unchanged.
 func (m *Message) AppendWire(dst []byte) []byte {
 	dst = append(dst, delim...)
-	for _, h := range m.hdr {
-		dst = append(dst, h.Key...)
-		dst = append(dst, ": "...)
-		dst = append(dst, h.Value...)
-		dst = append(dst, '\n')
-	}
+	dst = appendHeaders(dst, m.hdr)
 	dst = append(dst, delim...)
 	return append(dst, m.body...)
 }

@@ -15,7 +15,8 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Header + ": " + w.Msg }
 
-// Validate reports, in header order, unknown headers, a type outside
+// Validate reports, in header order, unknown headers (neither core nor
+// busbar's HeaderResult), a type outside
 // ValidTypes, args or json that are not JSON, and an rc that is not a u8 or
 // a ttl that is not a u32.
 func Validate(m *Message) []Warning {
@@ -42,7 +43,7 @@ func Validate(m *Message) []Warning {
 				warn(k, "%q is not a number from 0 to %d", v, uint32(1<<32-1))
 			}
 		default:
-			if !IsCoreHeader(k) {
+			if !IsCoreHeader(k) && k != HeaderResult {
 				warn(k, "unknown header")
 			}
 		}

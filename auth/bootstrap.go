@@ -1,0 +1,111 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+const (
+	// PrincipalsFile is the broker's principal store inside the data dir.
+	PrincipalsFile = "principals.json"
+	// CredentialsFile holds the local client's Credential, for clients run
+	// by the same OS user as the broker.
+	CredentialsFile = "credentials.json"
+)
+
+// BootstrapResult says what Bootstrap did.
+type BootstrapResult struct {
+	Dir, PrincipalsPath, CredentialsPath string
+	Created                              bool // both files were written
+	TightenedDir                         bool // Dir had group/other bits and was chmod'ed to 0700
+}
+
+// Bootstrap prepares a data directory so a fresh install works with no
+// configuration: it makes dir (mode 0700; an existing dir with group/other
+// bits is tightened to 0700), and if PrincipalsFile is absent writes a
+// principal "local" (fresh secret, Nodes ["*"], AllPermissions()) plus a
+// CredentialsFile holding that secret. Both files are 0600 and written
+// atomically.
+//
+// If PrincipalsFile exists nothing is written, even if CredentialsFile is
+// missing: the secret cannot be recovered from its hash, and overwriting an
+// operator's store would be worse. CredentialsFile is written first so a
+// crash in between leaves no principals file and the next run starts over.
+// Bootstrap is meant to be called once at startup, not concurrently on the
+// same dir.
+func Bootstrap(dir string) (BootstrapResult, error) {
+	r := BootstrapResult{
+		Dir:             dir,
+		PrincipalsPath:  filepath.Join(dir, PrincipalsFile),
+		CredentialsPath: filepath.Join(dir, CredentialsFile),
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+	if !fi.IsDir() {
+		return r, fmt.Errorf("auth: bootstrap: %s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return r, fmt.Errorf("auth: bootstrap: tighten %s: %w", dir, err)
+		}
+		r.TightenedDir = true
+	}
+
+	if _, err := os.Lstat(r.PrincipalsPath); err == nil {
+		return r, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+
+	secret, hash, err := NewSecret()
+	if err != nil {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+	creds, err := json.MarshalIndent(Credential{Principal: "local", Secret: secret}, "", "  ")
+	if err != nil {
+		return r, err
+	}
+	store, err := json.MarshalIndent(principalsFile{Principals: []Principal{{
+		Name:        "local",
+		SecretHash:  hash,
+		Nodes:       []Pattern{"*"},
+		Permissions: AllPermissions(),
+	}}}, "", "  ")
+	if err != nil {
+		return r, err
+	}
+	if err := writeFileAtomic(r.CredentialsPath, append(creds, '\n')); err != nil {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+	if err := writeFileAtomic(r.PrincipalsPath, append(store, '\n')); err != nil {
+		return r, fmt.Errorf("auth: bootstrap: %w", err)
+	}
+	r.Created = true
+	return r, nil
+}
+
+// LoadCredential reads a CredentialsFile. Like Load it refuses a file
+// group or others can access (ErrInsecureFile): it holds a live secret.
+func LoadCredential(path string) (Credential, error) {
+	data, err := readSecureFile(path)
+	if err != nil {
+		return Credential{}, err
+	}
+	var c Credential
+	if err := decodeStrict(data, &c); err != nil {
+		return Credential{}, fmt.Errorf("auth: %s: %w", path, err)
+	}
+	if c.Principal == "" {
+		return Credential{}, fmt.Errorf("auth: %s: field principal is empty", path)
+	}
+	return c, nil
+}

@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+func TestBootstrap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data", "busbar")
+	r, err := Bootstrap(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Created || r.TightenedDir {
+		t.Fatalf("first run: %+v", r)
+	}
+	if r.PrincipalsPath != filepath.Join(dir, PrincipalsFile) || r.CredentialsPath != filepath.Join(dir, CredentialsFile) {
+		t.Fatalf("paths: %+v", r)
+	}
+	if m := mode(t, dir); m != 0o700 {
+		t.Errorf("dir mode %04o", m)
+	}
+	for _, p := range []string{r.PrincipalsPath, r.CredentialsPath} {
+		if m := mode(t, p); m != 0o600 {
+			t.Errorf("%s mode %04o", p, m)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("dir has %d entries, want 2 (temp files left?)", len(ents))
+	}
+
+	st, err := Load(r.PrincipalsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadCredential(r.CredentialsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.Authenticate(c, "anything-valid", nil)
+	if err != nil {
+		t.Fatalf("bootstrap credentials: %v (%s)", err, Reason(err))
+	}
+	if p.Name != "local" || !p.Permissions.Allows(ActionHandle, "x.y") {
+		t.Errorf("principal %+v", p)
+	}
+
+	before, _ := os.ReadFile(r.PrincipalsPath)
+	beforeC, _ := os.ReadFile(r.CredentialsPath)
+	r2, err := Bootstrap(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Created || r2.TightenedDir {
+		t.Errorf("second run: %+v", r2)
+	}
+	after, _ := os.ReadFile(r.PrincipalsPath)
+	afterC, _ := os.ReadFile(r.CredentialsPath)
+	if !bytes.Equal(before, after) || !bytes.Equal(beforeC, afterC) {
+		t.Error("second run changed files")
+	}
+}
+
+func TestBootstrapTightensDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	r, err := Bootstrap(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TightenedDir || !r.Created {
+		t.Errorf("result %+v", r)
+	}
+	if m := mode(t, dir); m != 0o700 {
+		t.Errorf("dir mode %04o", m)
+	}
+}
+
+func TestLoadCredential(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "c.json", `{"principal":"a","secret":"s"}`, 0o644)
+	if _, err := LoadCredential(p); !errors.Is(err, ErrInsecureFile) {
+		t.Errorf("0644: %v", err)
+	}
+	os.Chmod(p, 0o600)
+	if c, err := LoadCredential(p); err != nil || c.Principal != "a" || c.Secret != "s" {
+		t.Errorf("0600: %+v, %v", c, err)
+	}
+	p = writeFile(t, dir, "u.json", `{"principal":"a","secret":"s","x":1}`, 0o600)
+	if _, err := LoadCredential(p); err == nil {
+		t.Error("unknown field accepted")
+	}
+	p = writeFile(t, dir, "e.json", `{"secret":"s"}`, 0o600)
+	if _, err := LoadCredential(p); err == nil {
+		t.Error("empty principal accepted")
+	}
+}

@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Pattern is a NATS-style channel pattern: '.'-separated tokens where "*"
+// matches exactly one token and ">" (last token only) matches one or more.
+//
+// Wildcards never match the reserved first token "bus": ">" and "*.x" match
+// no control channel. Only a pattern whose first token is literally "bus"
+// (e.g. "bus.>") does, so control access is never granted by accident.
+type Pattern string
+
+// ParsePattern checks s and returns it as a Pattern. Errors wrap
+// ErrBadPattern. The empty string is refused: in a config file it is a
+// mistake, not a way to say "nothing" (use an empty list for that).
+func ParsePattern(s string) (Pattern, error) {
+	bad := func(why string) (Pattern, error) {
+		return "", fmt.Errorf("%w %q: %s", ErrBadPattern, clip(s), why)
+	}
+	if s == "" {
+		return bad("empty")
+	}
+	// A wildcard consumes at least one byte of channel per byte of pattern,
+	// so a longer pattern could never match anything.
+	if len(s) > MaxChannelLen {
+		return bad("longer than MaxChannelLen")
+	}
+	rest := s
+	for i := 0; ; i++ {
+		tok, next, more := strings.Cut(rest, ".")
+		switch {
+		case tok == "":
+			return bad(fmt.Sprintf("token %d is empty", i))
+		case tok == ">":
+			if more {
+				return bad(`">" must be the last token`)
+			}
+		case tok == "*":
+		default:
+			for j := 0; j < len(tok); j++ {
+				if !tokenByte(tok[j]) {
+					return bad(fmt.Sprintf("token %d %q: want [A-Za-z0-9_-], \"*\" or \">\"", i, tok))
+				}
+			}
+		}
+		if !more {
+			return Pattern(s), nil
+		}
+		rest = next
+	}
+}
+
+// Match reports whether channel matches p. An invalid channel, the empty
+// pattern and malformed patterns (e.g. ">" not last) match nothing.
+// Match does not allocate.
+func (p Pattern) Match(channel string) bool {
+	if prob, _ := channelSyntax(channel); prob != "" {
+		return false
+	}
+	return p.matchValid(channel)
+}
+
+// matchValid is Match for a channel already known to be syntactically
+// valid; Permissions.Allows validates once and then tries each pattern.
+func (p Pattern) matchValid(channel string) bool {
+	pat := string(p)
+	if pat == "" {
+		return false
+	}
+	if firstToken(channel) == controlToken && firstToken(pat) != controlToken {
+		return false
+	}
+	ch := channel // invariant: non-empty, no empty tokens
+	for {
+		pt, prest, pmore := strings.Cut(pat, ".")
+		if pt == ">" {
+			return !pmore // ch still has at least one token here
+		}
+		ct, crest, cmore := strings.Cut(ch, ".")
+		if pt != "*" && pt != ct {
+			return false
+		}
+		if !pmore || !cmore {
+			return pmore == cmore
+		}
+		pat, ch = prest, crest
+	}
+}

@@ -1,0 +1,236 @@
+package broker
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"busbar/transport"
+	"busbar/wire"
+)
+
+// ErrClosed is returned by Serve and DialInProcess once Shutdown began.
+var ErrClosed = errors.New("broker: closed")
+
+// Broker routes messages between connected nodes. Create it with New, feed
+// it connections with Serve or ServeConn, stop it with Shutdown.
+type Broker struct {
+	opts Options
+	log  *slog.Logger
+	dir  directory
+	pend pendingTable
+
+	mu        sync.Mutex // guards the fields below
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{} // every connection being served, registered or not
+
+	serving sync.WaitGroup // one per ServeConn and per Serve loop
+	sweeper sync.WaitGroup
+	stop    chan struct{} // closed by Shutdown
+
+	stats stats
+}
+
+// stats are monotonically increasing counters, exposed by Stats.
+type stats struct {
+	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired atomic.Int64
+}
+
+// Stats is a snapshot of the broker's counters.
+type Stats struct {
+	Nodes          int   // registered nodes
+	ExpiredInQueue int64 // messages dropped because their deadline passed in a queue
+	DroppedReplies int64 // replies and receipts that matched no open call
+	Malformed      int64 // frames refused as malformed
+	Refused        int64 // messages refused by permissions or limits
+	SlowConsumers  int64 // connections closed because they stopped reading
+	LeaseExpired   int64 // nodes removed for silence
+}
+
+// New returns a broker with opts (see Options for defaults).
+func New(opts Options) (*Broker, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		opts:      opts,
+		log:       opts.Logger,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*conn]struct{}{},
+		stop:      make(chan struct{}),
+	}
+	b.dir.init()
+	b.pend.init()
+	b.sweeper.Add(1)
+	go b.sweep()
+	return b, nil
+}
+
+// Name is the broker's own node name.
+func (b *Broker) Name() string { return b.opts.Name }
+
+// Stats returns the broker's counters.
+func (b *Broker) Stats() Stats {
+	return Stats{
+		Nodes:          b.dir.count(),
+		ExpiredInQueue: b.stats.expiredInQueue.Load() + b.expiredInQueues(),
+		DroppedReplies: b.stats.droppedReplies.Load(),
+		Malformed:      b.stats.malformed.Load(),
+		Refused:        b.stats.refused.Load(),
+		SlowConsumers:  b.stats.slowConsumers.Load(),
+		LeaseExpired:   b.stats.leaseExpired.Load(),
+	}
+}
+
+// expiredInQueues sums the expiry counters of the live connections.
+func (b *Broker) expiredInQueues() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for c := range b.conns {
+		n += c.out.Expired()
+	}
+	return n
+}
+
+// Serve accepts connections from ln until ln fails or Shutdown closes it.
+// It returns ErrClosed after Shutdown.
+func (b *Broker) Serve(ln net.Listener) error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		_ = ln.Close()
+		return ErrClosed
+	}
+	b.listeners[ln] = struct{}{}
+	b.serving.Add(1)
+	b.mu.Unlock()
+	defer b.serving.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			b.mu.Lock()
+			closing := b.closing
+			delete(b.listeners, ln)
+			b.mu.Unlock()
+			if closing {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		go b.ServeConn(nc)
+	}
+}
+
+// ServeConn serves one connection until it closes: handshake, then frames.
+// It takes ownership of nc. Every transport ends here.
+func (b *Broker) ServeConn(nc net.Conn) { b.serveConn(nc, false) }
+
+// DialInProcess returns a connection to this broker that never leaves the
+// process. Its node is trusted: no credential is checked, every permission
+// is granted, and it may use the broker's own name (seed 003's proxy).
+func (b *Broker) DialInProcess() (net.Conn, error) {
+	cl, srv, err := transport.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	closing := b.closing
+	b.mu.Unlock()
+	if closing {
+		_ = cl.Close()
+		_ = srv.Close()
+		return nil, ErrClosed
+	}
+	go b.serveConn(srv, true)
+	return cl, nil
+}
+
+func (b *Broker) serveConn(nc net.Conn, inproc bool) {
+	c := newConn(b, nc)
+	c.inproc = inproc
+	if !b.track(c) {
+		_ = nc.Close()
+		return
+	}
+	defer b.untrack(c)
+	r := wire.NewReader(nc)
+	go c.writeLoop()
+	if err := b.handshake(c, r); err != nil {
+		b.log.Info("handshake failed", "remote", remote(nc), "err", err)
+		c.finish()
+		return
+	}
+	b.log.Info("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
+	b.readLoop(c, r)
+	c.finish()
+	b.dir.remove(c)
+	b.dropPending(c)
+	c.mu.Lock()
+	reason := c.reason
+	c.mu.Unlock()
+	b.log.Info("node disconnected", "node", c.node, "epoch", c.epoch, "reason", reason)
+}
+
+func remote(nc net.Conn) string {
+	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
+		return a.String()
+	}
+	return "local"
+}
+
+func (b *Broker) track(c *conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	b.serving.Add(1)
+	return true
+}
+
+func (b *Broker) untrack(c *conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.stats.expiredInQueue.Add(c.out.Expired()) // under mu: Stats never counts c twice
+	b.mu.Unlock()
+	b.serving.Done()
+}
+
+// readLoop reads frames until the connection fails or closes. A malformed
+// frame leaves the stream in sync, so the node gets a bus.error and stays;
+// an oversize or truncated frame ends the connection.
+func (b *Broker) readLoop(c *conn, r *wire.Reader) {
+	for {
+		m, err := r.ReadMessage()
+		switch {
+		case err == nil:
+		case errors.Is(err, wire.ErrMalformed):
+			b.stats.malformed.Add(1)
+			b.log.Warn("malformed frame", "node", c.node, "err", err)
+			c.enqueue(errorFrame(wire.ResultMalformed, err.Error()), time.Time{})
+			continue
+		case errors.Is(err, wire.ErrTooLarge):
+			b.stats.malformed.Add(1)
+			b.log.Warn("oversize frame; closing", "node", c.node, "err", err)
+			c.closeWith(wire.ResultTooLarge, err.Error())
+			return
+		default:
+			c.close(wire.ResultDisconnect)
+			return
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		if !m.IsHeartbeat() {
+			b.route(c, m)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"busbar/auth"
+	"busbar/internal/sendq"
+	"busbar/wire"
+)
+
+// conn is one node's connection.
+type conn struct {
+	b      *Broker
+	nc     net.Conn
+	out    *sendq.Queue
+	node   string // node name, set by the handshake
+	addr   string // node + ".bus", what "from" says
+	epoch  uint64
+	perms  *auth.Permissions // nil: everything allowed (in-process)
+	inproc bool
+
+	lastRead atomic.Int64 // unix nanoseconds of the last frame read
+	inflight atomic.Int64 // calls this connection is waiting on
+
+	mu      sync.Mutex          // guards the fields below
+	reason  wire.Result         // why it closed
+	subs    map[string]struct{} // channels with subscribers on this node
+	handles map[string]struct{} // channels this node handles
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	c := &conn{
+		b: b, nc: nc,
+		out: sendq.New(nc, sendq.Limits{
+			MaxBytes: b.opts.MaxQueueBytes, MaxMessages: b.opts.MaxQueueMessages, WriteTimeout: b.opts.WriteTimeout,
+		}),
+		subs: map[string]struct{}{}, handles: map[string]struct{}{},
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+// enqueue queues m for the peer without blocking. It reports false when the
+// queue is full or closing: the caller answers BACKPRESSURED.
+func (c *conn) enqueue(m *wire.Message, deadline time.Time) bool {
+	return c.out.Enqueue(m, deadline)
+}
+
+// writeLoop runs the outbound queue; a write that fails or times out means
+// the peer stopped reading.
+func (c *conn) writeLoop() {
+	if err := c.out.Run(); err != nil {
+		c.b.stats.slowConsumers.Add(1)
+		c.setReason(wire.ResultSlow)
+		c.b.log.Warn("write failed; disconnecting slow consumer", "node", c.node, "err", err)
+	}
+}
+
+func (c *conn) setReason(r wire.Result) {
+	c.mu.Lock()
+	if c.reason == "" {
+		c.reason = r
+	}
+	c.mu.Unlock()
+}
+
+// close starts closing: nothing more is queued, the writer sends what is
+// queued and closes the socket, which ends the reader.
+func (c *conn) close(reason wire.Result) {
+	c.setReason(reason)
+	c.out.Close(nil)
+}
+
+// closeWith is close with a last bus.error frame saying why.
+func (c *conn) closeWith(reason wire.Result, text string) {
+	c.setReason(reason)
+	c.out.Close(errorFrame(reason, text))
+}
+
+// finish closes the connection and waits for its writer. Only the
+// connection's serving goroutine calls it.
+func (c *conn) finish() {
+	c.close(wire.ResultDisconnect)
+	<-c.out.Done()
+}
+
+func errorFrame(reason wire.Result, text string) *wire.Message {
+	return wire.New(wire.TypeEvent, wire.CmdError).
+		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCFailure))).
+		WithHeader(wire.HeaderResult, string(reason)).
+		WithHeader(wire.HeaderError, text)
+}
+func (c *conn) hasSub(channel string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.subs[channel]
+	return ok
+}
+
+func (c *conn) hasHandler(channel string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.handles[channel]
+	return ok
+}
+
+func (c *conn) allows(a auth.Action, channel string) bool {
+	return c.perms == nil || c.perms.Allows(a, channel)
+}

@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"busbar/wire"
+)
+
+// directory maps node names to their current connection. A node that
+// reconnects replaces its old connection, whose epoch is then stale.
+type directory struct {
+	mu     sync.RWMutex
+	nodes  map[string]*conn
+	epochs map[string]uint64 // last epoch handed out per node name
+}
+
+func (d *directory) init() {
+	d.nodes = map[string]*conn{}
+	d.epochs = map[string]uint64{}
+}
+
+// register makes c the node's connection and returns its epoch. queued
+// runs under the lock, before c can be found, so whatever it queues on c
+// precedes anything routed to it. A previous connection is closed with
+// REPLACED; what was bound to it fails when its serving goroutine ends.
+func (d *directory) register(c *conn, queued func(epoch uint64)) uint64 {
+	d.mu.Lock()
+	epoch := d.epochs[c.node] + 1
+	d.epochs[c.node] = epoch
+	old := d.nodes[c.node]
+	c.epoch = epoch
+	queued(epoch)
+	d.nodes[c.node] = c
+	d.mu.Unlock()
+	if old != nil {
+		old.closeWith(wire.ResultReplaced, "replaced by a newer connection of the same node")
+	}
+	return epoch
+}
+
+// remove drops c if it is still its node's connection.
+func (d *directory) remove(c *conn) {
+	d.mu.Lock()
+	if d.nodes[c.node] == c {
+		delete(d.nodes, c.node)
+	}
+	d.mu.Unlock()
+}
+
+func (d *directory) lookup(node string) *conn {
+	d.mu.RLock()
+	c := d.nodes[node]
+	d.mu.RUnlock()
+	return c
+}
+
+func (d *directory) count() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.nodes)
+}
+
+// all returns the registered connections sorted by node name.
+func (d *directory) all() []*conn {
+	d.mu.RLock()
+	out := make([]*conn, 0, len(d.nodes))
+	for _, c := range d.nodes {
+		out = append(out, c)
+	}
+	d.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *conn) int { return strings.Compare(a.node, b.node) })
+	return out
+}
+
+// NodeInfo describes one registered node (see Broker.Directory).
+type NodeInfo struct {
+	Node          string    `json:"node"`
+	Epoch         uint64    `json:"epoch"`
+	Remote        string    `json:"remote"`
+	LastSeen      time.Time `json:"last_seen"`
+	LeaseExpires  time.Time `json:"lease_expires"`
+	Subscriptions []string  `json:"subscriptions"`
+	Handlers      []string  `json:"handlers"`
+}
+
+// Directory returns every registered node, sorted by name.
+func (b *Broker) Directory() []NodeInfo {
+	conns := b.dir.all()
+	out := make([]NodeInfo, 0, len(conns))
+	for _, c := range conns {
+		seen := time.Unix(0, c.lastRead.Load())
+		c.mu.Lock()
+		subs, handles := keys(c.subs), keys(c.handles)
+		c.mu.Unlock()
+		out = append(out, NodeInfo{
+			Node: c.node, Epoch: c.epoch, Remote: remote(c.nc),
+			LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
+			Subscriptions: subs, Handlers: handles,
+		})
+	}
+	return out
+}
+
+func keys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

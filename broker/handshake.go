@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// handshake runs the opening exchange under HandshakeTimeout: bus.info
+// from the broker, bus.hello from the client, then a welcome or an error and
+// a close. Only an authenticated connection is registered.
+func (b *Broker) handshake(c *conn, r *wire.Reader) error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(b.opts.HandshakeTimeout))
+	nonce := make([]byte, 32)
+	_, _ = rand.Read(nonce)
+	info, _ := json.Marshal(wire.Info{Broker: b.opts.Name, Protocol: wire.ProtocolVersion, Nonce: nonce})
+	c.enqueue(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithBody(info), time.Time{})
+
+	m, err := r.ReadMessage()
+	if err != nil {
+		c.closeWith(wire.ResultMalformed, "handshake: "+err.Error())
+		return err
+	}
+	fail := func(res wire.Result, format string, args ...any) error {
+		err := fmt.Errorf(format, args...)
+		c.enqueue(helloResponse(m).
+			WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCFailure))).
+			WithHeader(wire.HeaderResult, string(res)).
+			WithHeader(wire.HeaderError, err.Error()), time.Time{})
+		c.close(res)
+		return err
+	}
+	if m.Value(wire.HeaderCommand) != wire.CmdHello || m.Value(wire.HeaderType) != wire.TypeRequest {
+		return fail(wire.ResultMalformed, "handshake: first frame must be a %s request", wire.CmdHello)
+	}
+	if v := m.Value(wire.HeaderBus); v != wire.ProtocolVersion {
+		return fail(wire.ResultVersion, "incompatible protocol version %q: this broker speaks %q", v, wire.ProtocolVersion)
+	}
+	var hello wire.Hello
+	if err := json.Unmarshal(m.Body(), &hello); err != nil {
+		return fail(wire.ResultMalformed, "handshake: hello body: %v", err)
+	}
+	perms, err := b.authenticate(c, hello, nonce)
+	if err != nil {
+		b.stats.refused.Add(1)
+		return fail(wire.ResultAuth, "%v", err)
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+
+	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
+	welcome := wire.Welcome{
+		Node: c.node, Broker: b.opts.Name,
+		HeartbeatMS: b.opts.HeartbeatInterval.Milliseconds(), LeaseMS: b.opts.LeaseTimeout.Milliseconds(),
+		MaxPayload: b.opts.MaxPayload, MaxInflight: b.opts.MaxInflight,
+	}
+	// Queue the welcome before registering, so it precedes anything routed
+	// to the node.
+	reply := helloResponse(m).WithHeader(wire.HeaderRC, "0")
+	c.epoch = b.dir.register(c, func(epoch uint64) {
+		welcome.Epoch = epoch
+		body, _ := json.Marshal(welcome)
+		c.enqueue(reply.WithBody(body), time.Time{})
+	})
+	return nil
+}
+
+func helloResponse(req *wire.Message) *wire.Message {
+	m := wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion)
+	if id := req.Value(wire.HeaderID); id != "" && len(id) <= MaxIDLen {
+		m.Set(wire.HeaderReplyTo, id)
+	}
+	return m
+}
+
+// authenticate checks the hello's credential and node name. In-process
+// connections are trusted; only they may take the broker's own name.
+func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permissions, error) {
+	if err := auth.ValidNodeName(h.Node); err != nil {
+		return nil, err
+	}
+	if c.inproc {
+		return nil, nil
+	}
+	if h.Node == b.opts.Name {
+		return nil, fmt.Errorf("%w: %q is the broker's own name", auth.ErrNodeNotAllowed, h.Node)
+	}
+	if b.opts.Auth == nil {
+		return nil, errors.New("broker: no authenticator configured")
+	}
+	p, err := b.opts.Auth.Authenticate(auth.Credential{Principal: h.Principal, Secret: h.Secret, Signature: h.Signature}, h.Node, nonce)
+	if err != nil {
+		b.log.Warn("authentication refused", "node", h.Node, "principal", h.Principal, "reason", auth.Reason(err), "remote", remote(c.nc))
+		return nil, err
+	}
+	return &p.Permissions, nil
+}

@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"busbar/wire"
+)
+
+// sweep runs every sweepInterval until Shutdown: it drops nodes whose lease
+// expired, sends heartbeats on idle connections and closes calls whose
+// deadline passed. A dead peer is therefore removed within LeaseTimeout +
+// sweepInterval.
+func (b *Broker) sweep() {
+	defer b.sweeper.Done()
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-t.C:
+			b.sweepOnce(now)
+		}
+	}
+}
+
+func (b *Broker) sweepOnce(now time.Time) {
+	for _, c := range b.dir.all() {
+		if c.inproc {
+			continue // cannot die without the process
+		}
+		if now.Sub(time.Unix(0, c.lastRead.Load())) > b.opts.LeaseTimeout {
+			b.stats.leaseExpired.Add(1)
+			b.log.Warn("lease expired; dropping node", "node", c.node, "epoch", c.epoch)
+			c.closeWith(wire.ResultLease, "no frame within the lease of "+b.opts.LeaseTimeout.String())
+			continue
+		}
+		if now.Sub(c.out.LastWrite()) >= b.opts.HeartbeatInterval {
+			c.enqueue(wire.Empty(), time.Time{})
+		}
+	}
+	b.expirePending(now)
+}
+
+// draining reports whether Shutdown began: new work is refused.
+func (b *Broker) draining() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closing
+}
+
+// Shutdown stops the broker gracefully: it stops accepting, tells every
+// node (bus.goodbye), refuses new work, waits up to DrainTimeout (or ctx)
+// for open requests to be answered, then closes every connection and waits
+// for their goroutines. It returns ctx's error if ctx ended first.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		b.serving.Wait()
+		return nil
+	}
+	b.closing = true
+	lns := make([]net.Listener, 0, len(b.listeners))
+	for ln := range b.listeners {
+		lns = append(lns, ln)
+	}
+	b.mu.Unlock()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	bye := wire.New(wire.TypeEvent, wire.CmdGoodbye).WithHeader(wire.HeaderResult, string(wire.ResultShutdown))
+	for _, c := range b.dir.all() {
+		c.enqueue(bye, time.Time{})
+	}
+	drain, cancel := context.WithTimeout(ctx, b.opts.DrainTimeout)
+	defer cancel()
+	for b.pend.openRequests() > 0 && drain.Err() == nil {
+		select {
+		case <-drain.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(wire.ResultShutdown, "broker shutting down")
+	}
+	close(b.stop)
+	b.sweeper.Wait()
+	done := make(chan struct{})
+	go func() {
+		b.serving.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range conns {
+			_ = c.nc.Close()
+		}
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"busbar/wire"
+)
+
+// Defaults for Options. Each is a limit users may need to tune; each is
+// documented in docs/messaging.md and tested at its edge.
+const (
+	DefaultName              = "broker"
+	DefaultHandshakeTimeout  = 5 * time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultLeaseTimeout      = 15 * time.Second
+	DefaultMaxQueueBytes     = 8 << 20 // outbound bytes queued per connection
+	DefaultMaxQueueMessages  = 65536   // outbound messages queued per connection
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultMaxInflight       = 1024    // pending calls a connection may have open
+	DefaultMaxPayload        = 1 << 20 // bytes of body in one message
+	DefaultMaxTTL            = 5 * time.Minute
+	DefaultDrainTimeout      = 5 * time.Second
+	MaxPublishCandidates     = 256 // seed 003: a publication reaching more nodes is refused whole
+	MaxIDLen                 = 64  // bytes in a message id
+	sweepInterval            = time.Second
+	closeFlushTimeout        = time.Second // how long a closing connection gets to say why
+	maxPayloadCeiling        = wire.MaxMessageBytes - 64<<10
+)
+
+// Options configure a Broker. The zero value of every field means its
+// default.
+type Options struct {
+	// Name is the broker's own node name: the endpoint that embedded code
+	// connects as (seed 003's proxy). Only in-process connections may use it.
+	Name string
+
+	// Auth authenticates connections. Required, except that in-process
+	// connections are trusted.
+	Auth Authenticator
+
+	Logger *slog.Logger
+
+	// HandshakeTimeout bounds the time from accept to a registered node.
+	HandshakeTimeout time.Duration
+	// HeartbeatInterval is how often each side sends a heartbeat when it has
+	// sent nothing else; LeaseTimeout is how long a silent node keeps its
+	// lease. A dead peer is removed within LeaseTimeout + 1s.
+	HeartbeatInterval, LeaseTimeout time.Duration
+
+	// MaxQueueBytes and MaxQueueMessages bound each connection's outbound
+	// queue. A message that does not fit is refused with BACKPRESSURED.
+	MaxQueueBytes, MaxQueueMessages int
+	// WriteTimeout bounds one batch write to a socket. A peer that does not
+	// read for this long is disconnected as a slow consumer.
+	WriteTimeout time.Duration
+
+	// MaxInflight bounds the sends, requests and publications one connection
+	// may have waiting for an answer; past it new ones get OVERLOAD.
+	MaxInflight int
+	// MaxPayload bounds a message body; past it the message is REJECTED.
+	MaxPayload int
+	// MaxTTL caps the deadline a message may carry (and applies to one
+	// that carries none).
+	MaxTTL time.Duration
+	// DrainTimeout bounds Shutdown's wait for open requests to finish.
+	DrainTimeout time.Duration
+}
+
+func (o *Options) setDefaults() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&o.LeaseTimeout, DefaultLeaseTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.MaxTTL, DefaultMaxTTL)
+	def(&o.DrainTimeout, DefaultDrainTimeout)
+	defInt(&o.MaxQueueBytes, DefaultMaxQueueBytes)
+	defInt(&o.MaxQueueMessages, DefaultMaxQueueMessages)
+	defInt(&o.MaxInflight, DefaultMaxInflight)
+	defInt(&o.MaxPayload, DefaultMaxPayload)
+	switch {
+	case o.LeaseTimeout <= o.HeartbeatInterval:
+		return fmt.Errorf("broker: LeaseTimeout %v must exceed HeartbeatInterval %v", o.LeaseTimeout, o.HeartbeatInterval)
+	case o.MaxPayload > maxPayloadCeiling:
+		return fmt.Errorf("broker: MaxPayload %d exceeds %d", o.MaxPayload, maxPayloadCeiling)
+	case o.MaxQueueBytes < o.MaxPayload:
+		return fmt.Errorf("broker: MaxQueueBytes %d is smaller than MaxPayload %d", o.MaxQueueBytes, o.MaxPayload)
+	}
+	return nil
+}

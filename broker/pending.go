@@ -1,0 +1,225 @@
+package broker
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"busbar/wire"
+)
+
+type callKind uint8
+
+const (
+	callReceipt callKind = iota + 1 // an event sent to one node, waiting for its receipt
+	callRequest                     // a request waiting for its response
+	callPublish                     // one candidate of a publication, waiting for its receipt
+)
+
+// callKey identifies an open call by the connection that must answer it and
+// the message id. Binding to the connection, not the node name, is what keeps
+// a replaced connection's answers out of the new one's calls (and the
+// reverse).
+type callKey struct {
+	dest *conn
+	id   string
+}
+
+type call struct {
+	kind     callKind
+	origin   *conn
+	deadline time.Time
+	pub      *publication // callPublish
+}
+
+// publication collects one result per candidate node.
+type publication struct {
+	origin    *conn
+	id        string
+	deadline  time.Time
+	results   []wire.NodeResult
+	remaining int
+	done      bool
+}
+
+type pendingTable struct {
+	mu    sync.Mutex
+	calls map[callKey]*call
+	pubs  map[*publication]struct{}
+}
+
+func (p *pendingTable) init() {
+	p.calls = map[callKey]*call{}
+	p.pubs = map[*publication]struct{}{}
+}
+
+// add opens a call. It fails when the same id is already open towards dest:
+// ids are unique per message, so that is a buggy or hostile client.
+func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
+	k := callKey{dest, id}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, dup := p.calls[k]; dup {
+		return false
+	}
+	p.calls[k] = cl
+	if cl.kind != callPublish {
+		cl.origin.inflight.Add(1)
+	}
+	return true
+}
+
+// take closes and returns the call dest answers, or nil.
+func (p *pendingTable) take(dest *conn, id string) *call {
+	k := callKey{dest, id}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cl := p.calls[k]
+	if cl == nil {
+		return nil
+	}
+	delete(p.calls, k)
+	if cl.kind != callPublish {
+		cl.origin.inflight.Add(-1)
+	}
+	return cl
+}
+
+func (p *pendingTable) openPub(pub *publication) {
+	p.mu.Lock()
+	p.pubs[pub] = struct{}{}
+	pub.origin.inflight.Add(1)
+	p.mu.Unlock()
+}
+
+// record sets one candidate's result and reports whether the publication is
+// now complete (the caller then sends it, exactly once).
+func (p *pendingTable) record(pub *publication, node string, r wire.Result) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pub.done {
+		return false
+	}
+	for i := range pub.results {
+		if pub.results[i].Node == node && pub.results[i].Result == "" {
+			pub.results[i].Result = r
+			pub.remaining--
+			break
+		}
+	}
+	if pub.remaining > 0 {
+		return false
+	}
+	pub.done = true
+	delete(p.pubs, pub)
+	pub.origin.inflight.Add(-1)
+	return true
+}
+
+// dropPending settles every call bound to c, which has closed: calls it had
+// to answer fail towards their origin (DISCONNECT, FAILED); calls it was
+// waiting on are forgotten.
+func (b *Broker) dropPending(c *conn) {
+	type open struct {
+		id string
+		cl *call
+	}
+	var failed []open
+	p := &b.pend
+	p.mu.Lock()
+	for k, cl := range p.calls {
+		if k.dest != c && cl.origin != c {
+			continue
+		}
+		delete(p.calls, k)
+		if cl.kind != callPublish {
+			cl.origin.inflight.Add(-1)
+		}
+		if cl.origin != c {
+			failed = append(failed, open{k.id, cl})
+		}
+	}
+	p.mu.Unlock()
+	for _, f := range failed {
+		switch f.cl.kind {
+		case callReceipt:
+			b.sendReceipt(f.cl.origin, f.id, c.addr, wire.Failed)
+		case callRequest:
+			b.sendRequestError(f.cl.origin, f.id, "", wire.ResultDisconnect, c.node+" disconnected before it replied")
+		case callPublish:
+			b.recordPub(f.cl.pub, c.node, wire.Failed)
+		}
+	}
+}
+
+// expirePending closes calls whose deadline passed. The caller already
+// timed out on its side; publications are completed with TIMED_OUT for the
+// candidates that did not answer.
+func (b *Broker) expirePending(now time.Time) {
+	p := &b.pend
+	var late []*publication
+	p.mu.Lock()
+	for k, cl := range p.calls {
+		if now.After(cl.deadline) {
+			delete(p.calls, k)
+			if cl.kind != callPublish {
+				cl.origin.inflight.Add(-1)
+			}
+		}
+	}
+	for pub := range p.pubs {
+		if now.After(pub.deadline) {
+			late = append(late, pub)
+		}
+	}
+	p.mu.Unlock()
+	for _, pub := range late {
+		p.mu.Lock()
+		var pending []string
+		for _, r := range pub.results {
+			if r.Result == "" {
+				pending = append(pending, r.Node)
+			}
+		}
+		p.mu.Unlock()
+		for _, n := range pending {
+			b.recordPub(pub, n, wire.TimedOut)
+		}
+	}
+}
+
+// recordPub records a result and sends the publication's outcome when it
+// completes.
+func (b *Broker) recordPub(pub *publication, node string, r wire.Result) {
+	if b.pend.record(pub, node, r) {
+		b.sendPublished(pub)
+	}
+}
+
+func (b *Broker) sendPublished(pub *publication) {
+	res := slices.Clone(pub.results)
+	slices.SortFunc(res, func(a, b wire.NodeResult) int { return strings.Compare(a.Node, b.Node) })
+	body, _ := json.Marshal(res)
+	m := wire.New(wire.TypeResponse, wire.CmdPublished).
+		WithHeader(wire.HeaderReplyTo, pub.id).
+		WithHeader(wire.HeaderRC, "0").
+		WithBody(body)
+	if !pub.origin.enqueue(m, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+// openRequests counts calls still waiting for a response, for Shutdown.
+func (p *pendingTable) openRequests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, cl := range p.calls {
+		if cl.kind == callRequest {
+			n++
+		}
+	}
+	return n
+}

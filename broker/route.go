@@ -1,0 +1,382 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// route handles one frame from a registered node.
+func (b *Broker) route(c *conn, m *wire.Message) {
+	cmd := m.Value(wire.HeaderCommand)
+	if strings.HasPrefix(cmd, wire.ControlPrefix) {
+		b.control(c, m, cmd)
+		return
+	}
+	switch m.Value(wire.HeaderType) {
+	case wire.TypeEvent:
+		b.routeEvent(c, m, cmd)
+	case wire.TypeRequest:
+		b.routeRequest(c, m, cmd)
+	case wire.TypeResponse:
+		b.routeResponse(c, m)
+	default:
+		b.stats.malformed.Add(1)
+		c.enqueue(errorFrame(wire.ResultMalformed, "message type must be event, request or response"), time.Time{})
+	}
+}
+
+// admit checks what every event and request must satisfy and stamps the
+// authenticated source. It returns the deadline, or a refusal text.
+func (b *Broker) admit(c *conn, m *wire.Message, channel string) (time.Time, string) {
+	now := time.Now()
+	ttl := b.opts.MaxTTL
+	if v, ok := m.Get(wire.HeaderTTL); ok {
+		ms, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return now, "ttl must be a number of milliseconds"
+		}
+		ttl = min(ttl, time.Duration(ms)*time.Millisecond)
+	}
+	if err := auth.ValidChannel(channel); err != nil {
+		return now, err.Error()
+	}
+	if n := len(m.Body()); n > b.opts.MaxPayload {
+		return now, "payload of " + strconv.Itoa(n) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
+	}
+	if b.draining() {
+		return now, "broker is shutting down"
+	}
+	// The source is whoever authenticated; a client's own "from" is overwritten.
+	m.Set(wire.HeaderFrom, c.addr)
+	return now.Add(ttl), ""
+}
+
+// validID reports whether id can key an open call.
+func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
+
+// resolve finds the connection of a target. A bare name is a node name
+// until the service registry lands. It returns the node name, the
+// connection (nil when not connected) and a refusal text.
+func (b *Broker) resolve(to string) (string, *conn, string) {
+	t, err := wire.ParseTarget(to)
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	var node string
+	switch t.Kind {
+	case wire.TargetCrossMesh:
+		return "", nil, wire.ErrCrossMesh.Error()
+	case wire.TargetService:
+		node = t.Service
+	default:
+		node = t.Addr.Node
+	}
+	return node, b.dir.lookup(node), ""
+}
+
+func (b *Broker) routeEvent(c *conn, m *wire.Message, channel string) {
+	id := m.Value(wire.HeaderID)
+	if !validID(id) {
+		b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+		return
+	}
+	to, hasTo := m.Get(wire.HeaderTo)
+	if !hasTo {
+		b.publish(c, m, id, channel)
+		return
+	}
+	deadline, refusal := b.admit(c, m, channel)
+	if refusal == "" && !c.allows(auth.ActionSend, channel) {
+		refusal = "not permitted to send on " + channel
+	}
+	node, dest, why := b.resolve(to)
+	if refusal == "" {
+		refusal = why
+	}
+	if refusal != "" {
+		b.refused(c, "send", channel, refusal)
+		b.sendReceipt(c, id, to, wire.Rejected)
+		return
+	}
+	switch {
+	case dest == nil && node == b.opts.Name:
+		b.sendReceipt(c, id, to, wire.NoSubscriber) // no code is embedded in the broker
+	case dest == nil:
+		b.sendReceipt(c, id, to, wire.NotConnected)
+	case !dest.allows(auth.ActionSubscribe, channel):
+		b.refused(c, "send", channel, node+" may not receive on it")
+		b.sendReceipt(c, id, dest.addr, wire.Rejected)
+	case !dest.hasSub(channel):
+		b.sendReceipt(c, id, dest.addr, wire.NoSubscriber)
+	case c.inflight.Load() >= int64(b.opts.MaxInflight):
+		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
+	case !b.pend.add(dest, id, &call{kind: callReceipt, origin: c, deadline: deadline}):
+		b.sendReceipt(c, id, dest.addr, wire.Rejected)
+	case !dest.enqueue(m, deadline):
+		b.pend.take(dest, id)
+		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
+	}
+}
+
+func (b *Broker) routeRequest(c *conn, m *wire.Message, channel string) {
+	id := m.Value(wire.HeaderID)
+	if !validID(id) {
+		b.refuseFrame(c, "a request needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+		return
+	}
+	deadline, refusal := b.admit(c, m, channel)
+	if refusal == "" && !c.allows(auth.ActionRequest, channel) {
+		refusal = "not permitted to request on " + channel
+	}
+	to := m.Value(wire.HeaderTo)
+	if refusal == "" && to == "" {
+		refusal = "a request needs a target"
+	}
+	var (
+		node string
+		dest *conn
+	)
+	if refusal == "" {
+		node, dest, refusal = b.resolve(to)
+	}
+	if refusal != "" {
+		b.refused(c, "request", channel, refusal)
+		b.sendRequestError(c, id, channel, wire.ResultRejected, refusal)
+		return
+	}
+	switch {
+	case dest == nil && node == b.opts.Name:
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
+	case dest == nil:
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, node+" is not connected")
+	case !dest.allows(auth.ActionHandle, channel):
+		b.refused(c, "request", channel, node+" may not handle it")
+		b.sendRequestError(c, id, channel, wire.ResultRejected, node+" is not permitted to handle "+channel)
+	case !dest.hasHandler(channel):
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
+	case c.inflight.Load() >= int64(b.opts.MaxInflight):
+		b.sendRequestError(c, id, channel, wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
+	case !b.pend.add(dest, id, &call{kind: callRequest, origin: c, deadline: deadline}):
+		b.sendRequestError(c, id, channel, wire.ResultRejected, "a request with this id is already open")
+	case !dest.enqueue(m, deadline):
+		b.pend.take(dest, id)
+		b.sendRequestError(c, id, channel, wire.ResultOverload, node+" is not keeping up (its queue is full)")
+	}
+}
+
+// routeResponse forwards a response to the call it answers. A response that
+// matches no open call (late, or forged) is dropped and counted.
+func (b *Broker) routeResponse(c *conn, m *wire.Message) {
+	cl := b.pend.take(c, m.Value(wire.HeaderReplyTo))
+	if cl == nil || cl.kind != callRequest {
+		b.stats.droppedReplies.Add(1)
+		return
+	}
+	m.Set(wire.HeaderFrom, c.addr)
+	if !cl.origin.enqueue(m, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+// receipt forwards a destination's receipt to the sender, or records it in
+// its publication.
+func (b *Broker) receipt(c *conn, m *wire.Message) {
+	id := m.Value(wire.HeaderReplyTo)
+	cl := b.pend.take(c, id)
+	if cl == nil {
+		b.stats.droppedReplies.Add(1)
+		return
+	}
+	r := wire.Result(m.Value(wire.HeaderResult))
+	switch r {
+	case wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected:
+	default:
+		r = wire.Failed // a node may only report what it did
+	}
+	switch cl.kind {
+	case callReceipt:
+		b.sendReceipt(cl.origin, id, c.addr, r)
+	case callPublish:
+		b.recordPub(cl.pub, c.node, r)
+	default:
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+// publish fans an event out to the broker and every connected node
+// permitted to receive the channel, the publisher included (seed 003), and
+// answers with one result per candidate.
+func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
+	deadline, refusal := b.admit(c, m, channel)
+	if refusal == "" && !c.allows(auth.ActionPublish, channel) {
+		refusal = "not permitted to publish on " + channel
+	}
+	var cands []*conn
+	if refusal == "" {
+		cands = b.candidates(channel)
+		if n := len(cands) + 1; n > MaxPublishCandidates && b.dir.lookup(b.opts.Name) == nil ||
+			len(cands) > MaxPublishCandidates {
+			refusal = "publication would reach more than " + strconv.Itoa(MaxPublishCandidates) + " nodes"
+		}
+	}
+	if refusal != "" {
+		b.refused(c, "publish", channel, refusal)
+		b.sendPublishRefused(c, id, refusal)
+		return
+	}
+	pub := &publication{origin: c, id: id, deadline: deadline}
+	if b.dir.lookup(b.opts.Name) == nil {
+		// The broker is always a candidate; with no code embedded it has no
+		// subscribers.
+		pub.results = append(pub.results, wire.NodeResult{Node: b.opts.Name, Result: wire.NoSubscriber})
+	}
+	var deliver []*conn
+	for _, d := range cands {
+		res := wire.NodeResult{Node: d.node}
+		if d.hasSub(channel) {
+			deliver = append(deliver, d)
+			pub.remaining++
+		} else {
+			res.Result = wire.NoSubscriber
+		}
+		pub.results = append(pub.results, res)
+	}
+	if pub.remaining == 0 {
+		b.sendPublished(pub)
+		return
+	}
+	b.pend.openPub(pub)
+	for _, d := range deliver {
+		switch {
+		case !b.pend.add(d, id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
+			b.recordPub(pub, d.node, wire.Rejected)
+		case !d.enqueue(m, deadline):
+			b.pend.take(d, id)
+			b.recordPub(pub, d.node, wire.Backpressured)
+		}
+	}
+}
+
+// candidates returns the connected nodes permitted to receive channel.
+func (b *Broker) candidates(channel string) []*conn {
+	var out []*conn
+	for _, d := range b.dir.all() {
+		if d.allows(auth.ActionSubscribe, channel) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (b *Broker) sendReceipt(to *conn, id, from string, r wire.Result) {
+	m := wire.New(wire.TypeResponse, wire.CmdReceipt).
+		WithHeader(wire.HeaderReplyTo, id).
+		WithHeader(wire.HeaderResult, string(r))
+	if from != "" {
+		m.Set(wire.HeaderFrom, from)
+	}
+	if !to.enqueue(m, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+func (b *Broker) sendRequestError(to *conn, id, channel string, kind wire.Result, text string) {
+	m := wire.New(wire.TypeResponse, channel).
+		WithHeader(wire.HeaderReplyTo, id).
+		WithHeader(wire.HeaderFrom, b.opts.Name+".bus").
+		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCFailure))).
+		WithHeader(wire.HeaderResult, string(kind)).
+		WithHeader(wire.HeaderError, text)
+	if !to.enqueue(m, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+func (b *Broker) sendPublishRefused(to *conn, id, text string) {
+	m := wire.New(wire.TypeResponse, wire.CmdPublished).
+		WithHeader(wire.HeaderReplyTo, id).
+		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCError))).
+		WithHeader(wire.HeaderResult, string(wire.Rejected)).
+		WithHeader(wire.HeaderError, text)
+	if !to.enqueue(m, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+}
+
+// refuseFrame answers a frame that cannot be routed at all (no id to answer).
+func (b *Broker) refuseFrame(c *conn, text string) {
+	b.stats.malformed.Add(1)
+	c.enqueue(errorFrame(wire.ResultMalformed, text), time.Time{})
+}
+
+func (b *Broker) refused(c *conn, op, channel, why string) {
+	b.stats.refused.Add(1)
+	b.log.Warn("refused", "node", c.node, "op", op, "channel", channel, "why", why)
+}
+
+// control handles bus.* commands addressed to the broker itself.
+func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
+	if cmd == wire.CmdReceipt {
+		b.receipt(c, m)
+		return
+	}
+	id := m.Value(wire.HeaderID)
+	reply := func(rc wire.RC, res wire.Result, text string, body []byte) {
+		r := wire.New(wire.TypeResponse, cmd).WithHeader(wire.HeaderReplyTo, id).
+			WithHeader(wire.HeaderRC, strconv.Itoa(int(rc))).WithBody(body)
+		if res != "" {
+			r.Set(wire.HeaderResult, string(res))
+			r.Set(wire.HeaderError, text)
+		}
+		c.enqueue(r, time.Time{})
+	}
+	if !validID(id) || m.Value(wire.HeaderType) != wire.TypeRequest {
+		b.refuseFrame(c, cmd+" must be a request with an id")
+		return
+	}
+	switch cmd {
+	case wire.CmdSubscribe, wire.CmdUnsub, wire.CmdHandle, wire.CmdUnhandle:
+		channel := string(m.Body())
+		if err := b.register(c, cmd, channel); err != nil {
+			b.refused(c, cmd, channel, err.Error())
+			reply(wire.RCError, wire.ResultRejected, err.Error(), nil)
+			return
+		}
+		reply(wire.RCSuccess, "", "", nil)
+	case wire.CmdDirectory:
+		body, _ := json.Marshal(b.Directory())
+		reply(wire.RCSuccess, "", "", body)
+	default:
+		reply(wire.RCError, wire.ResultRejected, "unknown control command "+cmd, nil)
+	}
+}
+
+// register records a subscription or handler after checking the receive
+// permission, which is independent of the sending ones.
+func (b *Broker) register(c *conn, cmd, channel string) error {
+	if err := auth.ValidChannel(channel); err != nil {
+		return err
+	}
+	set, action := c.subs, auth.ActionSubscribe
+	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
+		set, action = c.handles, auth.ActionHandle
+	}
+	adding := cmd == wire.CmdSubscribe || cmd == wire.CmdHandle
+	if adding && !c.allows(action, channel) {
+		return errors.New("not permitted to " + string(action) + " on " + channel)
+	}
+	c.mu.Lock()
+	if adding {
+		set[channel] = struct{}{}
+	} else {
+		delete(set, channel)
+	}
+	c.mu.Unlock()
+	return nil
+}

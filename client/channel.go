@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// prepare checks a call before anything is queued and builds its message.
+// The payload is copied, so the caller may reuse it at once.
+func (ch *Channel) prepare(typ, target string, payload []byte) (*wire.Message, error) {
+	if err := auth.ValidChannel(ch.name); err != nil {
+		return nil, err
+	}
+	c := ch.s.c
+	if n := len(payload); n > c.welcome.MaxPayload {
+		return nil, errors.New("payload of " + strconv.Itoa(n) + " bytes exceeds the broker's limit of " + strconv.Itoa(c.welcome.MaxPayload))
+	}
+	m := wire.New(typ, ch.name).WithHeader(wire.HeaderID, newID()).WithBody(payload)
+	if target != "" {
+		t, err := wire.ParseTarget(target)
+		if err != nil {
+			return nil, err
+		}
+		if t.Kind == wire.TargetCrossMesh {
+			return nil, wire.ErrCrossMesh
+		}
+		m.Set(wire.HeaderTo, t.String())
+	}
+	if err := ch.s.open(func() {}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Send sends an event to one node (target: a node name or address) and
+// returns its receipt. The deadline (ctx's, else Options.DefaultTimeout)
+// covers queueing, delivery and the receipt.
+func (ch *Channel) Send(ctx context.Context, target string, payload []byte) Receipt {
+	m, err := ch.prepare(wire.TypeEvent, target, payload)
+	if err != nil {
+		return Receipt{Result: wire.Rejected, Reason: err.Error()}
+	}
+	id := m.Value(wire.HeaderID)
+	c := ch.s.c
+	a, err := c.call(ctx, ch.s, m, c.deadline(ctx))
+	switch {
+	case errors.Is(err, errDeadline):
+		return Receipt{ID: id, Result: wire.TimedOut, Node: m.Value(wire.HeaderTo)}
+	case errors.Is(err, errQueueFull):
+		return Receipt{ID: id, Result: wire.Backpressured, Reason: err.Error()}
+	case errors.Is(err, ErrScopeClosed):
+		return Receipt{ID: id, Result: wire.Failed, Reason: err.Error()}
+	case err != nil:
+		return Receipt{ID: id, Result: wire.Failed, Reason: err.Error()}
+	}
+	return Receipt{ID: id, Result: wire.Result(a.Value(wire.HeaderResult)), Node: a.Value(wire.HeaderFrom)}
+}
+
+// Request sends a request to the target's handler for this channel and
+// returns the reply, or a *RequestError (NO_HANDLER, OVERLOAD, TIMEOUT,
+// DISCONNECT, REJECTED, HANDLER_FAILED). A timeout cannot prove the
+// handler did not run.
+func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (*Message, error) {
+	if target == "" {
+		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: "a request needs a target"}
+	}
+	m, err := ch.prepare(wire.TypeRequest, target, payload)
+	if err != nil {
+		if errors.Is(err, ErrScopeClosed) {
+			return nil, err
+		}
+		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+	}
+	c := ch.s.c
+	a, err := c.call(ctx, ch.s, m, c.deadline(ctx))
+	if err != nil {
+		return nil, callError(err)
+	}
+	if wire.NewReply(a, nil).RC().IsError() {
+		return nil, requestError(a)
+	}
+	return newMessage(a, Reply, time.Time{}), nil
+}
+
+// callError maps why a call got no answer to a request error.
+func callError(err error) error {
+	switch {
+	case errors.Is(err, errDeadline):
+		return &RequestError{Kind: wire.ResultTimeout, RC: wire.RCFailure, Text: "no reply before the deadline"}
+	case errors.Is(err, errQueueFull):
+		return &RequestError{Kind: wire.ResultOverload, RC: wire.RCFailure, Text: err.Error()}
+	case errors.Is(err, ErrScopeClosed):
+		return err
+	}
+	return &RequestError{Kind: wire.ResultDisconnect, RC: wire.RCFailure, Text: err.Error()}
+}
+
+// Publish fans an event out to the broker and every connected node
+// permitted to receive the channel, this node included, and returns one
+// result per candidate. A publication that would reach more than 256 nodes
+// is refused whole (a *RequestError matching ErrRejected).
+func (ch *Channel) Publish(ctx context.Context, payload []byte) (PublishResult, error) {
+	m, err := ch.prepare(wire.TypeEvent, "", payload)
+	if err != nil {
+		if errors.Is(err, ErrScopeClosed) {
+			return PublishResult{}, err
+		}
+		return PublishResult{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+	}
+	id := m.Value(wire.HeaderID)
+	c := ch.s.c
+	a, err := c.call(ctx, ch.s, m, c.deadline(ctx))
+	if err != nil {
+		return PublishResult{ID: id}, callError(err)
+	}
+	if wire.NewReply(a, nil).RC().IsError() {
+		return PublishResult{ID: id}, requestError(a)
+	}
+	res := PublishResult{ID: id}
+	if err := json.Unmarshal(a.Body(), &res.Results); err != nil {
+		return res, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: "malformed publish result: " + err.Error()}
+	}
+	return res, nil
+}

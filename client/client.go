@@ -1,0 +1,453 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"busbar/auth"
+	"busbar/internal/sendq"
+	"busbar/transport"
+	"busbar/wire"
+)
+
+// Client is one process's connection to a broker. It is safe for
+// concurrent use.
+type Client struct {
+	opts    Options
+	log     *slog.Logger
+	nc      net.Conn
+	out     *sendq.Queue
+	welcome wire.Welcome
+	exec    Executor
+	pool    *pool // the default executor, owned; nil when the caller gave one
+
+	ctx    context.Context // cancelled by Close: callbacks' contexts derive from it
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards the fields below
+	calls    map[string]*pending
+	subs     map[string][]*Subscription
+	handlers map[string]*Registration
+	scopes   map[*Scope]struct{}
+	closed   bool
+	closeErr error // why the connection ended
+
+	lastRead atomic.Int64
+	done     chan struct{} // closed when the connection has ended
+	loops    sync.WaitGroup
+}
+
+// pending is a call waiting for its answer.
+type pending struct {
+	answer chan *wire.Message // 1-slot; nil message: the connection ended
+	scope  *Scope
+}
+
+// Connect dials the broker, performs the handshake and returns a
+// registered client.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	opts.setDefaults()
+	if err := auth.ValidNodeName(opts.Node); err != nil {
+		return nil, err
+	}
+	nc, err := dial(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
+		calls: map[string]*pending{}, subs: map[string][]*Subscription{},
+		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
+		done: make(chan struct{}),
+	}
+	r := wire.NewReader(nc)
+	if err := c.handshake(ctx, r); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	c.exec = opts.Executor
+	if c.exec == nil {
+		c.pool = newPool(opts.Workers, opts.DispatchQueue)
+		c.exec = c.pool
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.out = sendq.New(nc, sendq.Limits{MaxBytes: opts.MaxQueueBytes, MaxMessages: opts.MaxQueueMessages, WriteTimeout: opts.WriteTimeout})
+	c.lastRead.Store(time.Now().UnixNano())
+	c.loops.Add(3)
+	go func() { defer c.loops.Done(); _ = c.out.Run() }()
+	go func() { defer c.loops.Done(); c.readLoop(r) }()
+	go func() { defer c.loops.Done(); c.heartbeat() }()
+	return c, nil
+}
+
+func dial(ctx context.Context, opts Options) (net.Conn, error) {
+	if opts.Dial != nil {
+		return opts.Dial(ctx)
+	}
+	ep, err := transport.ParseEndpoint(opts.Server)
+	if err != nil {
+		return nil, err
+	}
+	return transport.Dial(ctx, ep, opts.TLS)
+}
+
+// handshake reads bus.info, sends bus.hello and reads the welcome, under
+// ctx's deadline (or handshakeTimeout).
+func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(handshakeTimeout)
+	}
+	_ = c.nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
+	defer stop()
+
+	m, err := r.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("client: reading broker info: %w", ctxErr(ctx, err))
+	}
+	var info wire.Info
+	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
+		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
+	}
+	hello := wire.Hello{Node: c.opts.Node, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}
+	if c.opts.PrivateKey != nil {
+		hello.Secret = ""
+		hello.Signature = edSign(c.opts.PrivateKey, auth.SignedMessage(info.Nonce, c.opts.Node))
+	}
+	body, _ := json.Marshal(hello)
+	req := wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).
+		WithHeader(wire.HeaderID, newID()).WithBody(body)
+	w := wire.NewWriter(c.nc)
+	if err := w.WriteMessage(req); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("client: sending hello: %w", ctxErr(ctx, err))
+	}
+	resp, err := r.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
+	}
+	if rc := wire.NewReply(resp, nil).RC(); rc.IsError() {
+		text := resp.Value(wire.HeaderError)
+		switch wire.Result(resp.Value(wire.HeaderResult)) {
+		case wire.ResultVersion:
+			return fmt.Errorf("%w: %s", ErrIncompatible, text)
+		case wire.ResultAuth:
+			return fmt.Errorf("%w: %s", ErrAuth, text)
+		}
+		return fmt.Errorf("client: handshake refused: %s", text)
+	}
+	if info.Protocol != wire.ProtocolVersion {
+		return fmt.Errorf("%w: broker speaks %q, this client %q", ErrIncompatible, info.Protocol, wire.ProtocolVersion)
+	}
+	if err := json.Unmarshal(resp.Body(), &c.welcome); err != nil {
+		return fmt.Errorf("client: malformed welcome: %w", err)
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	return nil
+}
+
+// ctxErr prefers the context's error when it caused the I/O error.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// Node is the registered node name.
+func (c *Client) Node() string { return c.welcome.Node }
+
+// Addr is the node's address, "<node>.bus".
+func (c *Client) Addr() string { return c.welcome.Node + ".bus" }
+
+// Epoch increments each time this node name connects to the broker.
+func (c *Client) Epoch() uint64 { return c.welcome.Epoch }
+
+// Broker is the broker's node name.
+func (c *Client) Broker() string { return c.welcome.Broker }
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended, or nil while it is up.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeErr
+}
+
+// Close ends the connection: every scope closes, open calls fail, and Close
+// waits for the connection's goroutines and for running callbacks (whose
+// contexts are cancelled) to return.
+func (c *Client) Close() error {
+	c.shutdown(ErrClosed)
+	c.loops.Wait()
+	if c.pool != nil {
+		c.pool.close()
+	}
+	return nil
+}
+
+// shutdown ends the connection once, failing every open call.
+func (c *Client) shutdown(why error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closeErr = why
+	calls := c.calls
+	c.calls = map[string]*pending{}
+	scopes := make([]*Scope, 0, len(c.scopes))
+	for s := range c.scopes {
+		scopes = append(scopes, s)
+	}
+	c.mu.Unlock()
+	for _, p := range calls {
+		p.answer <- nil
+	}
+	for _, s := range scopes {
+		s.markClosed()
+	}
+	c.out.Close(nil)
+	c.cancel()
+	close(c.done)
+}
+
+// readLoop reads frames until the connection ends.
+func (c *Client) readLoop(r *wire.Reader) {
+	for {
+		m, err := r.ReadMessage()
+		if err != nil {
+			if !errors.Is(err, wire.ErrMalformed) {
+				c.shutdown(c.endReason(err))
+				return
+			}
+			c.log.Warn("malformed frame from broker", "err", err)
+			continue
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		if m.IsHeartbeat() {
+			continue
+		}
+		c.dispatch(m)
+	}
+}
+
+// endReason keeps the broker's stated reason (bus.error) over the I/O error.
+func (c *Client) endReason(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr != nil {
+		return c.closeErr
+	}
+	return fmt.Errorf("%w: %v", ErrDisconnect, err)
+}
+
+func (c *Client) dispatch(m *wire.Message) {
+	switch m.Value(wire.HeaderType) {
+	case wire.TypeResponse:
+		c.answer(m)
+	case wire.TypeEvent:
+		switch m.Value(wire.HeaderCommand) {
+		case wire.CmdError:
+			c.brokerSays(m)
+		case wire.CmdGoodbye:
+			c.log.Info("broker is shutting down")
+		default:
+			c.deliverEvent(m)
+		}
+	case wire.TypeRequest:
+		c.deliverRequest(m)
+	}
+}
+
+// brokerSays records a bus.error: fatal ones precede the broker's close.
+func (c *Client) brokerSays(m *wire.Message) {
+	res, text := m.Value(wire.HeaderResult), m.Value(wire.HeaderError)
+	c.log.Warn("broker reported an error", "result", res, "error", text)
+	if wire.Result(res) == wire.ResultMalformed {
+		return // the connection stays up
+	}
+	c.mu.Lock()
+	if c.closeErr == nil && !c.closed {
+		c.closeErr = fmt.Errorf("%w: broker closed the connection: %s: %s", ErrDisconnect, res, text)
+	}
+	c.mu.Unlock()
+}
+
+// answer completes the call a response belongs to.
+func (c *Client) answer(m *wire.Message) {
+	c.mu.Lock()
+	id := m.Value(wire.HeaderReplyTo)
+	p := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if p != nil {
+		p.answer <- m
+	}
+}
+
+// heartbeat keeps the lease: it sends a heartbeat after HeartbeatMS of
+// silence, and ends the connection when the broker has been silent for
+// LeaseMS.
+func (c *Client) heartbeat() {
+	interval := time.Duration(c.welcome.HeartbeatMS) * time.Millisecond
+	lease := time.Duration(c.welcome.LeaseMS) * time.Millisecond
+	if interval <= 0 || lease <= 0 {
+		return
+	}
+	t := time.NewTicker(interval / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			if now.Sub(time.Unix(0, c.lastRead.Load())) > lease {
+				c.shutdown(fmt.Errorf("%w: broker silent for %v", ErrDisconnect, lease))
+				return
+			}
+			if now.Sub(c.out.LastWrite()) >= interval {
+				c.out.Enqueue(wire.Empty(), time.Time{})
+			}
+		}
+	}
+}
+
+// call sends m and registers for its answer; it returns the answer, or nil
+// and why none came.
+func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline time.Time) (*wire.Message, error) {
+	c.mu.Lock()
+	p, err := c.startLocked(s, m, deadline)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return c.await(ctx, p, m.Value(wire.HeaderID), deadline)
+}
+
+// startLocked registers a call and queues its message; c.mu is held, so
+// messages decided under the lock leave in that order.
+func (c *Client) startLocked(s *Scope, m *wire.Message, deadline time.Time) (*pending, error) {
+	if c.closed {
+		return nil, c.closeErr
+	}
+	id := m.Value(wire.HeaderID)
+	p := &pending{answer: make(chan *wire.Message, 1), scope: s}
+	if !c.out.Enqueue(m, deadline) {
+		return nil, errQueueFull
+	}
+	c.calls[id] = p
+	return p, nil
+}
+
+// await waits for a started call's answer.
+func (c *Client) await(ctx context.Context, p *pending, id string, deadline time.Time) (*wire.Message, error) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var sdone <-chan struct{}
+	if p.scope != nil {
+		sdone = p.scope.done
+	}
+	select {
+	case a := <-p.answer:
+		if a == nil {
+			return nil, c.Err()
+		}
+		return a, nil
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, errDeadline
+	case <-timer.C:
+		c.forget(id)
+		return nil, errDeadline
+	case <-sdone:
+		c.forget(id)
+		return nil, ErrScopeClosed
+	}
+}
+
+var (
+	errQueueFull = errors.New("client: outbound queue full")
+	errDeadline  = errors.New("client: deadline passed")
+)
+
+func (c *Client) forget(id string) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+// deadline is when a call made now must end.
+func (c *Client) deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(c.opts.DefaultTimeout)
+}
+
+// controlMessage builds a bus.* request to the broker.
+func controlMessage(cmd, body string) *wire.Message {
+	return wire.New(wire.TypeRequest, cmd).WithHeader(wire.HeaderID, newID()).WithBody([]byte(body))
+}
+
+// controlResult turns the broker's answer to a bus.* request into an error.
+func controlResult(a *wire.Message, err error) error {
+	if err != nil {
+		return callError(err)
+	}
+	if wire.NewReply(a, nil).RC().IsError() {
+		return requestError(a)
+	}
+	return nil
+}
+
+// Directory asks the broker for its directory of nodes.
+func (c *Client) Directory(ctx context.Context) ([]NodeInfo, error) {
+	a, err := c.call(ctx, nil, controlMessage(wire.CmdDirectory, ""), c.deadline(ctx))
+	if err := controlResult(a, err); err != nil {
+		return nil, err
+	}
+	var out []NodeInfo
+	if err := json.Unmarshal(a.Body(), &out); err != nil {
+		return nil, fmt.Errorf("client: malformed directory: %w", err)
+	}
+	return out, nil
+}
+
+// NodeInfo is one node in the broker's directory.
+type NodeInfo struct {
+	Node          string    `json:"node"`
+	Epoch         uint64    `json:"epoch"`
+	Remote        string    `json:"remote"`
+	LastSeen      time.Time `json:"last_seen"`
+	LeaseExpires  time.Time `json:"lease_expires"`
+	Subscriptions []string  `json:"subscriptions"`
+	Handlers      []string  `json:"handlers"`
+}
+
+// ttlDeadline is when an incoming message stops being worth handling.
+func ttlDeadline(m *wire.Message) time.Time {
+	v, ok := m.Get(wire.HeaderTTL)
+	if !ok {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Now().Add(time.Duration(ms) * time.Millisecond)
+}

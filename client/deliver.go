@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"busbar/wire"
+)
+
+func edSign(k ed25519.PrivateKey, msg []byte) []byte { return ed25519.Sign(k, msg) }
+
+// deliverEvent hands an event to the node's subscribers through the
+// executor and answers the broker's receipt: ACCEPTED once queued for
+// dispatch, BACKPRESSURED when the dispatch queue is full, NO_SUBSCRIBER
+// when nobody here listens.
+func (c *Client) deliverEvent(m *wire.Message) {
+	channel := m.Value(wire.HeaderCommand)
+	c.mu.Lock()
+	subs := c.subs[channel] // copy-on-write: safe to use after unlock
+	c.mu.Unlock()
+	result := wire.NoSubscriber
+	if len(subs) > 0 {
+		deadline := ttlDeadline(m)
+		msg := newMessage(m, Event, deadline)
+		result = wire.Backpressured
+		if c.exec.Execute(func() { c.runSubscribers(subs, msg) }) {
+			result = wire.Accepted
+		}
+	}
+	receipt := wire.New(wire.TypeResponse, wire.CmdReceipt).
+		WithHeader(wire.HeaderReplyTo, m.Value(wire.HeaderID)).
+		WithHeader(wire.HeaderResult, string(result))
+	c.out.Enqueue(receipt, time.Time{})
+}
+
+func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
+	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
+		return // expired while queued: never dispatched
+	}
+	ctx, cancel := c.callbackContext(msg.deadline)
+	defer cancel()
+	for _, s := range subs {
+		if s.active() {
+			c.protect(func() { s.h(ctx, msg) })
+		}
+	}
+}
+
+func (c *Client) callbackContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return context.WithCancel(c.ctx)
+	}
+	return context.WithDeadline(c.ctx, deadline)
+}
+
+// protect runs a callback, turning a panic into an error so one bad
+// handler cannot take the process down.
+func (c *Client) protect(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("callback panicked", "panic", r)
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	f()
+	return nil
+}
+
+// deliverRequest runs the node's handler for the channel through the
+// executor and sends its reply.
+func (c *Client) deliverRequest(m *wire.Message) {
+	channel := m.Value(wire.HeaderCommand)
+	c.mu.Lock()
+	reg := c.handlers[channel]
+	c.mu.Unlock()
+	if reg == nil {
+		c.replyError(m, wire.ResultNoHandler, wire.RCFailure, "no handler for "+channel+" on "+c.Node())
+		return
+	}
+	deadline := ttlDeadline(m)
+	msg := newMessage(m, Request, deadline)
+	if !c.exec.Execute(func() { c.runHandler(reg, m, msg) }) {
+		c.replyError(m, wire.ResultOverload, wire.RCFailure, c.Node()+" dispatch queue is full")
+	}
+}
+
+func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message) {
+	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
+		return // the caller gave up while this waited: never dispatched
+	}
+	if !reg.active() {
+		c.replyError(req, wire.ResultNoHandler, wire.RCFailure, "handler withdrawn")
+		return
+	}
+	ctx, cancel := c.callbackContext(msg.deadline)
+	defer cancel()
+	var (
+		payload []byte
+		herr    error
+	)
+	if perr := c.protect(func() { payload, herr = reg.h(ctx, msg) }); perr != nil {
+		c.replyError(req, wire.ResultHandler, wire.RCFailure, perr.Error())
+		return
+	}
+	if herr != nil {
+		rc, text := wire.RCError, herr.Error()
+		var he *HandlerError
+		if errors.As(herr, &he) {
+			rc, text = max(he.RC, wire.RCError), he.Text
+		}
+		c.replyError(req, wire.ResultHandler, rc, text)
+		return
+	}
+	c.reply(req, wire.RCSuccess, "", "", payload)
+}
+
+func (c *Client) replyError(req *wire.Message, kind wire.Result, rc wire.RC, text string) {
+	c.reply(req, rc, kind, text, nil)
+}
+
+func (c *Client) reply(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) {
+	m := wire.New(wire.TypeResponse, req.Value(wire.HeaderCommand)).
+		WithHeader(wire.HeaderID, newID()).
+		WithHeader(wire.HeaderReplyTo, req.Value(wire.HeaderID)).
+		WithHeader(wire.HeaderTo, req.Value(wire.HeaderFrom)).
+		WithHeader(wire.HeaderRC, strconv.Itoa(int(rc))).
+		WithBody(payload)
+	if kind != "" {
+		m.Set(wire.HeaderResult, string(kind))
+		m.Set(wire.HeaderError, text)
+	}
+	c.out.Enqueue(m, time.Time{})
+}

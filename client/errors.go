@@ -1,0 +1,88 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"busbar/wire"
+)
+
+// Errors of the client itself.
+var (
+	ErrClosed        = errors.New("client: closed")
+	ErrScopeClosed   = errors.New("client: scope closed")
+	ErrHandlerExists = errors.New("client: a request handler is already registered for this channel on this node")
+	ErrIncompatible  = errors.New("client: incompatible protocol version")
+	ErrAuth          = errors.New("client: authentication refused")
+)
+
+// Request error kinds (seed 003): a failed Request returns a *RequestError
+// that matches exactly one of these with errors.Is.
+var (
+	ErrNoHandler     = errors.New("no handler")
+	ErrOverload      = errors.New("overload")
+	ErrTimeout       = errors.New("timeout")
+	ErrDisconnect    = errors.New("disconnected")
+	ErrRejected      = errors.New("rejected")
+	ErrHandlerFailed = errors.New("handler failed")
+)
+
+// RequestError is a failed request: the kind, the return code and text the
+// broker or the handler gave, and who said so.
+type RequestError struct {
+	Kind wire.Result // NO_HANDLER, OVERLOAD, TIMEOUT, DISCONNECT, REJECTED, HANDLER_FAILED
+	RC   wire.RC
+	Text string
+	From string // who answered: the handler's node, or the broker
+}
+
+func (e *RequestError) Error() string {
+	if e.Text == "" {
+		return fmt.Sprintf("request failed: %s (rc %d)", e.Kind, e.RC)
+	}
+	return fmt.Sprintf("request failed: %s (rc %d): %s", e.Kind, e.RC, e.Text)
+}
+
+// Unwrap maps the kind to its sentinel.
+func (e *RequestError) Unwrap() error {
+	switch e.Kind {
+	case wire.ResultNoHandler:
+		return ErrNoHandler
+	case wire.ResultOverload:
+		return ErrOverload
+	case wire.ResultTimeout:
+		return ErrTimeout
+	case wire.ResultDisconnect, wire.ResultShutdown, wire.ResultReplaced:
+		return ErrDisconnect
+	case wire.ResultRejected:
+		return ErrRejected
+	default:
+		return ErrHandlerFailed
+	}
+}
+
+// Timeout makes a timed-out request a net.Error-style timeout.
+func (e *RequestError) Timeout() bool { return e.Kind == wire.ResultTimeout }
+
+// requestError decodes a failed response.
+func requestError(m *wire.Message) *RequestError {
+	rc := wire.NewReply(m, nil).RC()
+	kind := wire.Result(m.Value(wire.HeaderResult))
+	if kind == "" {
+		kind = wire.ResultHandler // a handler's own rc >= 10
+	}
+	text, ok := m.Get(wire.HeaderError)
+	if !ok {
+		text = string(m.Body())
+	}
+	return &RequestError{Kind: kind, RC: rc, Text: text, From: m.Value(wire.HeaderFrom)}
+}
+
+// HandlerError lets a handler choose the return code of its failure. Any
+// other error a handler returns fails with RCError.
+type HandlerError struct {
+	RC   wire.RC
+	Text string
+}
+
+func (e *HandlerError) Error() string { return fmt.Sprintf("rc %d: %s", e.RC, e.Text) }

@@ -1,0 +1,275 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// Scope is what one plugin owns on the shared connection. Closing it
+// revokes only its registrations and fails only its open calls; handles
+// kept after Close cannot start new work.
+type Scope struct {
+	c     *Client
+	label string
+
+	mu     sync.Mutex
+	closed bool
+	subs   []*Subscription
+	regs   []*Registration
+	done   chan struct{} // closed by Close: its open calls return ErrScopeClosed
+}
+
+// Scope returns a new scope labelled for logs (a plugin's name).
+func (c *Client) Scope(label string) *Scope {
+	s := &Scope{c: c, label: label, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.closed {
+		s.closed = true
+		close(s.done)
+	} else {
+		c.scopes[s] = struct{}{}
+	}
+	c.mu.Unlock()
+	return s
+}
+
+// Label is the scope's label.
+func (s *Scope) Label() string { return s.label }
+
+// Channel returns the named channel in this scope. The name is checked
+// when the channel is used.
+func (s *Scope) Channel(name string) *Channel { return &Channel{s: s, name: name} }
+
+// Close revokes the scope's subscriptions and handler registrations and
+// fails its open calls with ErrScopeClosed. Other scopes are unaffected.
+func (s *Scope) Close() error {
+	subs, regs := s.markClosed()
+	for _, sub := range subs {
+		sub.Close()
+	}
+	for _, r := range regs {
+		r.Close()
+	}
+	s.c.mu.Lock()
+	delete(s.c.scopes, s)
+	s.c.mu.Unlock()
+	return nil
+}
+
+// markClosed closes the scope to new work and returns what it owned.
+func (s *Scope) markClosed() ([]*Subscription, []*Registration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil
+	}
+	s.closed = true
+	close(s.done)
+	subs, regs := s.subs, s.regs
+	s.subs, s.regs = nil, nil
+	return subs, regs
+}
+
+// open runs f under the scope's lock if the scope is open.
+func (s *Scope) open(f func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrScopeClosed
+	}
+	f()
+	return nil
+}
+
+// Channel is a named channel seen from one scope.
+type Channel struct {
+	s    *Scope
+	name string
+}
+
+// Name is the channel's name.
+func (ch *Channel) Name() string { return ch.name }
+
+// EventHandler receives events. ctx ends at the sender's deadline or when
+// the client closes.
+type EventHandler func(ctx context.Context, m *Message)
+
+// RequestHandler answers requests: its payload becomes the reply. An
+// error fails the request (HANDLER_FAILED) with RCError, or with the return
+// code of a *HandlerError.
+type RequestHandler func(ctx context.Context, m *Message) ([]byte, error)
+
+// Subscription is one registered event handler.
+type Subscription struct {
+	ch     *Channel
+	h      EventHandler
+	mu     sync.Mutex
+	closed bool
+}
+
+func (s *Subscription) active() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.closed
+}
+
+// Subscribe registers h for events on the channel. Several subscribers per
+// node are allowed. The broker checks the receive permission; a refusal is
+// a *RequestError matching ErrRejected.
+func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription, error) {
+	if err := auth.ValidChannel(ch.name); err != nil {
+		return nil, err
+	}
+	c := ch.s.c
+	sub := &Subscription{ch: ch, h: h}
+	var (
+		p     *pending
+		ctlID string
+		cerr  error
+	)
+	deadline := c.deadline(ctx)
+	err := ch.s.open(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.subs[ch.name]) == 0 {
+			// The first subscriber registers the node with the broker; the
+			// request is queued under c.mu so it cannot overtake a withdrawal.
+			m := controlMessage(wire.CmdSubscribe, ch.name)
+			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+				return
+			}
+			ctlID = m.Value(wire.HeaderID)
+		}
+		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
+		ch.s.subs = append(ch.s.subs, sub)
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case cerr != nil:
+		return nil, cerr
+	case p != nil:
+		a, werr := c.await(ctx, p, ctlID, deadline)
+		if err := controlResult(a, werr); err != nil {
+			sub.Close()
+			return nil, fmt.Errorf("subscribe %s: %w", ch.name, err)
+		}
+	}
+	return sub, nil
+}
+
+// Close withdraws the subscription.
+func (s *Subscription) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	c, name := s.ch.s.c, s.ch.name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	left := slices.DeleteFunc(slices.Clone(c.subs[name]), func(x *Subscription) bool { return x == s })
+	if len(left) == 0 {
+		delete(c.subs, name)
+		if !c.closed {
+			c.controlAsyncLocked(wire.CmdUnsub, name)
+		}
+	} else {
+		c.subs[name] = left
+	}
+}
+
+// Registration is the node's request handler for one channel.
+type Registration struct {
+	ch     *Channel
+	h      RequestHandler
+	mu     sync.Mutex
+	closed bool
+}
+
+func (r *Registration) active() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.closed
+}
+
+// Handle registers h as the node's one request handler for the channel; a
+// second registration on the same node fails with ErrHandlerExists. The
+// broker checks the receive permission.
+func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration, error) {
+	if err := auth.ValidChannel(ch.name); err != nil {
+		return nil, err
+	}
+	c := ch.s.c
+	reg := &Registration{ch: ch, h: h}
+	var (
+		p      *pending
+		ctlID  string
+		cerr   error
+		exists bool
+	)
+	deadline := c.deadline(ctx)
+	err := ch.s.open(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.handlers[ch.name] != nil {
+			exists = true
+			return
+		}
+		m := controlMessage(wire.CmdHandle, ch.name)
+		if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+			return
+		}
+		ctlID = m.Value(wire.HeaderID)
+		c.handlers[ch.name] = reg
+		ch.s.regs = append(ch.s.regs, reg)
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case exists:
+		return nil, ErrHandlerExists
+	case cerr != nil:
+		return nil, cerr
+	}
+	a, werr := c.await(ctx, p, ctlID, deadline)
+	if err := controlResult(a, werr); err != nil {
+		reg.Close()
+		return nil, fmt.Errorf("handle %s: %w", ch.name, err)
+	}
+	return reg, nil
+}
+
+// Close withdraws the handler.
+func (r *Registration) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	r.mu.Unlock()
+	c, name := r.ch.s.c, r.ch.name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.handlers[name] == r {
+		delete(c.handlers, name)
+		if !c.closed {
+			c.controlAsyncLocked(wire.CmdUnhandle, name)
+		}
+	}
+}
+
+// controlAsyncLocked queues a bus.* withdrawal without waiting for it; c.mu
+// is held so the broker sees registrations in the order they were decided.
+func (c *Client) controlAsyncLocked(cmd, channel string) {
+	c.out.Enqueue(controlMessage(cmd, channel), time.Time{})
+}

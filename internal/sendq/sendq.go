@@ -1,0 +1,187 @@
+// Package sendq is the outbound half of a busbar connection, shared by the
+// broker and the client: a bounded queue of messages and the one goroutine
+// that writes them. The writer drains everything queued, flushes once, then
+// waits (batching without timers); a message whose deadline passed while
+// queued is dropped, never sent, and one still in time leaves with its
+// remaining budget stamped in its ttl header.
+package sendq
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"busbar/wire"
+)
+
+// Limits of one queue.
+type Limits struct {
+	MaxBytes     int           // bytes queued (frame sizes)
+	MaxMessages  int           // messages queued
+	WriteTimeout time.Duration // one batch write; past it the peer is a slow consumer
+}
+
+// finalFlushTimeout bounds the last write of a closing queue (the frame
+// saying why it closes).
+const finalFlushTimeout = time.Second
+
+type item struct {
+	m        *wire.Message
+	deadline time.Time // zero: none
+}
+
+// Queue is a connection's outbound queue. Enqueue never blocks.
+type Queue struct {
+	nc     net.Conn
+	limits Limits
+
+	mu      sync.Mutex // guards the fields below
+	items   []item
+	bytes   int
+	closing bool
+
+	wake chan struct{} // 1-slot: items were queued
+	quit chan struct{} // closed by Close
+	done chan struct{} // closed when Run returned
+
+	lastWrite  atomic.Int64 // unix nanoseconds of the last flushed batch
+	expired    atomic.Int64 // messages dropped because their deadline passed
+	unsendable atomic.Int64 // messages the encoder refused (a bug upstream)
+}
+
+// New returns a queue writing to nc. Start it with go q.Run().
+func New(nc net.Conn, l Limits) *Queue {
+	q := &Queue{
+		nc: nc, limits: l,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	q.lastWrite.Store(time.Now().UnixNano())
+	return q
+}
+
+// frameCost is what a message counts against MaxBytes: its frame plus room
+// for a stamped ttl.
+func frameCost(m *wire.Message) int { return m.WireLen() + 32 }
+
+// Enqueue queues m. It returns false, queueing nothing, when the queue is
+// closing or full. deadline, if set, is when m stops being worth sending.
+func (q *Queue) Enqueue(m *wire.Message, deadline time.Time) bool {
+	size := frameCost(m)
+	q.mu.Lock()
+	if q.closing || len(q.items) >= q.limits.MaxMessages || q.bytes+size > q.limits.MaxBytes {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, item{m, deadline})
+	q.bytes += size
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Close stops the queue once: nothing more is queued, final (if not nil)
+// is queued past the limits, and Run writes what is queued within a short
+// bound, closes the connection and returns. It reports whether this call
+// closed the queue.
+func (q *Queue) Close(final *wire.Message) bool {
+	q.mu.Lock()
+	if q.closing {
+		q.mu.Unlock()
+		return false
+	}
+	q.closing = true
+	if final != nil {
+		q.items = append(q.items, item{m: final})
+	}
+	q.mu.Unlock()
+	close(q.quit)
+	return true
+}
+
+// Closing reports whether Close was called.
+func (q *Queue) Closing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closing
+}
+
+// Done is closed when Run has returned and the connection is closed.
+func (q *Queue) Done() <-chan struct{} { return q.done }
+
+// LastWrite is when the last batch was flushed.
+func (q *Queue) LastWrite() time.Time { return time.Unix(0, q.lastWrite.Load()) }
+
+// Expired counts messages dropped because their deadline passed in the queue.
+func (q *Queue) Expired() int64 { return q.expired.Load() }
+
+// Run writes until Close, or until a write fails (then it closes the queue
+// itself and returns the error). It closes the connection before it returns,
+// which unblocks the connection's reader.
+func (q *Queue) Run() error {
+	defer close(q.done)
+	defer q.nc.Close()
+	w := wire.NewWriter(q.nc)
+	var batch []item
+	for {
+		select {
+		case <-q.wake:
+		case <-q.quit:
+			_ = q.write(w, q.take(batch), finalFlushTimeout)
+			return nil
+		}
+		batch = q.take(batch)
+		if err := q.write(w, batch, q.limits.WriteTimeout); err != nil {
+			q.Close(nil)
+			return err
+		}
+		clear(batch) // let written messages be collected
+	}
+}
+
+func (q *Queue) take(spare []item) []item {
+	q.mu.Lock()
+	items := q.items
+	q.items = spare[:0]
+	q.bytes = 0
+	q.mu.Unlock()
+	return items
+}
+
+func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	now := time.Now()
+	for _, it := range batch {
+		var err error
+		switch {
+		case it.deadline.IsZero():
+			err = w.WriteMessage(it.m)
+		case !now.Before(it.deadline):
+			q.expired.Add(1)
+			continue
+		default:
+			ttl := strconv.FormatInt(max(1, it.deadline.Sub(now).Milliseconds()), 10)
+			err = w.WriteMessageWith(it.m, wire.HeaderTTL, ttl)
+		}
+		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
+			q.unsendable.Add(1) // refused before any byte was queued: the stream is fine
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_ = q.nc.SetWriteDeadline(now.Add(timeout))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	q.lastWrite.Store(time.Now().UnixNano())
+	return nil
+}

@@ -1,0 +1,49 @@
+// Package transport turns a broker address into a plain net.Conn. Every way a
+// process reaches a busbar broker — unix socket, TCP, TLS, or an in-process
+// pair — ends in a net.Conn that the broker serves with one accept path, so
+// nothing above this package knows or cares how the bytes travel.
+//
+// # Endpoints
+//
+// ParseEndpoint accepts these forms:
+//
+//	unix:///run/busbar/broker.sock   unix socket (absolute path)
+//	/run/busbar/broker.sock          same, bare absolute path
+//	tcp://broker.example:4222        plain TCP
+//	broker.example:4222              same, bare host:port
+//	tcp://:4222                      empty host (see below)
+//	tls://broker.example:4222        TLS over TCP
+//	tls://[::1]:4222                 IPv6 literals go in brackets
+//
+// Scheme names are case-insensitive; Endpoint.String gives the canonical
+// lower-case URL, which ParseEndpoint maps back to the same Endpoint. Unix
+// paths are taken literally (no percent-decoding) and may be at most
+// MaxUnixPathLen bytes. Queries, fragments, userinfo and URL paths after a
+// host:port are refused rather than ignored, so a typo cannot silently change
+// the meaning of an address. Every refusal wraps ErrBadEndpoint.
+//
+// Port 0 is accepted: Listen then picks an ephemeral port (read it back from
+// the listener's Addr), which is what tests want. Dialing port 0 fails.
+//
+// A tcp endpoint with an empty host ("tcp://:4222") means all interfaces to
+// Listen and localhost to Dial, mirroring net.Listen. tls endpoints need a
+// host, because the client verifies the server's certificate against it.
+//
+// # Security defaults
+//
+// Unix sockets are created with mode 0600, so only the broker's own user can
+// connect. On Linux the mode is applied to the socket before bind, so the file
+// never exists with wider permissions; elsewhere it is chmodded immediately
+// after bind, and the parent directory is expected to be 0700 (the broker's
+// data directory is) so that nobody else can reach the socket in between.
+// Listen replaces a stale socket left by a crash (one nobody answers on), but
+// refuses a live one with ErrAddressInUse and never removes a file that is not
+// a socket. Closing the listener removes the socket file.
+//
+// TLS listeners require a certificate and default to TLS 1.2 as the minimum
+// version. TLS dials verify the server's certificate: with a nil config
+// against the system roots and the endpoint's host name.
+//
+// Plain tcp carries no confidentiality or server authentication; use it only
+// on loopback or a trusted network.
+package transport

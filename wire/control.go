@@ -1,0 +1,92 @@
+package wire
+
+// Control traffic: the handshake, registrations, receipts and publish
+// results are ordinary messages on commands under the reserved "bus."
+// namespace (as D-Bus has org.freedesktop.DBus and NATS has $SYS).
+// docs/messaging.md specifies each exchange.
+const (
+	CmdInfo      = "bus.info"      // broker → client, first frame: version, broker name, nonce
+	CmdHello     = "bus.hello"     // client → broker request: node name and credential
+	CmdSubscribe = "bus.sub"       // register interest in events on a channel
+	CmdUnsub     = "bus.unsub"     // withdraw it
+	CmdHandle    = "bus.handle"    // register the node's request handler for a channel
+	CmdUnhandle  = "bus.unhandle"  // withdraw it
+	CmdReceipt   = "bus.receipt"   // delivery receipt for an event sent to one node
+	CmdPublished = "bus.published" // per-node results of a publication
+	CmdError     = "bus.error"     // broker → client before it closes: why
+	CmdGoodbye   = "bus.goodbye"   // broker → client: shutting down, drain and reconnect later
+	CmdDirectory = "bus.directory" // request: the broker's directory of nodes
+)
+
+// ControlPrefix starts every control command; applications cannot use it.
+const ControlPrefix = "bus."
+
+// HeaderResult carries a machine-readable outcome: a receipt result on
+// bus.receipt, or a request error kind on a failed response. It is busbar's
+// one header beyond the core set.
+const HeaderResult = "result"
+
+// Result is a delivery outcome (seed 003's vocabulary). Receipts use the
+// first seven; request failures use the Err… kinds.
+type Result string
+
+// Receipt results.
+const (
+	Accepted      Result = "ACCEPTED"      // the destination node queued it for its handlers
+	NoSubscriber  Result = "NO_SUBSCRIBER" // the node is connected but nobody there listens
+	NotConnected  Result = "NOT_CONNECTED" // no such node is connected
+	Backpressured Result = "BACKPRESSURED" // a bounded queue on the way was full
+	Rejected      Result = "REJECTED"      // refused: permissions, limits, bad input
+	TimedOut      Result = "TIMED_OUT"     // the deadline passed first; it may still have run
+	Failed        Result = "FAILED"        // unknown: e.g. the node left before answering
+)
+
+// Request error kinds, carried in HeaderResult of a failed response.
+const (
+	ResultNoHandler  Result = "NO_HANDLER"
+	ResultOverload   Result = "OVERLOAD"
+	ResultTimeout    Result = "TIMEOUT"
+	ResultDisconnect Result = "DISCONNECT"
+	ResultRejected   Result = "REJECTED"
+	ResultHandler    Result = "HANDLER_FAILED"
+	ResultVersion    Result = "VERSION"       // handshake: incompatible protocol version
+	ResultAuth       Result = "AUTH"          // handshake: bad credentials or node not allowed
+	ResultMalformed  Result = "MALFORMED"     // a frame the broker could not accept
+	ResultTooLarge   Result = "TOO_LARGE"     // a frame over the limit
+	ResultShutdown   Result = "SHUTDOWN"      // the broker is stopping
+	ResultReplaced   Result = "REPLACED"      // a newer connection took this node name
+	ResultLease      Result = "LEASE"         // no frame within the lease: presumed dead
+	ResultSlow       Result = "SLOW_CONSUMER" // outbound queue stayed over its limit
+)
+
+// Info is the body of bus.info, the broker's first frame.
+type Info struct {
+	Broker   string `json:"broker"`   // the broker's node name
+	Protocol string `json:"protocol"` // ProtocolVersion of the broker
+	Nonce    []byte `json:"nonce"`    // fresh per connection; public-key clients sign it
+}
+
+// Hello is the body of the bus.hello request.
+type Hello struct {
+	Node      string `json:"node"`
+	Principal string `json:"principal,omitempty"`
+	Secret    string `json:"secret,omitempty"`
+	Signature []byte `json:"signature,omitempty"`
+}
+
+// Welcome is the body of a successful bus.hello response.
+type Welcome struct {
+	Node        string `json:"node"`
+	Epoch       uint64 `json:"epoch"` // increments each time the node name reconnects
+	Broker      string `json:"broker"`
+	HeartbeatMS int64  `json:"heartbeat_ms"` // send a heartbeat after this much silence
+	LeaseMS     int64  `json:"lease_ms"`     // silence after which the broker drops the node
+	MaxPayload  int    `json:"max_payload"`
+	MaxInflight int    `json:"max_inflight"`
+}
+
+// NodeResult is one candidate's outcome in a bus.published body.
+type NodeResult struct {
+	Node   string `json:"node"`
+	Result Result `json:"result"`
+}

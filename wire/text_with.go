@@ -1,0 +1,65 @@
+package wire
+
+import "encoding/binary"
+
+// AppendFrameWith appends m as a stream frame like AppendFrame, with the
+// header key set to value in the copy on the wire only. It lets a broker
+// stamp a per-destination header (the remaining ttl at write time) on a
+// message shared by several queues without copying or mutating it.
+func AppendFrameWith(dst []byte, m *Message, key, value string) ([]byte, error) {
+	if err := m.Check(); err != nil {
+		return dst, err
+	}
+	if d := checkHeader(key, value); d != DefectNone {
+		return dst, &ParseError{Line: 0, Kind: d, Text: clip(key + ": " + value)}
+	}
+	i, found := m.find(key)
+	n := m.WireLen() + len(key) + len(": ") + len(value) + 1
+	if found {
+		n -= len(m.hdr[i].Key) + len(": ") + len(m.hdr[i].Value) + 1
+	}
+	if n > MaxMessageBytes {
+		return dst, &SizeError{Size: n, Limit: MaxMessageBytes}
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
+	dst = append(dst, delim...)
+	dst = appendHeaders(dst, m.hdr[:i])
+	dst = appendHeader(dst, key, value)
+	if found {
+		i++
+	}
+	dst = appendHeaders(dst, m.hdr[i:])
+	dst = append(dst, delim...)
+	return append(dst, m.body...), nil
+}
+
+func appendHeader(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, ": "...)
+	dst = append(dst, v...)
+	return append(dst, '\n')
+}
+
+func appendHeaders(dst []byte, hs []Header) []byte {
+	for _, h := range hs {
+		dst = appendHeader(dst, h.Key, h.Value)
+	}
+	return dst
+}
+
+// WriteMessageWith queues m like WriteMessage, with key set to value on the
+// wire only (see AppendFrameWith).
+func (w *Writer) WriteMessageWith(m *Message, key, value string) error {
+	if w.err != nil {
+		return w.err
+	}
+	buf, err := AppendFrameWith(w.buf, m, key, value)
+	w.buf = buf
+	if err != nil {
+		return err
+	}
+	if len(w.buf) >= flushBytes {
+		return w.Flush()
+	}
+	return nil
+}
