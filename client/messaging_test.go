@@ -1,0 +1,228 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/wire"
+)
+
+func testOpts() broker.Options { return broker.Options{} }
+
+// inbox collects events for assertions.
+type inbox struct {
+	mu   sync.Mutex
+	msgs []*client.Message
+}
+
+func (b *inbox) handler(_ context.Context, m *client.Message) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, m)
+	b.mu.Unlock()
+}
+
+func (b *inbox) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.msgs)
+}
+
+func (b *inbox) get(i int) *client.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.msgs[i]
+}
+
+func TestSendReceipts(t *testing.T) {
+	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+		a := connect(t, e, "alpha")
+		b := connect(t, e, "beta")
+		var in1, in2 inbox
+		ch := a.Scope("plugin").Channel("orders.created")
+		for _, in := range []*inbox{&in1, &in2} {
+			if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+				t.Fatal(err)
+			}
+		}
+		payload := []byte("order 1")
+		r := b.Scope("p").Channel("orders.created").Send(ctxT(t, 5*time.Second), "alpha", payload)
+		payload[0] = 'X' // the caller may reuse its buffer at once
+		if r.Result != wire.Accepted || r.ID == "" || r.Node != "alpha.bus" {
+			t.Fatalf("receipt = %+v", r)
+		}
+		testbroker.Eventually(t, 5*time.Second, "both subscribers", func() bool { return in1.len() == 1 && in2.len() == 1 })
+		for _, in := range []*inbox{&in1, &in2} {
+			m := in.get(0)
+			if m.ID() != r.ID || m.From() != "beta.bus" || m.Kind() != client.Event || m.Channel() != "orders.created" || string(m.Payload()) != "order 1" {
+				t.Fatalf("delivered %+v", m)
+			}
+		}
+		// The other outcomes.
+		cases := []struct {
+			target, channel string
+			want            wire.Result
+		}{
+			{"gamma", "orders.created", wire.NotConnected},
+			{"alpha", "orders.deleted", wire.NoSubscriber},
+			{e.Broker.Name(), "orders.created", wire.NoSubscriber},
+			{"alpha.bus@mesh.example.com", "orders.created", wire.Rejected},
+			{"Alpha", "orders.created", wire.Rejected},
+			{"alpha", "bus.sneaky", wire.Rejected},
+		}
+		for _, c := range cases {
+			r := b.Scope("p").Channel(c.channel).Send(ctxT(t, 5*time.Second), c.target, nil)
+			if r.Result != c.want {
+				t.Errorf("send to %s on %s = %+v, want %s", c.target, c.channel, r, c.want)
+			}
+		}
+	})
+}
+
+func TestRequestReply(t *testing.T) {
+	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+		a := connect(t, e, "alpha")
+		b := connect(t, e, "beta")
+		ch := a.Scope("math").Channel("math.double")
+		_, err := ch.Handle(ctxT(t, 5*time.Second), func(_ context.Context, m *client.Message) ([]byte, error) {
+			if m.From() != "beta.bus" || m.Kind() != client.Request {
+				return nil, fmt.Errorf("bad request %+v", m)
+			}
+			var n int
+			fmt.Sscan(string(m.Payload()), &n)
+			switch n {
+			case -1:
+				return nil, errors.New("negative")
+			case -2:
+				return nil, &client.HandlerError{RC: wire.RCFailure, Text: "very negative"}
+			case -3:
+				panic("boom")
+			}
+			return fmt.Appendf(nil, "%d", 2*n), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Scope("other").Channel("math.double").Handle(ctxT(t, 5*time.Second), nil); !errors.Is(err, client.ErrHandlerExists) {
+			t.Fatalf("second handler: %v", err)
+		}
+		bc := b.Scope("p").Channel("math.double")
+		req := []byte("21")
+		reply, err := bc.Request(ctxT(t, 5*time.Second), "alpha", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(reply.Payload()) != "42" || reply.Kind() != client.Reply || reply.From() != "alpha.bus" || reply.ReplyTo() == "" || reply.ID() == reply.ReplyTo() {
+			t.Fatalf("reply = %+v", reply)
+		}
+		for _, c := range []struct {
+			payload string
+			want    error
+			rc      wire.RC
+		}{
+			{"-1", client.ErrHandlerFailed, wire.RCError},
+			{"-2", client.ErrHandlerFailed, wire.RCFailure},
+			{"-3", client.ErrHandlerFailed, wire.RCFailure},
+		} {
+			_, err := bc.Request(ctxT(t, 5*time.Second), "alpha", []byte(c.payload))
+			var re *client.RequestError
+			if !errors.Is(err, c.want) || !errors.As(err, &re) || re.RC != c.rc || re.From != "alpha.bus" {
+				t.Errorf("payload %s: %v", c.payload, err)
+			}
+		}
+		if _, err := b.Scope("p").Channel("math.triple").Request(ctxT(t, 5*time.Second), "alpha", nil); !errors.Is(err, client.ErrNoHandler) {
+			t.Errorf("no handler: %v", err)
+		}
+		if _, err := bc.Request(ctxT(t, 5*time.Second), "gamma", nil); !errors.Is(err, client.ErrNoHandler) {
+			t.Errorf("not connected: %v", err)
+		}
+	})
+}
+
+func TestConcurrentRequestsMatchTheirReplies(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	a := connect(t, e, "alpha", func(o *client.Options) { o.Workers = 16 })
+	b := connect(t, e, "beta")
+	_, err := a.Scope("s").Channel("echo").Handle(ctxT(t, 5*time.Second), func(_ context.Context, m *client.Message) ([]byte, error) {
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // replies leave out of order
+		return m.Payload(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			want := fmt.Sprintf("call %d", i)
+			r, err := b.Scope("s").Channel("echo").Request(ctxT(t, 10*time.Second), "alpha", []byte(want))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if string(r.Payload()) != want {
+				errs <- fmt.Errorf("call %d got %q", i, r.Payload())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestPublishResults(t *testing.T) {
+	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+		a := connect(t, e, "alpha")
+		b := connect(t, e, "beta")
+		c := connect(t, e, "gamma")
+		var ina, inc inbox
+		for _, x := range []struct {
+			cl *client.Client
+			in *inbox
+		}{{a, &ina}, {c, &inc}} {
+			if _, err := x.cl.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), x.in.handler); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := a.Scope("s").Channel("news").Publish(ctxT(t, 5*time.Second), []byte("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []wire.NodeResult{
+			{Node: "alpha", Result: wire.Accepted},
+			{Node: "beta", Result: wire.NoSubscriber},
+			{Node: e.Broker.Name(), Result: wire.NoSubscriber},
+			{Node: "gamma", Result: wire.Accepted},
+		}
+		slices.SortFunc(want, func(x, y wire.NodeResult) int { return compare(x.Node, y.Node) })
+		if !slices.Equal(res.Results, want) {
+			t.Fatalf("results = %v, want %v", res.Results, want)
+		}
+		testbroker.Eventually(t, 5*time.Second, "deliveries", func() bool { return ina.len() == 1 && inc.len() == 1 })
+		if m := inc.get(0); m.ID() != res.ID || m.From() != "alpha.bus" || m.To() != "" {
+			t.Fatalf("delivered %+v", m)
+		}
+		_ = b
+	})
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

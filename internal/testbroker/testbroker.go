@@ -1,0 +1,156 @@
+// Package testbroker starts a real broker on a real socket for tests: a
+// temporary directory, a principals store, a listener on the chosen
+// transport, and cleanup that shuts it down.
+package testbroker
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"busbar/auth"
+	"busbar/broker"
+	"busbar/internal/testcert"
+	"busbar/transport"
+)
+
+// Transports lists the schemes Start accepts; "inproc" uses
+// Broker.DialInProcess.
+var Transports = []string{"unix", "tcp", "tls", "inproc"}
+
+// Env is a running broker and what a client needs to reach it.
+type Env struct {
+	Broker    *broker.Broker
+	Scheme    string
+	Endpoint  string      // empty for inproc
+	ClientTLS *tls.Config // for tls
+	Store     *auth.Store
+	Secrets   map[string]string             // principal -> secret
+	Keys      map[string]ed25519.PrivateKey // principal -> key, for public-key principals
+	Dir       string
+}
+
+// Principals is the default store: "local" may do anything as any node;
+// "pk" is the same with a public key; extra principals come from the test.
+func principals(t testing.TB, extra []auth.Principal) ([]auth.Principal, map[string]string, map[string]ed25519.PrivateKey) {
+	secrets := map[string]string{}
+	keys := map[string]ed25519.PrivateKey{}
+	secret, hash, err := auth.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["local"] = secret
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys["pk"] = priv
+	ps := []auth.Principal{
+		{Name: "local", SecretHash: hash, Nodes: []auth.Pattern{"*"}, Permissions: auth.AllPermissions()},
+		{Name: "pk", PublicKey: "ed25519:" + base64.StdEncoding.EncodeToString(pub), Nodes: []auth.Pattern{"*"}, Permissions: auth.AllPermissions()},
+	}
+	for _, p := range extra {
+		s, h, err := auth.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SecretHash = h
+		secrets[p.Name] = s
+		ps = append(ps, p)
+	}
+	return ps, secrets, keys
+}
+
+// Start runs a broker with opts on scheme ("unix", "tcp", "tls" or
+// "inproc"). Extra principals get fresh secrets (see Env.Secrets).
+func Start(t testing.TB, scheme string, opts broker.Options, extra ...auth.Principal) *Env {
+	t.Helper()
+	ps, secrets, keys := principals(t, extra)
+	store, err := auth.NewStore(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Auth == nil {
+		opts.Auth = store
+	}
+	b, err := broker.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Broker: b, Scheme: scheme, Store: store, Secrets: secrets, Keys: keys, Dir: t.TempDir()}
+	var serverTLS *tls.Config
+	var ep transport.Endpoint
+	switch scheme {
+	case "unix":
+		ep = transport.Endpoint{Scheme: transport.SchemeUnix, Address: filepath.Join(e.Dir, "busbar.sock")}
+	case "tcp":
+		ep = transport.Endpoint{Scheme: transport.SchemeTCP, Address: "127.0.0.1:0"}
+	case "tls":
+		certFile, keyFile, roots := testcert.Write(t)
+		if serverTLS, err = transport.LoadTLS(certFile, keyFile); err != nil {
+			t.Fatal(err)
+		}
+		e.ClientTLS = &tls.Config{RootCAs: roots, ServerName: "localhost"}
+		ep = transport.Endpoint{Scheme: transport.SchemeTLS, Address: "127.0.0.1:0"}
+	case "inproc":
+	default:
+		t.Fatalf("unknown transport %q", scheme)
+	}
+	served := make(chan error, 1)
+	if scheme != "inproc" {
+		ln, err := transport.Listen(ep, serverTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Scheme != transport.SchemeUnix {
+			ep.Address = ln.Addr().String()
+		}
+		e.Endpoint = ep.String()
+		go func() { served <- b.Serve(ln) }()
+	} else {
+		served <- broker.ErrClosed
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); err != nil {
+			t.Errorf("broker shutdown: %v", err)
+		}
+		if err := <-served; err != nil && !errors.Is(err, broker.ErrClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return e
+}
+
+// Dial connects to the broker over the env's transport, for raw-protocol
+// tests.
+func (e *Env) Dial(ctx context.Context) (net.Conn, error) {
+	if e.Scheme == "inproc" {
+		return e.Broker.DialInProcess()
+	}
+	ep, err := transport.ParseEndpoint(e.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return transport.Dial(ctx, ep, e.ClientTLS)
+}
+
+// Eventually polls cond every 10ms until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
