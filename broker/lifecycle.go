@@ -8,13 +8,13 @@ import (
 	"busbar/wire"
 )
 
-// sweep runs every sweepInterval until Shutdown: it drops nodes whose lease
+// sweep runs every sweepPeriod until Shutdown: it drops nodes whose lease
 // expired, sends heartbeats on idle connections and closes calls whose
 // deadline passed. A dead peer is therefore removed within LeaseTimeout +
-// sweepInterval.
+// sweepPeriod.
 func (b *Broker) sweep() {
 	defer b.sweeper.Done()
-	t := time.NewTicker(sweepInterval)
+	t := time.NewTicker(b.sweepPeriod())
 	defer t.Stop()
 	for {
 		select {
@@ -24,6 +24,12 @@ func (b *Broker) sweep() {
 			b.sweepOnce(now)
 		}
 	}
+}
+
+// sweepPeriod is sweepInterval, or less when heartbeats are more frequent,
+// so a heartbeat is never late by more than half its interval.
+func (b *Broker) sweepPeriod() time.Duration {
+	return min(sweepInterval, b.opts.HeartbeatInterval/2)
 }
 
 func (b *Broker) sweepOnce(now time.Time) {

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"busbar/broker"
 	"busbar/internal/testcert"
 	"busbar/transport"
+	"busbar/wire"
 )
 
 // Transports lists the schemes Start accepts; "inproc" uses
@@ -152,5 +154,87 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Raw is a hand-driven protocol connection, for tests of what a
+// misbehaving client sends.
+type Raw struct {
+	Conn net.Conn
+	R    *wire.Reader
+	Info wire.Info
+}
+
+// DialRaw connects and reads bus.info, without saying hello.
+func (e *Env) DialRaw(t testing.TB) *Raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nc, err := e.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	r := &Raw{Conn: nc, R: wire.NewReader(nc)}
+	m := r.Read(t)
+	if m.Value(wire.HeaderCommand) != wire.CmdInfo {
+		t.Fatalf("first frame %q", m)
+	}
+	if err := json.Unmarshal(m.Body(), &r.Info); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Hello sends bus.hello with the given protocol version and returns the
+// broker's answer.
+func (r *Raw) Hello(t testing.TB, version, node, principal, secret string) *wire.Message {
+	t.Helper()
+	body, _ := json.Marshal(wire.Hello{Node: node, Principal: principal, Secret: secret})
+	r.Send(t, wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, version).WithHeader(wire.HeaderID, "hello-1").WithBody(body))
+	return r.Read(t)
+}
+
+// Send writes one message.
+func (r *Raw) Send(t testing.TB, m *wire.Message) {
+	t.Helper()
+	r.SendBytes(t, mustFrame(t, m))
+}
+
+// SendBytes writes raw bytes.
+func (r *Raw) SendBytes(t testing.TB, b []byte) {
+	t.Helper()
+	_ = r.Conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.Conn.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustFrame(t testing.TB, m *wire.Message) []byte {
+	f, err := wire.AppendFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Read reads the next non-heartbeat message within 5 seconds.
+func (r *Raw) Read(t testing.TB) *wire.Message {
+	t.Helper()
+	m, err := r.ReadErr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// ReadErr is Read returning the error.
+func (r *Raw) ReadErr() (*wire.Message, error) {
+	for {
+		_ = r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, err := r.R.ReadMessage()
+		if err != nil || !m.IsHeartbeat() {
+			return m, err
+		}
 	}
 }
