@@ -156,7 +156,9 @@ func TestSlowReaderIsDisconnected(t *testing.T) {
 	const n = 64
 	results := make(chan wire.Result, n)
 	for range n {
-		go func() { results <- b.Scope("s").Channel("flood").Send(ctxT(t, 3*time.Second), "frozen", payload).Result }()
+		go func() {
+			results <- b.Scope("s").Channel("flood").Send(ctxT(t, 3*time.Second), "frozen", payload).Result
+		}()
 	}
 	sawBackpressure := false
 	for range n {
@@ -262,7 +264,10 @@ func TestTimeoutIncludesQueueing(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := make(chan error, 1)
-	go func() { _, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", []byte("block")); first <- err }()
+	go func() {
+		_, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", []byte("block"))
+		first <- err
+	}()
 	testbroker.Eventually(t, 5*time.Second, "worker busy", func() bool { return calls.Load() == 1 })
 	start := time.Now()
 	_, err = b.Scope("s").Channel("work").Request(ctxT(t, 200*time.Millisecond), "alpha", []byte("queued"))
@@ -302,7 +307,10 @@ func TestDisconnectWithoutReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() { _, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil); res <- err }()
+	go func() {
+		_, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil)
+		res <- err
+	}()
 	<-entered
 	a.Close()
 	if err := <-res; !errors.Is(err, client.ErrDisconnect) {
@@ -338,7 +346,10 @@ func TestReconnectIsolatesOldConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() { _, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil); res <- err }()
+	go func() {
+		_, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil)
+		res <- err
+	}()
 	<-entered
 	fresh := connect(t, e, "alpha")
 	if fresh.Epoch() != old.Epoch()+1 {
