@@ -218,11 +218,15 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 		refusal = "not permitted to publish on " + channel
 	}
 	var cands []*conn
+	selfConnected := b.dir.lookup(b.opts.Name) != nil
 	if refusal == "" {
 		cands = b.candidates(channel)
-		if n := len(cands) + 1; n > MaxPublishCandidates && b.dir.lookup(b.opts.Name) == nil ||
-			len(cands) > MaxPublishCandidates {
-			refusal = "publication would reach more than " + strconv.Itoa(MaxPublishCandidates) + " nodes"
+		n := len(cands)
+		if !selfConnected {
+			n++ // the broker is a candidate even with no code embedded
+		}
+		if n > MaxPublishCandidates {
+			refusal = "publication would reach " + strconv.Itoa(n) + " nodes, more than " + strconv.Itoa(MaxPublishCandidates)
 		}
 	}
 	if refusal != "" {
@@ -231,7 +235,7 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 		return
 	}
 	pub := &publication{origin: c, id: id, deadline: deadline}
-	if b.dir.lookup(b.opts.Name) == nil {
+	if !selfConnected {
 		// The broker is always a candidate; with no code embedded it has no
 		// subscribers.
 		pub.results = append(pub.results, wire.NodeResult{Node: b.opts.Name, Result: wire.NoSubscriber})
