@@ -22,11 +22,11 @@ func (d *directory) init() {
 	d.epochs = map[string]uint64{}
 }
 
-// register makes c the node's connection and returns its epoch. queued
+// register makes c the node's connection and sets its epoch. queued
 // runs under the lock, before c can be found, so whatever it queues on c
 // precedes anything routed to it. A previous connection is closed with
 // REPLACED; what was bound to it fails when its serving goroutine ends.
-func (d *directory) register(c *conn, queued func(epoch uint64)) uint64 {
+func (d *directory) register(c *conn, queued func(epoch uint64)) {
 	d.mu.Lock()
 	epoch := d.epochs[c.node] + 1
 	d.epochs[c.node] = epoch
@@ -38,7 +38,6 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) uint64 {
 	if old != nil {
 		old.closeWith(wire.ResultReplaced, "replaced by a newer connection of the same node")
 	}
-	return epoch
 }
 
 // remove drops c if it is still its node's connection.

@@ -62,7 +62,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	// Queue the welcome before registering, so it precedes anything routed
 	// to the node.
 	reply := helloResponse(m).WithHeader(wire.HeaderRC, "0")
-	c.epoch = b.dir.register(c, func(epoch uint64) {
+	b.dir.register(c, func(epoch uint64) {
 		welcome.Epoch = epoch
 		body, _ := json.Marshal(welcome)
 		c.enqueue(reply.WithBody(body), time.Time{})

@@ -121,7 +121,10 @@ func TestMaxInflightEdge(t *testing.T) {
 	}
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() { _, err := b.Scope("s").Channel("hang").Request(ctxT(t, 10*time.Second), "alpha", nil); errs <- err }()
+		go func() {
+			_, err := b.Scope("s").Channel("hang").Request(ctxT(t, 10*time.Second), "alpha", nil)
+			errs <- err
+		}()
 	}
 	<-entered
 	<-entered // two calls open: the limit
