@@ -21,12 +21,14 @@ const (
 type BootstrapResult struct {
 	Dir, PrincipalsPath, CredentialsPath string
 	Created                              bool // both files were written
-	TightenedDir                         bool // Dir had group/other bits and was chmod'ed to 0700
 }
 
 // Bootstrap prepares a data directory so a fresh install works with no
-// configuration: it makes dir (mode 0700; an existing dir with group/other
-// bits is tightened to 0700), and if PrincipalsFile is absent writes a
+// configuration: it makes dir (mode 0700; an existing dir that group or
+// others can access is refused with ErrInsecureFile rather than changed,
+// since it may be a directory the user shares on purpose, and the socket
+// in it must not be reachable by other users), and if PrincipalsFile is
+// absent writes a
 // principal "local" (fresh secret, Nodes ["*"], AllPermissions()) plus a
 // CredentialsFile holding that secret. Both files are 0600 and written
 // atomically.
@@ -53,11 +55,8 @@ func Bootstrap(dir string) (BootstrapResult, error) {
 	if !fi.IsDir() {
 		return r, fmt.Errorf("auth: bootstrap: %s is not a directory", dir)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return r, fmt.Errorf("auth: bootstrap: tighten %s: %w", dir, err)
-		}
-		r.TightenedDir = true
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return r, fmt.Errorf("%w: data directory %s has mode %04o; other users could reach its socket and files (chmod 700 it, or choose another)", ErrInsecureFile, dir, perm)
 	}
 
 	if _, err := os.Lstat(r.PrincipalsPath); err == nil {

@@ -23,7 +23,7 @@ func TestBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Created || r.TightenedDir {
+	if !r.Created {
 		t.Fatalf("first run: %+v", r)
 	}
 	if r.PrincipalsPath != filepath.Join(dir, PrincipalsFile) || r.CredentialsPath != filepath.Join(dir, CredentialsFile) {
@@ -63,7 +63,7 @@ func TestBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.Created || r2.TightenedDir {
+	if r2.Created {
 		t.Errorf("second run: %+v", r2)
 	}
 	after, _ := os.ReadFile(r.PrincipalsPath)
@@ -73,21 +73,20 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
-func TestBootstrapTightensDir(t *testing.T) {
+func TestBootstrapRefusesOpenDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
-	r, err := Bootstrap(dir)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := Bootstrap(dir); !errors.Is(err, ErrInsecureFile) {
+		t.Fatalf("Bootstrap(0755 dir) = %v", err)
 	}
-	if !r.TightenedDir || !r.Created {
-		t.Errorf("result %+v", r)
+	if m := mode(t, dir); m != 0o755 {
+		t.Errorf("dir mode changed to %04o", m)
 	}
-	if m := mode(t, dir); m != 0o700 {
-		t.Errorf("dir mode %04o", m)
+	if _, err := os.Stat(filepath.Join(dir, PrincipalsFile)); err == nil {
+		t.Error("wrote into an open directory")
 	}
 }
 

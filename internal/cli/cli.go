@@ -35,6 +35,13 @@ var verbs map[string]verb
 
 func init() {
 	verbs = map[string]verb{
+		"serve":   {"run the broker (defaults: ~/.local/state/busbar, unix socket, 127.0.0.1:7474)", runServe},
+		"pub":     {"publish an event: one line per candidate node", runPub},
+		"sub":     {"print events received on a channel", runSub},
+		"send":    {"send an event to one node and print the receipt", runSend},
+		"req":     {"send a request and print the reply", runReq},
+		"reply":   {"answer requests on a channel (--echo or --exec CMD)", runReply},
+		"ls":      {"list nodes with their leases, subscriptions and handlers", runLs},
 		"frame":   {"parse or validate a text frame read on stdin", runFrame},
 		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
 		"version": {"print the version", runVersion},

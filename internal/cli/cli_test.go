@@ -3,14 +3,34 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"busbar/internal/leakcheck"
 	"busbar/wire"
 )
+
+// binPath is the busbar binary TestMain builds for the end-to-end tests.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "busbar-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	binPath = filepath.Join(dir, "busbar")
+	if out, err := exec.Command("go", "build", "-o", binPath, "busbar/cmd/busbar").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := leakcheck.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -134,39 +154,31 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestBinary builds the real busbar binary and drives it as a user would.
+// TestBinary drives the built binary as a user would.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "busbar")
-	build := exec.Command("go", "build", "-o", bin, "busbar/cmd/busbar")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "frame", "parse", "--strict")
+	cmd := exec.Command(binPath, "frame", "parse", "--strict")
 	cmd.Stdin = strings.NewReader(seedFrame)
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), `"command":"noded.ping"`) {
 		t.Fatalf("frame parse: %v %s", err, out)
 	}
-	cmd = exec.Command(bin, "addr", "NOPE")
+	cmd = exec.Command(binPath, "addr", "NOPE")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || stderr.Len() == 0 {
 		t.Fatalf("addr NOPE: %v, stderr %q", err, stderr.String())
 	}
-	cmd = exec.Command(bin, "frame", "validate")
+	cmd = exec.Command(binPath, "frame", "validate")
 	cmd.Stdin = strings.NewReader("---\nx: 1\n---\n")
 	out, err = cmd.Output()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || string(out) != "x: unknown header\n" {
 		t.Fatalf("frame validate: %v %q", err, out)
 	}
-	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "busbar ") {
+	if out, err := exec.Command(binPath, "version").Output(); err != nil || !strings.HasPrefix(string(out), "busbar ") {
 		t.Fatalf("version: %v %q", err, out)
 	}
-	t.Run("docs/cli.md", func(t *testing.T) { testDocExamples(t, filepath.Dir(bin)) })
+	t.Run("docs/cli.md", func(t *testing.T) { testDocExamples(t, filepath.Dir(binPath)) })
 }
 
 // testDocExamples runs every "$ command" line in docs/cli.md's sh blocks

@@ -18,7 +18,10 @@ const settle = 5 * time.Second
 
 // Main runs the tests, then waits up to settle for every goroutine started
 // during the run to end, and exits non-zero with their stacks if any remain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main returning the exit code, for a TestMain with cleanup to do.
+func Run(m *testing.M) int {
 	before := goroutines()
 	code := m.Run()
 	deadline := time.Now().Add(settle)
@@ -34,7 +37,7 @@ func Main(m *testing.M) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	os.Exit(code)
+	return code
 }
 
 // goroutines maps the header line ("goroutine 7") of every goroutine other

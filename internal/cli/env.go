@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"busbar/auth"
+	"busbar/client"
+)
+
+// Defaults shared by serve and the client verbs, so that with no flags a
+// client finds the broker the same OS user started.
+const (
+	defaultTCP     = "127.0.0.1:7474"
+	socketName     = "busbar.sock"
+	defaultTimeout = 30 * time.Second
+)
+
+// Environment variables equivalent to the common flags.
+const (
+	envData        = "BUSBAR_DATA"
+	envServer      = "BUSBAR_SERVER"
+	envName        = "BUSBAR_NAME"
+	envCredentials = "BUSBAR_CREDENTIALS"
+)
+
+// defaultDataDir is $BUSBAR_DATA, else $XDG_STATE_HOME/busbar, else
+// ~/.local/state/busbar.
+func defaultDataDir() string {
+	if d := os.Getenv(envData); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "busbar")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("busbar-%d", os.Getuid()))
+	}
+	return filepath.Join(home, ".local", "state", "busbar")
+}
+
+// connFlags are the flags every client verb takes.
+type connFlags struct {
+	data, server, name, credentials string
+	timeout                         time.Duration
+}
+
+func (f *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", "", "data directory of the local broker (env "+envData+"; default ~/.local/state/busbar)")
+	fs.StringVar(&f.server, "server", os.Getenv(envServer), "broker endpoint: unix:///path, tcp://host:port, tls://host:port (env "+envServer+"; default the local broker's socket)")
+	fs.StringVar(&f.name, "name", os.Getenv(envName), "node name to register as (env "+envName+"; default cli-<pid>)")
+	fs.StringVar(&f.credentials, "credentials", os.Getenv(envCredentials), "credentials file (env "+envCredentials+"; default <data>/credentials.json)")
+	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "deadline of the operation, queueing included")
+}
+
+// connect opens a client with the flags, filling defaults from the local
+// broker's data directory.
+func (f *connFlags) connect(ctx context.Context) (*client.Client, error) {
+	data := cmp.Or(f.data, defaultDataDir())
+	server := cmp.Or(f.server, "unix://"+filepath.Join(data, socketName))
+	name := cmp.Or(f.name, fmt.Sprintf("cli-%d", os.Getpid()))
+	cred, err := auth.LoadCredential(cmp.Or(f.credentials, filepath.Join(data, auth.CredentialsFile)))
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return client.Connect(cctx, client.Options{Server: server, Node: name, Credential: cred})
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"busbar/auth"
+	"busbar/broker"
+	"busbar/transport"
+)
+
+// shutdownTimeout bounds the whole graceful stop after a signal.
+const shutdownTimeout = 15 * time.Second
+
+func runServe(args []string, stdio IO) int {
+	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	data := fs.String("data", "", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
+	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
+	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
+	tlsAddr := fs.String("tls", "", "TLS address (needs --tls-cert and --tls-key)")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate file (PEM)")
+	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
+	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
+	name := fs.String("name", broker.DefaultName, "the broker's own node name")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve: --log-level:", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: lvl}))
+	dir := cmp.Or(*data, defaultDataDir())
+
+	boot, err := auth.Bootstrap(dir)
+	if err != nil {
+		log.Error("cannot prepare the data directory", "err", err)
+		return exitFail
+	}
+	if boot.Created {
+		fmt.Fprintf(stdio.Stdout, "busbar: created credentials on first start:\n  principals (broker): %s\n  credentials (clients of this OS user): %s\n", boot.PrincipalsPath, boot.CredentialsPath)
+	}
+	store, err := auth.Load(cmp.Or(*principals, boot.PrincipalsPath))
+	if err != nil {
+		log.Error("cannot load principals", "err", err)
+		return exitFail
+	}
+	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log})
+	if err != nil {
+		log.Error("cannot start the broker", "err", err)
+		return exitFail
+	}
+	eps, err := endpoints(dir, *unixPath, *tcpAddr, *tlsAddr, *tlsCert, *tlsKey)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		_ = b.Shutdown(context.Background())
+		return exitUsage
+	}
+	var lns []net.Listener
+	for _, ep := range eps {
+		ln, err := transport.Listen(ep.Endpoint, ep.tls)
+		if err != nil {
+			log.Error("cannot listen", "endpoint", ep.Endpoint, "err", err)
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			_ = b.Shutdown(context.Background())
+			return exitFail
+		}
+		lns = append(lns, ln)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var wg sync.WaitGroup
+	for i, ln := range lns {
+		ep := eps[i].Endpoint
+		if ep.Scheme != transport.SchemeUnix {
+			ep.Address = ln.Addr().String() // the real port when :0 was asked
+		}
+		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", ep)
+		wg.Go(func() {
+			if err := b.Serve(ln); err != nil && !errors.Is(err, broker.ErrClosed) {
+				log.Error("listener failed", "endpoint", ep, "err", err)
+				stop()
+			}
+		})
+	}
+	log.Info("broker ready", "name", b.Name(), "data", dir)
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err = b.Shutdown(sctx)
+	wg.Wait()
+	if err != nil {
+		log.Error("shutdown was not clean", "err", err)
+		return exitFail
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+type listenSpec struct {
+	transport.Endpoint
+	tls *tls.Config
+}
+
+func endpoints(dir, unixPath, tcpAddr, tlsAddr, cert, key string) ([]listenSpec, error) {
+	var out []listenSpec
+	if unixPath != "off" {
+		out = append(out, listenSpec{Endpoint: transport.Endpoint{Scheme: transport.SchemeUnix, Address: cmp.Or(unixPath, filepath.Join(dir, socketName))}})
+	}
+	if tcpAddr != "off" && tcpAddr != "" {
+		ep, err := transport.ParseEndpoint("tcp://" + strings.TrimPrefix(tcpAddr, "tcp://"))
+		if err != nil {
+			return nil, fmt.Errorf("--tcp: %w", err)
+		}
+		out = append(out, listenSpec{Endpoint: ep})
+	}
+	if tlsAddr != "" {
+		if cert == "" || key == "" {
+			return nil, errors.New("--tls needs --tls-cert and --tls-key")
+		}
+		ep, err := transport.ParseEndpoint("tls://" + strings.TrimPrefix(tlsAddr, "tls://"))
+		if err != nil {
+			return nil, fmt.Errorf("--tls: %w", err)
+		}
+		cfg, err := transport.LoadTLS(cert, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listenSpec{Endpoint: ep, tls: cfg})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("nothing to listen on")
+	}
+	return out, nil
+}

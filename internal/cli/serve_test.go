@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// server is a `busbar serve` child process on a fresh data directory.
+type server struct {
+	cmd    *exec.Cmd
+	data   string
+	stderr syncBuffer
+	exited chan error
+	once   sync.Once
+}
+
+func startServe(t *testing.T, data string, args ...string) *server {
+	t.Helper()
+	s := &server{data: data, exited: make(chan error, 1)}
+	s.cmd = exec.Command(binPath, append([]string{"serve", "--data", data, "--tcp", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	s.cmd.Stderr = &s.stderr
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.HasPrefix(sc.Text(), "busbar: listening on tcp://") {
+				ready <- strings.Join(lines, "\n")
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		s.exited <- s.cmd.Wait()
+	}()
+	select {
+	case banner := <-ready:
+		t.Logf("serve:\n%s", banner)
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Fatalf("serve did not start; stderr:\n%s", s.stderr.String())
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (s *server) stop(t *testing.T) {
+	s.once.Do(func() { s.terminate(t) })
+}
+
+func (s *server) terminate(t *testing.T) {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("serve exited with %v; stderr:\n%s", err, s.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Errorf("serve did not stop on SIGTERM")
+	}
+}
+
+// busbar runs a client verb against the server with no flags but the
+// environment a user of the same OS account has.
+func (s *server) busbar(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = append(os.Environ(), "BUSBAR_DATA="+s.data)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// background starts a long-running verb and returns its stdout buffer and
+// a wait function.
+func (s *server) background(t *testing.T, args ...string) (*syncBuffer, func() error) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), "BUSBAR_DATA="+s.data)
+	out := &syncBuffer{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return out, func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("still running")
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitLs polls `busbar ls --json` until cond holds.
+func (s *server) waitLs(t *testing.T, what string, cond func(nodes []map[string]any) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, out, errOut := s.busbar(t, "", "ls", "--json")
+		var nodes []map[string]any
+		if code == 0 && json.Unmarshal([]byte(out), &nodes) == nil && cond(nodes) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: ls exit %d: %s %s", what, code, out, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func hasNode(name, field, channel string) func([]map[string]any) bool {
+	return func(nodes []map[string]any) bool {
+		for _, n := range nodes {
+			if n["node"] != name {
+				continue
+			}
+			list, _ := n[field].([]any)
+			for _, c := range list {
+				if c == channel {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+
+	// First start created working credentials, private to this OS user.
+	for path, want := range map[string]os.FileMode{
+		data: 0o700, filepath.Join(data, "principals.json"): 0o600,
+		filepath.Join(data, "credentials.json"): 0o600, filepath.Join(data, "busbar.sock"): 0o600,
+	} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: %v mode %v, want %04o", path, err, fi.Mode().Perm(), want)
+		}
+	}
+
+	subOut, subWait := s.background(t, "sub", "news", "--count", "1", "--json", "--name", "watcher")
+	s.background(t, "reply", "math", "--exec", "tr a-z A-Z", "--name", "upper")
+	s.background(t, "reply", "fail", "--exec", "echo nope >&2; exit 3", "--name", "failer")
+	s.background(t, "reply", "slow", "--exec", "sleep 5", "--name", "sleeper")
+	s.waitLs(t, "subscriber", hasNode("watcher", "subscriptions", "news"))
+	s.waitLs(t, "handlers", func(n []map[string]any) bool {
+		return hasNode("upper", "handlers", "math")(n) && hasNode("failer", "handlers", "fail")(n) && hasNode("sleeper", "handlers", "slow")(n)
+	})
+
+	code, out, errOut := s.busbar(t, "", "pub", "news", "hello", "--name", "publisher")
+	if code != 0 || !strings.Contains(out, "watcher ACCEPTED\n") || !strings.Contains(out, "broker NO_SUBSCRIBER\n") || !strings.Contains(out, "publisher NO_SUBSCRIBER\n") {
+		t.Fatalf("pub: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := subWait(); err != nil {
+		t.Fatalf("sub: %v: %s", err, subOut.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(subOut.String()), &got); err != nil || got["payload"] != "hello" || got["from"] != "publisher.bus" || got["kind"] != "EVENT" {
+		t.Fatalf("sub printed %q (%v)", subOut.String(), err)
+	}
+
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		out   string
+		err   string
+	}{
+		{"reply", "", []string{"req", "upper", "math", "shout"}, 0, "SHOUT", ""},
+		{"payload from stdin", "quiet", []string{"req", "upper", "math", "-"}, 0, "QUIET", ""},
+		{"handler failure", "", []string{"req", "failer", "fail", "x"}, exitHandler, "", "nope"},
+		{"no handler", "", []string{"req", "upper", "nothing", "x"}, exitNoHandler, "", "NO_HANDLER"},
+		{"not connected", "", []string{"req", "ghost", "math", "x"}, exitNoHandler, "", "not connected"},
+		{"timeout", "", []string{"req", "sleeper", "slow", "x", "--timeout", "300ms"}, exitTimeout, "", "TIMEOUT"},
+		{"rejected", "", []string{"req", "upper", "bus.x", "x"}, exitRejected, "", "REJECTED"},
+		{"send", "", []string{"send", "upper", "math", "x"}, exitFail, "NO_SUBSCRIBER", ""},
+		{"send not connected", "", []string{"send", "ghost", "math", "x"}, exitFail, "NOT_CONNECTED", ""},
+		{"usage", "", []string{"req", "upper"}, exitUsage, "", "usage"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := s.busbar(t, c.stdin, c.args...)
+			if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.err) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, c.code, out, errOut)
+			}
+		})
+	}
+	code, out, _ = s.busbar(t, "", "ls")
+	if code != 0 || !strings.HasPrefix(out, "NODE") || !strings.Contains(out, "upper") {
+		t.Fatalf("ls: %d\n%s", code, out)
+	}
+
+	// A second start on the same data directory keeps the credentials.
+	s.stop(t)
+	before, _ := os.ReadFile(filepath.Join(data, "credentials.json"))
+	s2 := startServe(t, data)
+	after, _ := os.ReadFile(filepath.Join(data, "credentials.json"))
+	if !bytes.Equal(before, after) {
+		t.Fatal("restart replaced the credentials")
+	}
+	if code, _, errOut := s2.busbar(t, "", "ls"); code != 0 {
+		t.Fatalf("ls after restart: %s", errOut)
+	}
+}
+
+func TestServeRefusesWrongCredentials(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"principal":"local","secret":"wrong"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := s.busbar(t, "", "ls", "--credentials", bad)
+	if code != exitFail || !strings.Contains(errOut, "authentication refused") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(s.stderr.String(), "authentication refused") {
+		t.Fatalf("the broker did not log the refusal:\n%s", s.stderr.String())
+	}
+}

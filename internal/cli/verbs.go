@@ -1,0 +1,352 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"busbar/client"
+	"busbar/wire"
+)
+
+// Exit statuses of `busbar req`, one per request error kind.
+const (
+	exitNoHandler  = 3
+	exitOverload   = 4
+	exitTimeout    = 5
+	exitDisconnect = 6
+	exitRejected   = 7
+	exitHandler    = 8
+)
+
+// requestExit maps a request error to its exit status.
+func requestExit(err error) int {
+	for _, k := range []struct {
+		err  error
+		code int
+	}{
+		{client.ErrNoHandler, exitNoHandler}, {client.ErrOverload, exitOverload},
+		{client.ErrTimeout, exitTimeout}, {client.ErrDisconnect, exitDisconnect},
+		{client.ErrRejected, exitRejected}, {client.ErrHandlerFailed, exitHandler},
+	} {
+		if errors.Is(err, k.err) {
+			return k.code
+		}
+	}
+	return exitFail
+}
+
+// verbSetup parses a client verb's flags and positional arguments.
+type verbSetup struct {
+	name  string
+	usage string
+	nargs func(n int) bool
+	fs    *flag.FlagSet
+	conn  connFlags
+	args  []string // positional arguments
+}
+
+func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
+	v := &verbSetup{name: name, usage: usage, nargs: nargs, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
+	v.fs.SetOutput(stdio.Stderr)
+	v.fs.Usage = func() {
+		fmt.Fprintf(stdio.Stderr, "usage: busbar %s %s\n", name, usage)
+		v.fs.PrintDefaults()
+	}
+	v.conn.register(v.fs)
+	return v
+}
+
+// parse accepts flags before, between and after positional arguments
+// ("busbar sub news --count 1"); "--" ends the flags.
+func (v *verbSetup) parse(args []string) bool {
+	for {
+		if err := v.fs.Parse(args); err != nil {
+			return false
+		}
+		rest := v.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			v.args = append(v.args, rest...) // after "--" everything is positional
+			break
+		}
+		v.args = append(v.args, rest[0])
+		args = rest[1:]
+	}
+	if !v.nargs(len(v.args)) {
+		v.fs.Usage()
+		return false
+	}
+	return true
+}
+
+// arg is positional argument i.
+func (v *verbSetup) arg(i int) string { return v.args[i] }
+
+// payload is the argument at i, stdin when it is "-", or empty.
+func (v *verbSetup) payload(i int, stdio IO) ([]byte, error) {
+	if len(v.args) <= i {
+		return nil, nil
+	}
+	if a := v.args[i]; a != "-" {
+		return []byte(a), nil
+	}
+	return io.ReadAll(io.LimitReader(stdio.Stdin, wire.MaxMessageBytes))
+}
+
+// session connects and returns the client and a context bounded by
+// --timeout (and by SIGINT/SIGTERM when long is set).
+func (v *verbSetup) session(stdio IO, long bool) (*client.Client, context.Context, func(), error) {
+	base, stop := context.Background(), func() {}
+	if long {
+		base, stop = signal.NotifyContext(base, syscall.SIGINT, syscall.SIGTERM)
+	}
+	c, err := v.conn.connect(base)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	ctx, cancel := base, context.CancelFunc(func() {})
+	if !long {
+		ctx, cancel = context.WithTimeout(base, v.conn.timeout)
+	}
+	return c, ctx, func() { cancel(); c.Close(); stop() }, nil
+}
+
+func (v *verbSetup) fail(stdio IO, err error, code int) int {
+	fmt.Fprintf(stdio.Stderr, "busbar %s: %v\n", v.name, err)
+	return code
+}
+
+func runPub(args []string, stdio IO) int {
+	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	if !v.parse(args) {
+		return exitUsage
+	}
+	payload, err := v.payload(1, stdio)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	c, ctx, done, err := v.session(stdio, false)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
+	if err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	for _, r := range res.Results {
+		fmt.Fprintf(stdio.Stdout, "%s %s\n", r.Node, r.Result)
+	}
+	return exitOK
+}
+
+func runSend(args []string, stdio IO) int {
+	v := newVerb("send", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	if !v.parse(args) {
+		return exitUsage
+	}
+	payload, err := v.payload(2, stdio)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	c, ctx, done, err := v.session(stdio, false)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	r := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
+	fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
+	if r.Reason != "" {
+		fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
+	}
+	fmt.Fprintln(stdio.Stdout)
+	if r.Result != wire.Accepted {
+		return exitFail
+	}
+	return exitOK
+}
+
+func runReq(args []string, stdio IO) int {
+	v := newVerb("req", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	if !v.parse(args) {
+		return exitUsage
+	}
+	payload, err := v.payload(2, stdio)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	c, ctx, done, err := v.session(stdio, false)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
+	if err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	_, _ = stdio.Stdout.Write(reply.Payload())
+	return exitOK
+}
+
+// messageJSON is how `busbar sub --json` prints a message.
+type messageJSON struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Channel string `json:"channel"`
+	From    string `json:"from"`
+	To      string `json:"to,omitempty"`
+	Payload string `json:"payload"`
+}
+
+func runSub(args []string, stdio IO) int {
+	v := newVerb("sub", "CHANNEL", func(n int) bool { return n == 1 }, stdio)
+	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
+	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	c, ctx, done, err := v.session(stdio, true)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	msgs := make(chan *client.Message, 1024)
+	if _, err := c.Scope("cli").Channel(v.arg(0)).Subscribe(ctx, func(hctx context.Context, m *client.Message) {
+		select { // printed one at a time, in arrival order, by the loop below
+		case msgs <- m:
+		case <-hctx.Done():
+		}
+	}); err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	enc := json.NewEncoder(stdio.Stdout)
+	for n := 0; *count == 0 || n < *count; n++ {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-c.Done():
+			return v.fail(stdio, c.Err(), exitFail)
+		case m := <-msgs:
+			if *asJSON {
+				_ = enc.Encode(messageJSON{m.ID(), string(m.Kind()), m.Channel(), m.From(), m.To(), string(m.Payload())})
+			} else {
+				fmt.Fprintf(stdio.Stdout, "%s\n", m.Payload())
+			}
+		}
+	}
+	return exitOK
+}
+
+func runReply(args []string, stdio IO) int {
+	v := newVerb("reply", "CHANNEL (--echo | --exec CMD)", func(n int) bool { return n == 1 }, stdio)
+	echo := v.fs.Bool("echo", false, "answer each request with its own payload")
+	command := v.fs.String("exec", "", "run CMD (with sh -c) per request: payload on stdin, reply from stdout; a non-zero exit fails the request")
+	count := v.fs.Int("count", 0, "exit after answering this many requests (0: run until interrupted)")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	if *echo == (*command != "") {
+		fmt.Fprintln(stdio.Stderr, "busbar reply: give exactly one of --echo and --exec")
+		return exitUsage
+	}
+	c, ctx, done, err := v.session(stdio, true)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	var answered atomic.Int64
+	finished := make(chan struct{}, 1)
+	handler := func(hctx context.Context, m *client.Message) ([]byte, error) {
+		defer func() {
+			if n := answered.Add(1); *count > 0 && n >= int64(*count) {
+				select {
+				case finished <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		if *echo {
+			return m.Payload(), nil
+		}
+		return execHandler(hctx, *command, m.Payload())
+	}
+	if _, err := c.Scope("cli").Channel(v.arg(0)).Handle(ctx, handler); err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	select {
+	case <-ctx.Done():
+	case <-finished:
+		time.Sleep(100 * time.Millisecond) // let the last reply leave
+	case <-c.Done():
+		return v.fail(stdio, c.Err(), exitFail)
+	}
+	return exitOK
+}
+
+// execHandler runs command with payload on stdin; its stdout is the reply.
+func execHandler(ctx context.Context, command string, payload []byte) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Stdin = bytes.NewReader(payload)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		text := strings.TrimSpace(stderr.String())
+		if text == "" {
+			text = err.Error()
+		}
+		return nil, &client.HandlerError{RC: wire.RCError, Text: text}
+	}
+	return out, nil
+}
+
+func runLs(args []string, stdio IO) int {
+	v := newVerb("ls", "", func(n int) bool { return n == 0 }, stdio)
+	asJSON := v.fs.Bool("json", false, "print the directory as JSON")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	c, ctx, done, err := v.session(stdio, false)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	nodes, err := c.Directory(ctx)
+	if err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	if *asJSON {
+		_ = json.NewEncoder(stdio.Stdout).Encode(nodes)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
+	for _, n := range nodes {
+		lease := time.Until(n.LeaseExpires).Round(time.Second)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
