@@ -37,7 +37,7 @@ type Broker struct {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired atomic.Int64
+	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity atomic.Int64
 }
 
 // Stats is a snapshot of the broker's counters.
@@ -49,6 +49,7 @@ type Stats struct {
 	Refused        int64 // messages refused by permissions or limits
 	SlowConsumers  int64 // connections closed because they stopped reading
 	LeaseExpired   int64 // nodes removed for silence
+	OverCapacity   int64 // connections closed at once because MaxConnections were served
 }
 
 // New returns a broker with opts (see Options for defaults).
@@ -83,6 +84,7 @@ func (b *Broker) Stats() Stats {
 		Refused:        b.stats.refused.Load(),
 		SlowConsumers:  b.stats.slowConsumers.Load(),
 		LeaseExpired:   b.stats.leaseExpired.Load(),
+		OverCapacity:   b.stats.overCapacity.Load(),
 	}
 }
 
@@ -191,6 +193,11 @@ func (b *Broker) track(c *conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing {
+		return false
+	}
+	if len(b.conns) >= b.opts.MaxConnections {
+		b.stats.overCapacity.Add(1)
+		b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc))
 		return false
 	}
 	b.conns[c] = struct{}{}

@@ -22,10 +22,10 @@ const (
 	DefaultMaxPayload        = 1 << 20 // bytes of body in one message
 	DefaultMaxTTL            = 5 * time.Minute
 	DefaultDrainTimeout      = 5 * time.Second
-	MaxPublishCandidates     = 256 // seed 003: a publication reaching more nodes is refused whole
-	MaxIDLen                 = 64  // bytes in a message id
+	DefaultMaxConnections    = 10000 // connections served at once, handshaking ones included
+	MaxPublishCandidates     = 256   // seed 003: a publication reaching more nodes is refused whole
+	MaxIDLen                 = 64    // bytes in a message id
 	sweepInterval            = time.Second
-	closeFlushTimeout        = time.Second // how long a closing connection gets to say why
 	maxPayloadCeiling        = wire.MaxMessageBytes - 64<<10
 )
 
@@ -66,6 +66,9 @@ type Options struct {
 	MaxTTL time.Duration
 	// DrainTimeout bounds Shutdown's wait for open requests to finish.
 	DrainTimeout time.Duration
+	// MaxConnections bounds the connections served at once, handshaking
+	// ones included; one more is closed at once and counted.
+	MaxConnections int
 }
 
 func (o *Options) setDefaults() error {
@@ -95,6 +98,7 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxQueueMessages, DefaultMaxQueueMessages)
 	defInt(&o.MaxInflight, DefaultMaxInflight)
 	defInt(&o.MaxPayload, DefaultMaxPayload)
+	defInt(&o.MaxConnections, DefaultMaxConnections)
 	switch {
 	case o.LeaseTimeout <= o.HeartbeatInterval:
 		return fmt.Errorf("broker: LeaseTimeout %v must exceed HeartbeatInterval %v", o.LeaseTimeout, o.HeartbeatInterval)

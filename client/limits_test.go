@@ -227,3 +227,15 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxConnectionsEdge(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{MaxConnections: 2})
+	connect(t, e, "alpha")
+	connect(t, e, "beta") // at the limit
+	if _, err := dialClient(e, "gamma"); err == nil {
+		t.Fatal("a third connection was served")
+	}
+	if e.Broker.Stats().OverCapacity != 1 {
+		t.Fatal("refusal not counted")
+	}
+}
