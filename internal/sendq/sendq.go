@@ -158,6 +158,9 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 		return nil
 	}
 	now := time.Now()
+	// The deadline covers the whole batch: the writer flushes by itself
+	// once its buffer is full, before the final Flush below.
+	_ = q.nc.SetWriteDeadline(now.Add(timeout))
 	for _, it := range batch {
 		var err error
 		switch {
@@ -178,7 +181,6 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 			return err
 		}
 	}
-	_ = q.nc.SetWriteDeadline(now.Add(timeout))
 	if err := w.Flush(); err != nil {
 		return err
 	}

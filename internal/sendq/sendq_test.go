@@ -1,0 +1,125 @@
+package sendq
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"busbar/internal/leakcheck"
+	"busbar/transport"
+	"busbar/wire"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func pair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	a, b, err := transport.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func TestLimitsAtAndPastEdge(t *testing.T) {
+	a, _ := pair(t)
+	m := wire.New(wire.TypeEvent, "x")
+	q := New(a, Limits{MaxMessages: 2, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+	if !q.Enqueue(m, time.Time{}) || !q.Enqueue(m, time.Time{}) {
+		t.Fatal("refused at the message limit")
+	}
+	if q.Enqueue(m, time.Time{}) {
+		t.Fatal("accepted past the message limit")
+	}
+	cost := frameCost(m)
+	q = New(a, Limits{MaxMessages: 100, MaxBytes: 2 * cost, WriteTimeout: time.Second})
+	if !q.Enqueue(m, time.Time{}) || !q.Enqueue(m, time.Time{}) {
+		t.Fatal("refused at the byte limit")
+	}
+	if q.Enqueue(m, time.Time{}) {
+		t.Fatal("accepted past the byte limit")
+	}
+}
+
+func TestDeadlinesAndTTL(t *testing.T) {
+	a, b := pair(t)
+	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+	expired := wire.New(wire.TypeEvent, "old").WithHeader(wire.HeaderID, "1")
+	fresh := wire.New(wire.TypeEvent, "new").WithHeader(wire.HeaderID, "2")
+	plain := wire.New(wire.TypeEvent, "plain").WithHeader(wire.HeaderID, "3")
+	q.Enqueue(expired, time.Now().Add(-time.Millisecond))
+	q.Enqueue(fresh, time.Now().Add(2*time.Second))
+	q.Enqueue(plain, time.Time{})
+	done := make(chan error, 1)
+	go func() { done <- q.Run() }()
+	r := wire.NewReader(b)
+	got, err := r.ReadMessage()
+	if err != nil || got.Value(wire.HeaderCommand) != "new" {
+		t.Fatalf("first frame %q %v: the expired message must be dropped", got, err)
+	}
+	ttl, err := strconv.Atoi(got.Value(wire.HeaderTTL))
+	if err != nil || ttl <= 0 || ttl > 2000 {
+		t.Fatalf("ttl %q", got.Value(wire.HeaderTTL))
+	}
+	if fresh.Value(wire.HeaderTTL) != "" {
+		t.Fatal("the queued message itself was changed")
+	}
+	if got, _ := r.ReadMessage(); got.Value(wire.HeaderCommand) != "plain" || got.Value(wire.HeaderTTL) != "" {
+		t.Fatalf("second frame %q", got)
+	}
+	if q.Expired() != 1 {
+		t.Fatalf("expired = %d", q.Expired())
+	}
+	if !q.Close(wire.Empty()) || q.Close(nil) {
+		t.Fatal("Close must close once")
+	}
+	if q.Enqueue(plain, time.Time{}) {
+		t.Fatal("queued after Close")
+	}
+	if got, err := r.ReadMessage(); err != nil || !got.IsHeartbeat() {
+		t.Fatalf("final frame %q %v", got, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-q.Done()
+}
+
+func TestUnsendableMessageIsSkipped(t *testing.T) {
+	a, b := pair(t)
+	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+	q.Enqueue(wire.Empty().WithHeader("bad key", "v"), time.Time{})
+	q.Enqueue(wire.New(wire.TypeEvent, "ok"), time.Time{})
+	go q.Run()
+	defer func() { q.Close(nil); <-q.Done() }()
+	got, err := wire.NewReader(b).ReadMessage()
+	if err != nil || got.Value(wire.HeaderCommand) != "ok" {
+		t.Fatalf("%q %v", got, err)
+	}
+}
+
+func TestStalledPeerFailsRun(t *testing.T) {
+	a, _ := pair(t) // nobody reads b
+	q := New(a, Limits{MaxMessages: 1000, MaxBytes: 64 << 20, WriteTimeout: 200 * time.Millisecond})
+	big := wire.Empty().WithBody(make([]byte, 1<<20))
+	done := make(chan error, 1)
+	go func() { done <- q.Run() }()
+	for range 16 {
+		q.Enqueue(big, time.Time{})
+	}
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("Run = %v, want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not give up on a stalled peer")
+	}
+	if !q.Closing() || q.Enqueue(big, time.Time{}) {
+		t.Fatal("queue still open after a failed write")
+	}
+}
