@@ -1,0 +1,52 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"busbar/client"
+	"busbar/internal/testbroker"
+)
+
+// BenchmarkRequestReply measures one synchronous request/reply round trip
+// through a broker over a Unix socket (128-byte payload).
+func BenchmarkRequestReply(b *testing.B) {
+	e := testbroker.Start(b, "unix", testOpts())
+	srv := connect(b, e, "server")
+	cl := connect(b, e, "client")
+	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
+		b.Fatal(err)
+	}
+	ch := cl.Scope("s").Channel("echo")
+	payload := make([]byte, 128)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		if _, err := ch.Request(ctx, "server", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSendReceipt measures an event sent to one node and its
+// receipt (the node accepted it into its dispatch queue).
+func BenchmarkSendReceipt(b *testing.B) {
+	e := testbroker.Start(b, "unix", testOpts())
+	srv := connect(b, e, "server", func(o *client.Options) { o.DispatchQueue = 1 << 16 })
+	cl := connect(b, e, "client")
+	if _, err := srv.Scope("s").Channel("ev").Subscribe(context.Background(), func(context.Context, *client.Message) {}); err != nil {
+		b.Fatal(err)
+	}
+	ch := cl.Scope("s").Channel("ev")
+	payload := make([]byte, 128)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := ch.Send(ctx, "server", payload); r.Result != "ACCEPTED" {
+			b.Fatal(r)
+		}
+	}
+}
