@@ -27,6 +27,7 @@ type Broker struct {
 	closing   bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{} // every connection being served, registered or not
+	external  int                // conns not in-process, for MaxConnections
 
 	serving sync.WaitGroup // one per ServeConn and per Serve loop
 	sweeper sync.WaitGroup
@@ -195,12 +196,15 @@ func (b *Broker) track(c *conn) bool {
 	if b.closing {
 		return false
 	}
-	if len(b.conns) >= b.opts.MaxConnections {
+	if !c.inproc && b.external >= b.opts.MaxConnections {
 		b.stats.overCapacity.Add(1)
 		b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc))
 		return false
 	}
 	b.conns[c] = struct{}{}
+	if !c.inproc {
+		b.external++
+	}
 	b.serving.Add(1)
 	return true
 }
@@ -208,6 +212,9 @@ func (b *Broker) track(c *conn) bool {
 func (b *Broker) untrack(c *conn) {
 	b.mu.Lock()
 	delete(b.conns, c)
+	if !c.inproc {
+		b.external--
+	}
 	b.stats.expiredInQueue.Add(c.out.Expired()) // under mu: Stats never counts c twice
 	b.mu.Unlock()
 	b.serving.Done()
@@ -234,6 +241,9 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		default:
 			c.close(wire.ResultDisconnect)
 			return
+		}
+		if c.out.Closing() {
+			return // replaced, expired or shutting down: route nothing more as this node
 		}
 		c.lastRead.Store(time.Now().UnixNano())
 		if !m.IsHeartbeat() {

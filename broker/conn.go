@@ -56,7 +56,10 @@ func (c *conn) writeLoop() {
 	if err := c.out.Run(); err != nil {
 		c.b.stats.slowConsumers.Add(1)
 		c.setReason(wire.ResultSlow)
-		c.b.log.Warn("write failed; disconnecting slow consumer", "node", c.node, "err", err)
+		c.mu.Lock()
+		node := c.node
+		c.mu.Unlock()
+		c.b.log.Warn("write failed; disconnecting slow consumer", "node", node, "err", err)
 	}
 }
 

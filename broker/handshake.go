@@ -53,7 +53,9 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 
+	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
+	c.mu.Unlock()
 	welcome := wire.Welcome{
 		Node: c.node, Broker: b.opts.Name,
 		HeartbeatMS: b.opts.HeartbeatInterval.Milliseconds(), LeaseMS: b.opts.LeaseTimeout.Milliseconds(),

@@ -23,6 +23,7 @@ const (
 	DefaultMaxTTL            = 5 * time.Minute
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultMaxConnections    = 10000 // connections served at once, handshaking ones included
+	DefaultMaxRegistrations  = 1024  // subscriptions plus handlers one connection may hold
 	MaxPublishCandidates     = 256   // seed 003: a publication reaching more nodes is refused whole
 	MaxIDLen                 = 64    // bytes in a message id
 	sweepInterval            = time.Second
@@ -67,8 +68,12 @@ type Options struct {
 	// DrainTimeout bounds Shutdown's wait for open requests to finish.
 	DrainTimeout time.Duration
 	// MaxConnections bounds the connections served at once, handshaking
-	// ones included; one more is closed at once and counted.
+	// ones included; one more is closed at once and counted. In-process
+	// connections are not counted.
 	MaxConnections int
+	// MaxRegistrations bounds the channels one connection subscribes to or
+	// handles; past it a registration is REJECTED.
+	MaxRegistrations int
 }
 
 func (o *Options) setDefaults() error {
@@ -99,6 +104,7 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxInflight, DefaultMaxInflight)
 	defInt(&o.MaxPayload, DefaultMaxPayload)
 	defInt(&o.MaxConnections, DefaultMaxConnections)
+	defInt(&o.MaxRegistrations, DefaultMaxRegistrations)
 	switch {
 	case o.LeaseTimeout <= o.HeartbeatInterval:
 		return fmt.Errorf("broker: LeaseTimeout %v must exceed HeartbeatInterval %v", o.LeaseTimeout, o.HeartbeatInterval)

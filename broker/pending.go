@@ -71,13 +71,16 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 	return true
 }
 
-// take closes and returns the call dest answers, or nil.
-func (p *pendingTable) take(dest *conn, id string) *call {
+// take closes and returns the call dest answers, or nil when there is
+// none of one of the given kinds: a receipt cannot close a request (nor a
+// response a send), so a node cannot discard a sender's answer by replying
+// with the wrong kind.
+func (p *pendingTable) take(dest *conn, id string, kinds ...callKind) *call {
 	k := callKey{dest, id}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cl := p.calls[k]
-	if cl == nil {
+	if cl == nil || !slices.Contains(kinds, cl.kind) {
 		return nil
 	}
 	delete(p.calls, k)
@@ -139,6 +142,12 @@ func (b *Broker) dropPending(c *conn) {
 		}
 		if cl.origin != c {
 			failed = append(failed, open{k.id, cl})
+		}
+	}
+	for pub := range p.pubs {
+		if pub.origin == c { // nobody left to tell
+			delete(p.pubs, pub)
+			pub.done = true
 		}
 	}
 	p.mu.Unlock()

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,7 +120,7 @@ func (b *Broker) routeEvent(c *conn, m *wire.Message, channel string) {
 	case !b.pend.add(dest, id, &call{kind: callReceipt, origin: c, deadline: deadline}):
 		b.sendReceipt(c, id, dest.addr, wire.Rejected)
 	case !dest.enqueue(m, deadline):
-		b.pend.take(dest, id)
+		b.pend.take(dest, id, callReceipt)
 		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
 	}
 }
@@ -165,7 +166,7 @@ func (b *Broker) routeRequest(c *conn, m *wire.Message, channel string) {
 	case !b.pend.add(dest, id, &call{kind: callRequest, origin: c, deadline: deadline}):
 		b.sendRequestError(c, id, channel, wire.ResultRejected, "a request with this id is already open")
 	case !dest.enqueue(m, deadline):
-		b.pend.take(dest, id)
+		b.pend.take(dest, id, callRequest)
 		b.sendRequestError(c, id, channel, wire.ResultOverload, node+" is not keeping up (its queue is full)")
 	}
 }
@@ -173,14 +174,37 @@ func (b *Broker) routeRequest(c *conn, m *wire.Message, channel string) {
 // routeResponse forwards a response to the call it answers. A response that
 // matches no open call (late, or forged) is dropped and counted.
 func (b *Broker) routeResponse(c *conn, m *wire.Message) {
-	cl := b.pend.take(c, m.Value(wire.HeaderReplyTo))
-	if cl == nil || cl.kind != callRequest {
+	id := m.Value(wire.HeaderReplyTo)
+	cl := b.pend.take(c, id, callRequest)
+	if cl == nil {
 		b.stats.droppedReplies.Add(1)
 		return
 	}
+	if n := len(m.Body()); n > b.opts.MaxPayload {
+		b.refused(c, "reply", m.Value(wire.HeaderCommand), "reply payload over the limit")
+		b.sendRequestError(cl.origin, id, m.Value(wire.HeaderCommand), wire.ResultHandler,
+			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload))
+		return
+	}
 	m.Set(wire.HeaderFrom, c.addr)
+	normalizeResult(m)
 	if !cl.origin.enqueue(m, time.Time{}) {
 		b.stats.droppedReplies.Add(1)
+	}
+}
+
+// normalizeResult keeps a node from passing its failure off as the
+// broker's (a DISCONNECT or TIMEOUT it never had): a node may only report
+// that it has no handler, is overloaded, or that its handler failed.
+func normalizeResult(m *wire.Message) {
+	if !wire.NewReply(m, nil).RC().IsError() {
+		m.Del(wire.HeaderResult)
+		return
+	}
+	switch wire.Result(m.Value(wire.HeaderResult)) {
+	case wire.ResultNoHandler, wire.ResultOverload, wire.ResultHandler:
+	default:
+		m.Set(wire.HeaderResult, string(wire.ResultHandler))
 	}
 }
 
@@ -188,7 +212,7 @@ func (b *Broker) routeResponse(c *conn, m *wire.Message) {
 // its publication.
 func (b *Broker) receipt(c *conn, m *wire.Message) {
 	id := m.Value(wire.HeaderReplyTo)
-	cl := b.pend.take(c, id)
+	cl := b.pend.take(c, id, callReceipt, callPublish)
 	if cl == nil {
 		b.stats.droppedReplies.Add(1)
 		return
@@ -217,6 +241,10 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 	if refusal == "" && !c.allows(auth.ActionPublish, channel) {
 		refusal = "not permitted to publish on " + channel
 	}
+	if refusal == "" && c.inflight.Load() >= int64(b.opts.MaxInflight) {
+		b.sendPublishRefused(c, id, wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
+		return
+	}
 	var cands []*conn
 	selfConnected := b.dir.lookup(b.opts.Name) != nil
 	if refusal == "" {
@@ -231,7 +259,7 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 	}
 	if refusal != "" {
 		b.refused(c, "publish", channel, refusal)
-		b.sendPublishRefused(c, id, refusal)
+		b.sendPublishRefused(c, id, wire.ResultRejected, refusal)
 		return
 	}
 	pub := &publication{origin: c, id: id, deadline: deadline}
@@ -261,7 +289,7 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 		case !b.pend.add(d, id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
 			b.recordPub(pub, d.node, wire.Rejected)
 		case !d.enqueue(m, deadline):
-			b.pend.take(d, id)
+			b.pend.take(d, id, callPublish)
 			b.recordPub(pub, d.node, wire.Backpressured)
 		}
 	}
@@ -302,11 +330,11 @@ func (b *Broker) sendRequestError(to *conn, id, channel string, kind wire.Result
 	}
 }
 
-func (b *Broker) sendPublishRefused(to *conn, id, text string) {
+func (b *Broker) sendPublishRefused(to *conn, id string, kind wire.Result, text string) {
 	m := wire.New(wire.TypeResponse, wire.CmdPublished).
 		WithHeader(wire.HeaderReplyTo, id).
 		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCError))).
-		WithHeader(wire.HeaderResult, string(wire.Rejected)).
+		WithHeader(wire.HeaderResult, string(kind)).
 		WithHeader(wire.HeaderError, text)
 	if !to.enqueue(m, time.Time{}) {
 		b.stats.droppedReplies.Add(1)
@@ -354,7 +382,16 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 		}
 		reply(wire.RCSuccess, "", "", nil)
 	case wire.CmdDirectory:
-		body, _ := json.Marshal(b.Directory())
+		// The body may name one node; the answer must fit one message.
+		nodes := b.Directory()
+		if want := string(m.Body()); want != "" {
+			nodes = slices.DeleteFunc(nodes, func(n NodeInfo) bool { return n.Node != want })
+		}
+		body, _ := json.Marshal(nodes)
+		if len(body) > b.opts.MaxPayload {
+			reply(wire.RCError, wire.ResultRejected, "the directory is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for one node", nil)
+			return
+		}
 		reply(wire.RCSuccess, "", "", body)
 	default:
 		reply(wire.RCError, wire.ResultRejected, "unknown control command "+cmd, nil)
@@ -376,11 +413,14 @@ func (b *Broker) register(c *conn, cmd, channel string) error {
 		return errors.New("not permitted to " + string(action) + " on " + channel)
 	}
 	c.mu.Lock()
-	if adding {
-		set[channel] = struct{}{}
-	} else {
+	defer c.mu.Unlock()
+	if !adding {
 		delete(set, channel)
+		return nil
 	}
-	c.mu.Unlock()
+	if _, ok := set[channel]; !ok && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
+		return errors.New("too many registrations on this connection (limit " + strconv.Itoa(b.opts.MaxRegistrations) + ")")
+	}
+	set[channel] = struct{}{}
 	return nil
 }

@@ -42,6 +42,10 @@ func (ch *Channel) prepare(typ, target string, payload []byte) (*wire.Message, e
 // returns its receipt. The deadline (ctx's, else Options.DefaultTimeout)
 // covers queueing, delivery and the receipt.
 func (ch *Channel) Send(ctx context.Context, target string, payload []byte) Receipt {
+	if target == "" {
+		// An event without a target is a publication on the wire.
+		return Receipt{Result: wire.Rejected, Reason: "a send needs a target (use Publish to reach every node)"}
+	}
 	m, err := ch.prepare(wire.TypeEvent, target, payload)
 	if err != nil {
 		return Receipt{Result: wire.Rejected, Reason: err.Error()}

@@ -35,6 +35,7 @@ type Client struct {
 	mu       sync.Mutex // guards the fields below
 	calls    map[string]*pending
 	subs     map[string][]*Subscription
+	subReg   map[string]*regWait // the broker's verdict on the current subscriber set of a channel
 	handlers map[string]*Registration
 	scopes   map[*Scope]struct{}
 	closed   bool
@@ -64,7 +65,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
-		calls: map[string]*pending{}, subs: map[string][]*Subscription{},
+		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
 	}
@@ -123,6 +124,12 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 		hello.Secret = ""
 		hello.Signature = edSign(c.opts.PrivateKey, auth.SignedMessage(info.Nonce, c.opts.Node))
 	}
+	compatible := info.Protocol == wire.ProtocolVersion
+	if !compatible {
+		// Still say hello, so the broker can log the mismatch too, but
+		// never hand a secret to a peer that speaks another protocol.
+		hello = wire.Hello{Node: c.opts.Node}
+	}
 	body, _ := json.Marshal(hello)
 	req := wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).
 		WithHeader(wire.HeaderID, newID()).WithBody(body)
@@ -134,6 +141,9 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 		return fmt.Errorf("client: sending hello: %w", ctxErr(ctx, err))
 	}
 	resp, err := r.ReadMessage()
+	if !compatible { // whatever the broker answered
+		return fmt.Errorf("%w: broker speaks %q, this client %q", ErrIncompatible, info.Protocol, wire.ProtocolVersion)
+	}
 	if err != nil {
 		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
 	}
@@ -146,9 +156,6 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 			return fmt.Errorf("%w: %s", ErrAuth, text)
 		}
 		return fmt.Errorf("client: handshake refused: %s", text)
-	}
-	if info.Protocol != wire.ProtocolVersion {
-		return fmt.Errorf("%w: broker speaks %q, this client %q", ErrIncompatible, info.Protocol, wire.ProtocolVersion)
 	}
 	if err := json.Unmarshal(resp.Body(), &c.welcome); err != nil {
 		return fmt.Errorf("client: malformed welcome: %w", err)
@@ -219,7 +226,14 @@ func (c *Client) shutdown(why error) {
 		p.answer <- nil
 	}
 	for _, s := range scopes {
-		s.markClosed()
+		// Revoke, so callbacks still queued in the executor do not run.
+		subs, regs := s.markClosed()
+		for _, sub := range subs {
+			sub.Close()
+		}
+		for _, r := range regs {
+			r.Close()
+		}
 	}
 	c.out.Close(nil)
 	c.cancel()
@@ -344,6 +358,9 @@ func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline t
 func (c *Client) startLocked(s *Scope, m *wire.Message, deadline time.Time) (*pending, error) {
 	if c.closed {
 		return nil, c.closeErr
+	}
+	if s != nil && s.isClosed.Load() {
+		return nil, ErrScopeClosed
 	}
 	id := m.Value(wire.HeaderID)
 	p := &pending{answer: make(chan *wire.Message, 1), scope: s}

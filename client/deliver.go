@@ -23,11 +23,15 @@ func (c *Client) deliverEvent(m *wire.Message) {
 	subs := c.subs[channel] // copy-on-write: safe to use after unlock
 	c.mu.Unlock()
 	result := wire.NoSubscriber
+	// The receipt must be queued before the callback can run: a callback
+	// may close the client, and an event it handled must not read FAILED.
+	var gate chan struct{}
 	if len(subs) > 0 {
 		deadline := ttlDeadline(m)
 		msg := newMessage(m, Event, deadline)
+		gate = make(chan struct{})
 		result = wire.Backpressured
-		if c.exec.Execute(func() { c.runSubscribers(subs, msg) }) {
+		if c.exec.Execute(func() { <-gate; c.runSubscribers(subs, msg) }) {
 			result = wire.Accepted
 		}
 	}
@@ -35,6 +39,9 @@ func (c *Client) deliverEvent(m *wire.Message) {
 		WithHeader(wire.HeaderReplyTo, m.Value(wire.HeaderID)).
 		WithHeader(wire.HeaderResult, string(result))
 	c.out.Enqueue(receipt, time.Time{})
+	if gate != nil {
+		close(gate)
+	}
 }
 
 func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
@@ -113,6 +120,10 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message) 
 			rc, text = max(he.RC, wire.RCError), he.Text
 		}
 		c.replyError(req, wire.ResultHandler, rc, text)
+		return
+	}
+	if n := len(payload); n > c.welcome.MaxPayload {
+		c.replyError(req, wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, c.welcome.MaxPayload))
 		return
 	}
 	c.reply(req, wire.RCSuccess, "", "", payload)

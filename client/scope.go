@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/auth"
@@ -18,11 +19,12 @@ type Scope struct {
 	c     *Client
 	label string
 
-	mu     sync.Mutex
-	closed bool
-	subs   []*Subscription
-	regs   []*Registration
-	done   chan struct{} // closed by Close: its open calls return ErrScopeClosed
+	mu       sync.Mutex
+	closed   bool
+	isClosed atomic.Bool // closed, readable under Client.mu (lock order: Scope.mu before Client.mu)
+	subs     []*Subscription
+	regs     []*Registration
+	done     chan struct{} // closed by Close: its open calls return ErrScopeClosed
 }
 
 // Scope returns a new scope labelled for logs (a plugin's name).
@@ -70,6 +72,7 @@ func (s *Scope) markClosed() ([]*Subscription, []*Registration) {
 		return nil, nil
 	}
 	s.closed = true
+	s.isClosed.Store(true)
 	close(s.done)
 	subs, regs := s.subs, s.regs
 	s.subs, s.regs = nil, nil
@@ -132,6 +135,7 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		p     *pending
 		ctlID string
 		cerr  error
+		w     *regWait
 	)
 	deadline := c.deadline(ctx)
 	err := ch.s.open(func() {
@@ -145,7 +149,9 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 				return
 			}
 			ctlID = m.Value(wire.HeaderID)
+			c.subReg[ch.name] = &regWait{done: make(chan struct{})}
 		}
+		w = c.subReg[ch.name]
 		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
 		ch.s.subs = append(ch.s.subs, sub)
 	})
@@ -156,12 +162,28 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		return nil, cerr
 	case p != nil:
 		a, werr := c.await(ctx, p, ctlID, deadline)
-		if err := controlResult(a, werr); err != nil {
-			sub.Close()
-			return nil, fmt.Errorf("subscribe %s: %w", ch.name, err)
-		}
+		w.err = controlResult(a, werr)
+		close(w.done)
+	}
+	// Every subscriber of this registration gets the broker's verdict.
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		sub.Close()
+		return nil, ctx.Err()
+	}
+	if w.err != nil {
+		sub.Close()
+		return nil, fmt.Errorf("subscribe %s: %w", ch.name, w.err)
 	}
 	return sub, nil
+}
+
+// regWait is the broker's verdict on a channel's subscription, shared by
+// the subscribers that join while it is pending.
+type regWait struct {
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // Close withdraws the subscription.
@@ -179,6 +201,7 @@ func (s *Subscription) Close() {
 	left := slices.DeleteFunc(slices.Clone(c.subs[name]), func(x *Subscription) bool { return x == s })
 	if len(left) == 0 {
 		delete(c.subs, name)
+		delete(c.subReg, name)
 		if !c.closed {
 			c.controlAsyncLocked(wire.CmdUnsub, name)
 		}

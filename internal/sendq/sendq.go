@@ -40,8 +40,11 @@ type Queue struct {
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
-	bytes   int
+	bytes   int // cost of items
+	writing int // cost of the batch being written: it still counts against MaxBytes
 	closing bool
+
+	closed atomic.Bool // closing, readable without mu
 
 	wake chan struct{} // 1-slot: items were queued
 	quit chan struct{} // closed by Close
@@ -71,7 +74,7 @@ func frameCost(m *wire.Message) int { return m.WireLen() + 32 }
 func (q *Queue) Enqueue(m *wire.Message, deadline time.Time) bool {
 	size := frameCost(m)
 	q.mu.Lock()
-	if q.closing || len(q.items) >= q.limits.MaxMessages || q.bytes+size > q.limits.MaxBytes {
+	if q.closing || len(q.items) >= q.limits.MaxMessages || q.bytes+q.writing+size > q.limits.MaxBytes {
 		q.mu.Unlock()
 		return false
 	}
@@ -96,6 +99,7 @@ func (q *Queue) Close(final *wire.Message) bool {
 		return false
 	}
 	q.closing = true
+	q.closed.Store(true)
 	if final != nil {
 		q.items = append(q.items, item{m: final})
 	}
@@ -105,11 +109,7 @@ func (q *Queue) Close(final *wire.Message) bool {
 }
 
 // Closing reports whether Close was called.
-func (q *Queue) Closing() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.closing
-}
+func (q *Queue) Closing() bool { return q.closed.Load() }
 
 // Done is closed when Run has returned and the connection is closed.
 func (q *Queue) Done() <-chan struct{} { return q.done }
@@ -136,7 +136,11 @@ func (q *Queue) Run() error {
 			return nil
 		}
 		batch = q.take(batch)
-		if err := q.write(w, batch, q.limits.WriteTimeout); err != nil {
+		err := q.write(w, batch, q.limits.WriteTimeout)
+		q.mu.Lock()
+		q.writing = 0
+		q.mu.Unlock()
+		if err != nil {
 			q.Close(nil)
 			return err
 		}
@@ -148,6 +152,7 @@ func (q *Queue) take(spare []item) []item {
 	q.mu.Lock()
 	items := q.items
 	q.items = spare[:0]
+	q.writing = q.bytes
 	q.bytes = 0
 	q.mu.Unlock()
 	return items
