@@ -196,7 +196,12 @@ func (c *Client) Err() error {
 
 // Close ends the connection: every scope closes, open calls fail, and Close
 // waits for the connection's goroutines and for running callbacks (whose
-// contexts are cancelled) to return.
+// contexts are cancelled) to return. A callback must therefore not call
+// Close itself (it would wait for itself); it may start `go c.Close()`.
+//
+// A client whose connection ended (Done is closed) does not reconnect:
+// messaging is live-only, so the application decides what to redo and
+// calls Connect again; the broker gives the new connection the next epoch.
 func (c *Client) Close() error {
 	c.shutdown(ErrClosed)
 	c.loops.Wait()
