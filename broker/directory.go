@@ -74,27 +74,16 @@ func (d *directory) all() []*conn {
 	return out
 }
 
-// NodeInfo describes one registered node (see Broker.Directory).
-type NodeInfo struct {
-	Node          string    `json:"node"`
-	Epoch         uint64    `json:"epoch"`
-	Remote        string    `json:"remote"`
-	LastSeen      time.Time `json:"last_seen"`
-	LeaseExpires  time.Time `json:"lease_expires"`
-	Subscriptions []string  `json:"subscriptions"`
-	Handlers      []string  `json:"handlers"`
-}
-
 // Directory returns every registered node, sorted by name.
-func (b *Broker) Directory() []NodeInfo {
+func (b *Broker) Directory() []wire.NodeInfo {
 	conns := b.dir.all()
-	out := make([]NodeInfo, 0, len(conns))
+	out := make([]wire.NodeInfo, 0, len(conns))
 	for _, c := range conns {
 		seen := time.Unix(0, c.lastRead.Load())
 		c.mu.Lock()
 		subs, handles := keys(c.subs), keys(c.handles)
 		c.mu.Unlock()
-		out = append(out, NodeInfo{
+		out = append(out, wire.NodeInfo{
 			Node: c.node, Epoch: c.epoch, Remote: remote(c.nc),
 			LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
 			Subscriptions: subs, Handlers: handles,

@@ -385,7 +385,7 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 		// The body may name one node; the answer must fit one message.
 		nodes := b.Directory()
 		if want := string(m.Body()); want != "" {
-			nodes = slices.DeleteFunc(nodes, func(n NodeInfo) bool { return n.Node != want })
+			nodes = slices.DeleteFunc(nodes, func(n wire.NodeInfo) bool { return n.Node != want })
 		}
 		body, _ := json.Marshal(nodes)
 		if len(body) > b.opts.MaxPayload {

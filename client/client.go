@@ -438,27 +438,16 @@ func controlResult(a *wire.Message, err error) error {
 }
 
 // Directory asks the broker for its directory of nodes.
-func (c *Client) Directory(ctx context.Context) ([]NodeInfo, error) {
+func (c *Client) Directory(ctx context.Context) ([]wire.NodeInfo, error) {
 	a, err := c.call(ctx, nil, controlMessage(wire.CmdDirectory, ""), c.deadline(ctx))
 	if err := controlResult(a, err); err != nil {
 		return nil, err
 	}
-	var out []NodeInfo
+	var out []wire.NodeInfo
 	if err := json.Unmarshal(a.Body(), &out); err != nil {
 		return nil, fmt.Errorf("client: malformed directory: %w", err)
 	}
 	return out, nil
-}
-
-// NodeInfo is one node in the broker's directory.
-type NodeInfo struct {
-	Node          string    `json:"node"`
-	Epoch         uint64    `json:"epoch"`
-	Remote        string    `json:"remote"`
-	LastSeen      time.Time `json:"last_seen"`
-	LeaseExpires  time.Time `json:"lease_expires"`
-	Subscriptions []string  `json:"subscriptions"`
-	Handlers      []string  `json:"handlers"`
 }
 
 // ttlDeadline is when an incoming message stops being worth handling.

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // Control traffic: the handshake, registrations, receipts and publish
 // results are ordinary messages on commands under the reserved "bus."
 // namespace (as D-Bus has org.freedesktop.DBus and NATS has $SYS).
@@ -83,6 +85,18 @@ type Welcome struct {
 	LeaseMS     int64  `json:"lease_ms"`     // silence after which the broker drops the node
 	MaxPayload  int    `json:"max_payload"`
 	MaxInflight int    `json:"max_inflight"`
+}
+
+// NodeInfo describes one registered node in the broker's directory (the
+// body of a bus.directory answer is a JSON array of them).
+type NodeInfo struct {
+	Node          string    `json:"node"`
+	Epoch         uint64    `json:"epoch"`
+	Remote        string    `json:"remote"`
+	LastSeen      time.Time `json:"last_seen"`
+	LeaseExpires  time.Time `json:"lease_expires"`
+	Subscriptions []string  `json:"subscriptions"`
+	Handlers      []string  `json:"handlers"`
 }
 
 // NodeResult is one candidate's outcome in a bus.published body.

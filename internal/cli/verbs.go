@@ -131,12 +131,13 @@ func (v *verbSetup) fail(stdio IO, err error, code int) int {
 	return code
 }
 
-func runPub(args []string, stdio IO) int {
-	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+// call runs a one-shot verb: parse, read the payload (positional argument
+// payloadArg, optional), connect, then do. It returns the exit status.
+func (v *verbSetup) call(args []string, stdio IO, payloadArg int, do func(c *client.Client, ctx context.Context, payload []byte) int) int {
 	if !v.parse(args) {
 		return exitUsage
 	}
-	payload, err := v.payload(1, stdio)
+	payload, err := v.payload(payloadArg, stdio)
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
@@ -145,62 +146,49 @@ func runPub(args []string, stdio IO) int {
 		return v.fail(stdio, err, exitFail)
 	}
 	defer done()
-	res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
-	if err != nil {
-		return v.fail(stdio, err, requestExit(err))
-	}
-	for _, r := range res.Results {
-		fmt.Fprintf(stdio.Stdout, "%s %s\n", r.Node, r.Result)
-	}
-	return exitOK
+	return do(c, ctx, payload)
+}
+
+func runPub(args []string, stdio IO) int {
+	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	return v.call(args, stdio, 1, func(c *client.Client, ctx context.Context, payload []byte) int {
+		res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
+		if err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		for _, r := range res.Results {
+			fmt.Fprintf(stdio.Stdout, "%s %s\n", r.Node, r.Result)
+		}
+		return exitOK
+	})
 }
 
 func runSend(args []string, stdio IO) int {
 	v := newVerb("send", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
-	if !v.parse(args) {
-		return exitUsage
-	}
-	payload, err := v.payload(2, stdio)
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	c, ctx, done, err := v.session(stdio, false)
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	defer done()
-	r := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
-	fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
-	if r.Reason != "" {
-		fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
-	}
-	fmt.Fprintln(stdio.Stdout)
-	if r.Result != wire.Accepted {
-		return exitFail
-	}
-	return exitOK
+	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
+		r := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
+		fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
+		if r.Reason != "" {
+			fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
+		}
+		fmt.Fprintln(stdio.Stdout)
+		if r.Result != wire.Accepted {
+			return exitFail
+		}
+		return exitOK
+	})
 }
 
 func runReq(args []string, stdio IO) int {
 	v := newVerb("req", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
-	if !v.parse(args) {
-		return exitUsage
-	}
-	payload, err := v.payload(2, stdio)
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	c, ctx, done, err := v.session(stdio, false)
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	defer done()
-	reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
-	if err != nil {
-		return v.fail(stdio, err, requestExit(err))
-	}
-	_, _ = stdio.Stdout.Write(reply.Payload())
-	return exitOK
+	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
+		reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
+		if err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		_, _ = stdio.Stdout.Write(reply.Payload())
+		return exitOK
+	})
 }
 
 // messageJSON is how `busbar sub --json` prints a message.
@@ -318,30 +306,24 @@ func execHandler(ctx context.Context, command string, payload []byte) ([]byte, e
 func runLs(args []string, stdio IO) int {
 	v := newVerb("ls", "", func(n int) bool { return n == 0 }, stdio)
 	asJSON := v.fs.Bool("json", false, "print the directory as JSON")
-	if !v.parse(args) {
-		return exitUsage
-	}
-	c, ctx, done, err := v.session(stdio, false)
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	defer done()
-	nodes, err := c.Directory(ctx)
-	if err != nil {
-		return v.fail(stdio, err, requestExit(err))
-	}
-	if *asJSON {
-		_ = json.NewEncoder(stdio.Stdout).Encode(nodes)
+	return v.call(args, stdio, 0, func(c *client.Client, ctx context.Context, _ []byte) int {
+		nodes, err := c.Directory(ctx)
+		if err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		if *asJSON {
+			_ = json.NewEncoder(stdio.Stdout).Encode(nodes)
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
+		for _, n := range nodes {
+			lease := time.Until(n.LeaseExpires).Round(time.Second)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+		}
+		_ = tw.Flush()
 		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
-	for _, n := range nodes {
-		lease := time.Until(n.LeaseExpires).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
-	}
-	_ = tw.Flush()
-	return exitOK
+	})
 }
 
 func list(s []string) string {

@@ -1,0 +1,9 @@
+package broker
+
+import (
+	"testing"
+
+	"busbar/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
