@@ -20,7 +20,7 @@ type rawNode struct {
 	w  *wire.Writer
 }
 
-func (n *rawNode) send(t *testing.T, m *wire.Message) {
+func (n *rawNode) send(t testing.TB, m *wire.Message) {
 	t.Helper()
 	if err := n.w.WriteMessage(m); err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func (n *rawNode) send(t *testing.T, m *wire.Message) {
 
 // newTestBroker returns a broker whose principal "p" (secret returned)
 // may be any node.
-func newTestBroker(t *testing.T, opts Options) (*Broker, string) {
+func newTestBroker(t testing.TB, opts Options) (*Broker, string) {
 	t.Helper()
 	secret, hash, err := auth.NewSecret()
 	if err != nil {
@@ -51,7 +51,7 @@ func newTestBroker(t *testing.T, opts Options) (*Broker, string) {
 }
 
 // join serves one end of a pipe as a (not in-process) node and says hello.
-func join(t *testing.T, b *Broker, secret, node string) *rawNode {
+func join(t testing.TB, b *Broker, secret, node string) *rawNode {
 	t.Helper()
 	cl, srv := net.Pipe()
 	go b.ServeConn(srv)

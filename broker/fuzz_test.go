@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"busbar/wire"
+)
+
+// FuzzRoute feeds arbitrary frames from an authenticated node to the
+// router: nothing a node sends may crash the broker.
+func FuzzRoute(f *testing.F) {
+	for _, m := range []*wire.Message{
+		wire.New(wire.TypeEvent, "x").WithHeader(wire.HeaderID, "1").WithHeader(wire.HeaderTo, "peer"),
+		wire.New(wire.TypeEvent, "x").WithHeader(wire.HeaderID, "2"),
+		wire.New(wire.TypeRequest, "x").WithHeader(wire.HeaderID, "3").WithHeader(wire.HeaderTo, "peer.bus").WithHeader(wire.HeaderTTL, "100"),
+		wire.New(wire.TypeResponse, "x").WithHeader(wire.HeaderReplyTo, "3").WithHeader(wire.HeaderRC, "20"),
+		wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "4").WithBody([]byte("x")),
+		wire.New(wire.TypeRequest, wire.CmdHandle).WithHeader(wire.HeaderID, "5").WithBody([]byte("x")),
+		wire.New(wire.TypeResponse, wire.CmdReceipt).WithHeader(wire.HeaderReplyTo, "1").WithHeader(wire.HeaderResult, "ACCEPTED"),
+		wire.New(wire.TypeRequest, wire.CmdDirectory).WithHeader(wire.HeaderID, "6"),
+	} {
+		f.Add(m.ToBytes())
+	}
+	b, secret := newTestBroker(f, Options{})
+	f.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	// Two nodes: the fuzzer speaks as "fuzz", "peer" subscribes and handles
+	// so that routes reach a destination; both drain what they are sent.
+	fuzz := join(f, b, secret, "fuzz")
+	peer := join(f, b, secret, "peer")
+	for _, n := range []*rawNode{fuzz, peer} {
+		go func() { _, _ = io.Copy(io.Discard, n.nc) }()
+	}
+	for _, cmd := range []string{wire.CmdSubscribe, wire.CmdHandle} {
+		peer.send(f, wire.New(wire.TypeRequest, cmd).WithHeader(wire.HeaderID, cmd).WithBody([]byte("x")))
+	}
+	c := b.dir.lookup("fuzz")
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		m, err := wire.Parse(frame)
+		if err != nil || m.IsHeartbeat() {
+			return
+		}
+		b.route(c, m)
+	})
+}
