@@ -38,7 +38,7 @@ type Broker struct {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity atomic.Int64
+	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity, dropped atomic.Int64
 }
 
 // Stats is a snapshot of the broker's counters.
@@ -51,6 +51,7 @@ type Stats struct {
 	SlowConsumers  int64 // connections closed because they stopped reading
 	LeaseExpired   int64 // nodes removed for silence
 	OverCapacity   int64 // connections closed at once because MaxConnections were served
+	Dropped        int64 // stream messages refused or dropped on a full queue
 }
 
 // New returns a broker with opts (see Options for defaults).
@@ -86,6 +87,7 @@ func (b *Broker) Stats() Stats {
 		SlowConsumers:  b.stats.slowConsumers.Load(),
 		LeaseExpired:   b.stats.leaseExpired.Load(),
 		OverCapacity:   b.stats.overCapacity.Load(),
+		Dropped:        b.stats.dropped.Load(),
 	}
 }
 

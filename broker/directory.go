@@ -15,11 +15,52 @@ type directory struct {
 	mu     sync.RWMutex
 	nodes  map[string]*conn
 	epochs map[string]uint64 // last epoch handed out per node name
+	// subscribed lists, per channel, the connections with subscribers. A
+	// slice is replaced on change, never modified, so a reader may range
+	// over what it got after releasing the lock.
+	subscribed map[string][]*conn
 }
 
 func (d *directory) init() {
 	d.nodes = map[string]*conn{}
 	d.epochs = map[string]uint64{}
+	d.subscribed = map[string][]*conn{}
+}
+
+// subscribe and unsubscribe keep the per-channel index.
+func (d *directory) subscribe(c *conn, channel string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !slices.Contains(d.subscribed[channel], c) {
+		d.subscribed[channel] = append(slices.Clip(d.subscribed[channel]), c)
+	}
+}
+
+func (d *directory) unsubscribe(c *conn, channel string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.unsubscribeLocked(c, channel)
+}
+
+func (d *directory) unsubscribeLocked(c *conn, channel string) {
+	list := d.subscribed[channel]
+	i := slices.Index(list, c)
+	if i < 0 {
+		return
+	}
+	if len(list) == 1 {
+		delete(d.subscribed, channel)
+		return
+	}
+	d.subscribed[channel] = slices.Delete(slices.Clone(list), i, i+1)
+}
+
+// subscribers returns the connections with subscribers on channel; the
+// caller must not modify the slice.
+func (d *directory) subscribers(channel string) []*conn {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.subscribed[channel]
 }
 
 // register makes c the node's connection and sets its epoch. queued
@@ -40,11 +81,18 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) {
 	}
 }
 
-// remove drops c if it is still its node's connection.
+// remove drops c if it is still its node's connection, and its
+// subscriptions from the index. c no longer routes, so its set is final.
 func (d *directory) remove(c *conn) {
+	c.mu.Lock()
+	channels := keys(c.subs)
+	c.mu.Unlock()
 	d.mu.Lock()
 	if d.nodes[c.node] == c {
 		delete(d.nodes, c.node)
+	}
+	for _, ch := range channels {
+		d.unsubscribeLocked(c, ch)
 	}
 	d.mu.Unlock()
 }

@@ -26,9 +26,43 @@ func (b *Broker) route(c *conn, m *wire.Message) {
 		b.routeRequest(c, m, cmd)
 	case wire.TypeResponse:
 		b.routeResponse(c, m)
+	case wire.TypeStream:
+		b.routeStream(c, m, cmd)
 	default:
 		b.stats.malformed.Add(1)
-		c.enqueue(errorFrame(wire.ResultMalformed, "message type must be event, request or response"), time.Time{})
+		c.enqueue(errorFrame(wire.ResultMalformed, "message type must be event, request, response or stream"), time.Time{})
+	}
+}
+
+// routeStream delivers a stream message: an event that asks for no
+// answer, to one node ("to") or to every node subscribed to the channel
+// and permitted to receive it. It is best effort: nothing is answered, and
+// a refusal or a full queue drops the message, counted and logged at debug
+// level (a flood of them must not flood the log).
+func (b *Broker) routeStream(c *conn, m *wire.Message, channel string) {
+	deadline, refusal := b.admit(c, m, channel)
+	to, hasTo := m.Get(wire.HeaderTo)
+	if refusal == "" && !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
+		refusal = "not permitted to publish on " + channel
+	}
+	if refusal != "" {
+		b.stats.dropped.Add(1)
+		b.log.Debug("stream message dropped", "node", c.node, "channel", channel, "why", refusal)
+		return
+	}
+	deliver := func(d *conn) {
+		if d.allows(auth.ActionSubscribe, channel) && !d.enqueue(m, deadline) {
+			b.stats.dropped.Add(1)
+		}
+	}
+	if !hasTo {
+		for _, d := range b.dir.subscribers(channel) {
+			deliver(d)
+		}
+		return
+	}
+	if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
+		deliver(dest)
 	}
 }
 
@@ -416,11 +450,17 @@ func (b *Broker) register(c *conn, cmd, channel string) error {
 	defer c.mu.Unlock()
 	if !adding {
 		delete(set, channel)
+		if action == auth.ActionSubscribe {
+			b.dir.unsubscribe(c, channel)
+		}
 		return nil
 	}
 	if _, ok := set[channel]; !ok && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
 		return errors.New("too many registrations on this connection (limit " + strconv.Itoa(b.opts.MaxRegistrations) + ")")
 	}
 	set[channel] = struct{}{}
+	if action == auth.ActionSubscribe {
+		b.dir.subscribe(c, channel)
+	}
 	return nil
 }

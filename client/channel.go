@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
@@ -103,6 +104,31 @@ func callError(err error) error {
 		return err
 	}
 	return &RequestError{Kind: wire.ResultDisconnect, RC: wire.RCFailure, Text: err.Error()}
+}
+
+// Emit sends a stream message on the channel: an event for every node
+// subscribed to it and permitted to receive it, with no answer at all —
+// fire and forget, for telemetry and high-rate flows. It returns once the
+// message is queued, waiting (up to ctx) while the outbound queue is full,
+// so a fast producer is paced rather than dropping. Delivery is best
+// effort: a full queue on the way drops the message, counted by the broker
+// (Stats().Dropped) and the receiving node (Client.Dropped).
+func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
+	m, err := ch.prepare(wire.TypeStream, "", payload)
+	if err != nil {
+		return err
+	}
+	c := ch.s.c
+	if err := c.out.EnqueueWait(ctx, m, c.deadline(ctx)); err != nil {
+		if errors.Is(err, sendq.ErrClosed) {
+			if cerr := c.Err(); cerr != nil {
+				return cerr
+			}
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
 }
 
 // Publish fans an event out to the broker and every connected node

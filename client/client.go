@@ -42,6 +42,7 @@ type Client struct {
 	closeErr error // why the connection ended
 
 	lastRead atomic.Int64
+	dropped  atomic.Int64  // stream messages dropped on a full dispatch queue
 	done     chan struct{} // closed when the connection has ended
 	loops    sync.WaitGroup
 }
@@ -290,6 +291,8 @@ func (c *Client) dispatch(m *wire.Message) {
 		}
 	case wire.TypeRequest:
 		c.deliverRequest(m)
+	case wire.TypeStream:
+		c.deliverStream(m)
 	}
 }
 

@@ -44,6 +44,26 @@ func (c *Client) deliverEvent(m *wire.Message) {
 	}
 }
 
+// deliverStream hands a stream message to the subscribers, best effort:
+// no receipt; a full dispatch queue drops it (counted in Dropped).
+func (c *Client) deliverStream(m *wire.Message) {
+	channel := m.Value(wire.HeaderCommand)
+	c.mu.Lock()
+	subs := c.subs[channel]
+	c.mu.Unlock()
+	if len(subs) == 0 {
+		return
+	}
+	msg := newMessage(m, Event, ttlDeadline(m))
+	if !c.exec.Execute(func() { c.runSubscribers(subs, msg) }) {
+		c.dropped.Add(1)
+	}
+}
+
+// Dropped counts stream messages this node dropped because its dispatch
+// queue was full.
+func (c *Client) Dropped() int64 { return c.dropped.Load() }
+
 func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
 		return // expired while queued: never dispatched

@@ -59,17 +59,31 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "deadline of the operation, queueing included")
 }
 
-// connect opens a client with the flags, filling defaults from the local
-// broker's data directory.
-func (f *connFlags) connect(ctx context.Context) (*client.Client, error) {
+// options fills client options from the flags, with defaults from the
+// local broker's data directory.
+func (f *connFlags) options() (client.Options, error) {
 	data := cmp.Or(f.data, defaultDataDir())
-	server := cmp.Or(f.server, "unix://"+filepath.Join(data, socketName))
-	name := cmp.Or(f.name, fmt.Sprintf("cli-%d", os.Getpid()))
 	cred, err := auth.LoadCredential(cmp.Or(f.credentials, filepath.Join(data, auth.CredentialsFile)))
+	if err != nil {
+		return client.Options{}, err
+	}
+	return client.Options{
+		Server:     cmp.Or(f.server, "unix://"+filepath.Join(data, socketName)),
+		Node:       cmp.Or(f.name, fmt.Sprintf("cli-%d", os.Getpid())),
+		Credential: cred,
+	}, nil
+}
+
+// connect opens a client with the flags; tune, if set, adjusts the options.
+func (f *connFlags) connect(ctx context.Context, tune func(*client.Options)) (*client.Client, error) {
+	opts, err := f.options()
 	if err != nil {
 		return nil, err
 	}
+	if tune != nil {
+		tune(&opts)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return client.Connect(cctx, client.Options{Server: server, Node: name, Credential: cred})
+	return client.Connect(cctx, opts)
 }

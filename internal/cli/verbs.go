@@ -54,7 +54,8 @@ type verbSetup struct {
 	nargs func(n int) bool
 	fs    *flag.FlagSet
 	conn  connFlags
-	args  []string // positional arguments
+	args  []string              // positional arguments
+	tune  func(*client.Options) // adjusts the connection's options
 }
 
 func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
@@ -114,7 +115,7 @@ func (v *verbSetup) session(stdio IO, long bool) (*client.Client, context.Contex
 	if long {
 		base, stop = signal.NotifyContext(base, syscall.SIGINT, syscall.SIGTERM)
 	}
-	c, err := v.conn.connect(base)
+	c, err := v.conn.connect(base, v.tune)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -205,6 +206,7 @@ func runSub(args []string, stdio IO) int {
 	v := newVerb("sub", "CHANNEL", func(n int) bool { return n == 1 }, stdio)
 	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
+	v.tune = func(o *client.Options) { o.Workers = 1 } // print in arrival order
 	if !v.parse(args) {
 		return exitUsage
 	}

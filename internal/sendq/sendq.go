@@ -7,6 +7,7 @@
 package sendq
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -43,6 +44,7 @@ type Queue struct {
 	bytes   int // cost of items
 	writing int // cost of the batch being written: it still counts against MaxBytes
 	closing bool
+	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
 
 	closed atomic.Bool // closing, readable without mu
 
@@ -72,20 +74,67 @@ func frameCost(m *wire.Message) int { return m.WireLen() + 32 }
 // Enqueue queues m. It returns false, queueing nothing, when the queue is
 // closing or full. deadline, if set, is when m stops being worth sending.
 func (q *Queue) Enqueue(m *wire.Message, deadline time.Time) bool {
-	size := frameCost(m)
 	q.mu.Lock()
-	if q.closing || len(q.items) >= q.limits.MaxMessages || q.bytes+q.writing+size > q.limits.MaxBytes {
-		q.mu.Unlock()
+	ok := q.addLocked(m, deadline)
+	q.mu.Unlock()
+	if ok {
+		q.signal()
+	}
+	return ok
+}
+
+func (q *Queue) addLocked(m *wire.Message, deadline time.Time) bool {
+	size, used := frameCost(m), q.bytes+q.writing
+	// A frame larger than MaxBytes still fits an empty queue: it is bounded
+	// by the frame limit, and refusing it forever would wedge its sender.
+	if q.closing || len(q.items) >= q.limits.MaxMessages || used > 0 && used+size > q.limits.MaxBytes {
 		return false
 	}
 	q.items = append(q.items, item{m, deadline})
 	q.bytes += size
-	q.mu.Unlock()
+	return true
+}
+
+func (q *Queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return true
+}
+
+// ErrClosed is returned by EnqueueWait on a closed queue.
+var ErrClosed = errors.New("sendq: closed")
+
+// EnqueueWait queues m, waiting for room while the queue is full: the flow
+// control of a producer that must not drop. It returns ctx's error if ctx
+// ends first, ErrClosed if the queue closes.
+func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.Time) error {
+	for {
+		q.mu.Lock()
+		if q.closing {
+			q.mu.Unlock()
+			return ErrClosed
+		}
+		if q.addLocked(m, deadline) {
+			q.mu.Unlock()
+			q.signal()
+			return nil
+		}
+		// Full: wait for the writer to free room. Checked and armed under
+		// one lock, so a batch finishing in between cannot be missed.
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
+		space := q.space
+		q.mu.Unlock()
+		select {
+		case <-space:
+		case <-q.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Close stops the queue once: nothing more is queued, final (if not nil)
@@ -139,6 +188,10 @@ func (q *Queue) Run() error {
 		err := q.write(w, batch, q.limits.WriteTimeout)
 		q.mu.Lock()
 		q.writing = 0
+		if q.space != nil { // wake every producer waiting for room
+			close(q.space)
+			q.space = nil
+		}
 		q.mu.Unlock()
 		if err != nil {
 			q.Close(nil)

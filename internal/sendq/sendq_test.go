@@ -1,6 +1,7 @@
 package sendq
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -121,5 +122,63 @@ func TestStalledPeerFailsRun(t *testing.T) {
 	}
 	if !q.Closing() || q.Enqueue(big, time.Time{}) {
 		t.Fatal("queue still open after a failed write")
+	}
+}
+
+func TestOversizeFrameFitsAnEmptyQueue(t *testing.T) {
+	a, _ := pair(t)
+	big := wire.Empty().WithBody(make([]byte, 4096))
+	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1024, WriteTimeout: time.Second})
+	if !q.Enqueue(big, time.Time{}) {
+		t.Fatal("an oversize frame was refused by an empty queue")
+	}
+	if q.Enqueue(wire.Empty(), time.Time{}) {
+		t.Fatal("accepted more behind an oversize frame")
+	}
+}
+
+func TestEnqueueWait(t *testing.T) {
+	a, b := pair(t)
+	m := wire.New(wire.TypeStream, "x").WithBody(make([]byte, 512))
+	q := New(a, Limits{MaxMessages: 2, MaxBytes: 1 << 20, WriteTimeout: 5 * time.Second})
+	go q.Run()
+	defer func() { q.Close(nil); <-q.Done() }()
+	// Three producers push 300 messages through a 2-message queue; the
+	// reader sees every one: waiting producers are never lost.
+	const n = 300
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			for range n / 3 {
+				if err := q.EnqueueWait(context.Background(), m, time.Time{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	r := wire.NewReader(b)
+	for i := range n {
+		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := r.ReadMessage(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	q2 := New(a, Limits{MaxMessages: 1, MaxBytes: 1 << 20, WriteTimeout: time.Second}) // never run: stays full
+	q2.Enqueue(m, time.Time{})
+	if err := q2.EnqueueWait(ctx, m, time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("full queue: %v", err)
+	}
+	q2.Close(nil)
+	if err := q2.EnqueueWait(context.Background(), m, time.Time{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed queue: %v", err)
 	}
 }
