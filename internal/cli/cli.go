@@ -42,6 +42,7 @@ func init() {
 		"req":     {"send a request and print the reply", runReq},
 		"reply":   {"answer requests on a channel (--echo or --exec CMD)", runReply},
 		"ls":      {"list nodes with their leases, subscriptions and handlers", runLs},
+		"bench":   {"generate load and measure it: pub, sub, pubsub, req", runBench},
 		"frame":   {"parse or validate a text frame read on stdin", runFrame},
 		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
 		"version": {"print the version", runVersion},

@@ -108,6 +108,11 @@ func (v *verbSetup) payload(i int, stdio IO) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(stdio.Stdin, wire.MaxMessageBytes))
 }
 
+// signalContext ends on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
 // session connects and returns the client and a context bounded by
 // --timeout (and by SIGINT/SIGTERM when long is set).
 func (v *verbSetup) session(stdio IO, long bool) (*client.Client, context.Context, func(), error) {

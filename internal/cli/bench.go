@@ -1,0 +1,330 @@
+package cli
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"busbar/client"
+	"busbar/loadgen"
+)
+
+// benchIdle is how long `bench sub` and `bench pubsub` wait for a straggler
+// before reporting what arrived.
+const benchIdle = 2 * time.Second
+
+func runBench(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stdio.Stderr, "usage: busbar bench (pub | sub | pubsub | req) [flags]")
+		return exitUsage
+	}
+	switch args[0] {
+	case "pub":
+		return benchPub(args[1:], stdio)
+	case "sub":
+		return benchSub(args[1:], stdio)
+	case "pubsub":
+		return benchPubSub(args[1:], stdio)
+	case "req":
+		return benchReq(args[1:], stdio)
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar bench: unknown workload %q (want pub, sub, pubsub or req)\n", args[0])
+	return exitUsage
+}
+
+// benchFlags are the flags every workload takes.
+type benchFlags struct {
+	v        *verbSetup
+	size     *int
+	msgs     *int64
+	duration *time.Duration
+	clients  *int
+	asJSON   *bool
+	asCSV    *bool
+}
+
+func newBench(name, usage string, stdio IO) *benchFlags {
+	v := newVerb("bench "+name, usage, func(n int) bool { return n <= 1 }, stdio)
+	return &benchFlags{
+		v:        v,
+		size:     v.fs.Int("size", 128, "payload bytes (at least 8: the send timestamp)"),
+		msgs:     v.fs.Int64("msgs", loadgen.DefaultMsgs, "messages in total (0: until --duration)"),
+		duration: v.fs.Duration("duration", 0, "stop after this long (at most 10m)"),
+		clients:  v.fs.Int("clients", 1, "connections generating load"),
+		asJSON:   v.fs.Bool("json", false, "print the results as JSON"),
+		asCSV:    v.fs.Bool("csv", false, "print the results as CSV"),
+	}
+}
+
+func (f *benchFlags) config(stdio IO, total int64) loadgen.Config {
+	cfg := loadgen.Config{Channel: "bench", Size: *f.size, Msgs: *f.msgs, Duration: *f.duration}
+	if len(f.v.args) > 0 {
+		cfg.Channel = f.v.args[0]
+	}
+	if isTerminal(stdio.Stderr) && !*f.asJSON && !*f.asCSV {
+		cfg.Progress = progressBar(stdio.Stderr, total, *f.duration)
+	}
+	return cfg
+}
+
+// connectN opens n clients named <base>-<i>.
+func (f *benchFlags) connectN(ctx context.Context, n int, base string, tune func(*client.Options)) ([]*client.Client, error) {
+	var out []*client.Client
+	for i := range n {
+		opts, err := f.v.conn.options()
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		opts.Node = fmt.Sprintf("%s-%d-%d", base, os.Getpid(), i)
+		if tune != nil {
+			tune(&opts)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := client.Connect(cctx, opts)
+		cancel()
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func closeAll(cs []*client.Client) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// subscriberOptions let a counting subscriber keep up with a burst.
+func subscriberOptions(o *client.Options) { o.DispatchQueue = 1 << 16 }
+
+func benchPub(args []string, stdio IO) int {
+	f := newBench("pub", "[CHANNEL]", stdio)
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	pubs, err := f.connectN(ctx, *f.clients, "bench-pub", nil)
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	defer closeAll(pubs)
+	res, err := loadgen.Publish(ctx, pubs, f.config(stdio, *f.msgs))
+	if err != nil {
+		return f.v.fail(stdio, err, exitUsage)
+	}
+	return f.print(stdio, []loadgen.Result{res})
+}
+
+func benchSub(args []string, stdio IO) int {
+	f := newBench("sub", "[CHANNEL]", stdio)
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cs, err := f.connectN(ctx, 1, "bench-sub", subscriberOptions)
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	defer closeAll(cs)
+	cfg := f.config(stdio, *f.msgs)
+	s, err := loadgen.Subscribe(ctx, cs[0], cfg, *f.msgs)
+	if err != nil {
+		return f.v.fail(stdio, err, requestExit(err))
+	}
+	fmt.Fprintln(stdio.Stderr, "busbar bench sub: subscribed to", cfg.Channel)
+	wctx, cancel := context.WithTimeout(ctx, cmpDuration(*f.duration, loadgen.MaxDuration))
+	defer cancel()
+	// Wait for the first message as long as the run may last, then for stragglers.
+	for s.Received() == 0 && wctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return f.print(stdio, []loadgen.Result{s.Wait(wctx, benchIdle)})
+}
+
+func benchPubSub(args []string, stdio IO) int {
+	f := newBench("pubsub", "[CHANNEL]", stdio)
+	subs := f.v.fs.Int("subs", 1, "subscribers, one connection each")
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cfg := f.config(stdio, *f.msgs)
+	subClients, err := f.connectN(ctx, *subs, "bench-sub", subscriberOptions)
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	defer closeAll(subClients)
+	var counters []*loadgen.Subscriber
+	for _, c := range subClients {
+		s, err := loadgen.Subscribe(ctx, c, cfg, *f.msgs)
+		if err != nil {
+			return f.v.fail(stdio, err, requestExit(err))
+		}
+		counters = append(counters, s)
+	}
+	pubs, err := f.connectN(ctx, *f.clients, "bench-pub", nil)
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	defer closeAll(pubs)
+	res, err := loadgen.Publish(ctx, pubs, cfg)
+	if err != nil {
+		return f.v.fail(stdio, err, exitUsage)
+	}
+	results := []loadgen.Result{res}
+	for i, s := range counters {
+		r := s.Wait(ctx, benchIdle)
+		r.Name = "sub-" + strconv.Itoa(i)
+		results = append(results, r)
+	}
+	return f.print(stdio, results)
+}
+
+func benchReq(args []string, stdio IO) int {
+	f := newBench("req", "[CHANNEL]", stdio)
+	concurrency := f.v.fs.Int("concurrency", 1, "requests in flight per client")
+	target := f.v.fs.String("target", "", "node whose handler answers (default: start an echo replier)")
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cfg := f.config(stdio, *f.msgs)
+	if *target == "" {
+		rep, err := f.connectN(ctx, 1, "bench-reply", nil)
+		if err != nil {
+			return f.v.fail(stdio, err, exitFail)
+		}
+		defer closeAll(rep)
+		if _, err := loadgen.Echo(ctx, rep[0], cfg.Channel); err != nil {
+			return f.v.fail(stdio, err, requestExit(err))
+		}
+		*target = rep[0].Node()
+	}
+	reqs, err := f.connectN(ctx, *f.clients, "bench-req", nil)
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	defer closeAll(reqs)
+	res, err := loadgen.Request(ctx, reqs, *target, *concurrency, cfg)
+	if err != nil {
+		return f.v.fail(stdio, err, exitUsage)
+	}
+	return f.print(stdio, []loadgen.Result{res})
+}
+
+// print writes the results as a table, JSON or CSV.
+func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
+	switch {
+	case *f.asJSON:
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(results)
+	case *f.asCSV:
+		w := csv.NewWriter(stdio.Stdout)
+		_ = w.Write([]string{"name", "msgs", "bytes", "seconds", "msgs_per_s", "mb_per_s", "errors", "lat_min_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us"})
+		for _, r := range results {
+			row := []string{r.Name, itoa(r.Msgs), itoa(r.Bytes), ftoa(r.Duration.Seconds()), ftoa(r.MsgsPerS), ftoa(r.MBPerS), itoa(r.Errors)}
+			row = append(row, latencyCells(r.Latency)...)
+			_ = w.Write(row)
+		}
+		w.Flush()
+	default:
+		tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "NAME\tMSGS\tSECONDS\tMSGS/S\tMB/S\tERRORS\tMIN µs\tP50 µs\tP90 µs\tP99 µs\tP99.9 µs\tMAX µs\t")
+		for _, r := range results {
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t%.2f\t%d\t", r.Name, r.Msgs, r.Duration.Seconds(), r.MsgsPerS, r.MBPerS, r.Errors)
+			for _, c := range latencyCells(r.Latency) {
+				fmt.Fprintf(tw, "%s\t", cmpOr(c, "-"))
+			}
+			fmt.Fprintln(tw)
+		}
+		_ = tw.Flush()
+	}
+	for _, r := range results {
+		if r.Errors > 0 {
+			return exitFail
+		}
+	}
+	return exitOK
+}
+
+func latencyCells(l *loadgen.Latency) []string {
+	if l == nil {
+		return []string{"", "", "", "", "", ""}
+	}
+	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) }
+	return []string{us(l.Min), us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max)}
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d <= 0 || d > def {
+		return def
+	}
+	return d
+}
+
+func itoa(n int64) string   { return strconv.FormatInt(n, 10) }
+func ftoa(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws a one-line bar on a terminal, once the run has lasted
+// a second; it ends the line when done reaches the total.
+func progressBar(w io.Writer, total int64, duration time.Duration) func(int64) {
+	start := time.Now()
+	return func(done int64) {
+		elapsed := time.Since(start)
+		if elapsed < time.Second {
+			return
+		}
+		frac := 0.0
+		switch {
+		case total > 0:
+			frac = float64(done) / float64(total)
+		case duration > 0:
+			frac = elapsed.Seconds() / duration.Seconds()
+		}
+		frac = min(frac, 1)
+		const width = 30
+		filled := int(frac * width)
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = '.'
+			if i < filled {
+				bar[i] = '#'
+			}
+		}
+		fmt.Fprintf(w, "\r[%s] %3.0f%%  %d msgs  %.0f msgs/s ", bar, frac*100, done, float64(done)/elapsed.Seconds())
+		if frac >= 1 {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"busbar/loadgen"
+)
+
+// TestBenchEndToEnd runs every `busbar bench` workload briefly against a
+// `busbar serve` child process, so the tool cannot silently rot.
+func TestBenchEndToEnd(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"))
+	parse := func(t *testing.T, out string) []loadgen.Result {
+		t.Helper()
+		var rs []loadgen.Result
+		if err := json.Unmarshal([]byte(out), &rs); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return rs
+	}
+	t.Run("pubsub", func(t *testing.T) {
+		code, out, errOut := s.busbar(t, "", "bench", "pubsub", "--msgs", "2000", "--subs", "2", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		rs := parse(t, out)
+		if len(rs) != 3 || rs[0].Name != "pub" || rs[0].Msgs != 2000 || rs[0].MsgsPerS <= 0 {
+			t.Fatalf("results %+v", rs)
+		}
+		for _, r := range rs[1:] {
+			// Streams are best effort, but at this rate nothing is dropped.
+			if r.Msgs != 2000 || r.Latency == nil || r.Latency.Count != 2000 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
+				t.Fatalf("subscriber %+v %+v", r, r.Latency)
+			}
+		}
+	})
+	t.Run("req", func(t *testing.T) {
+		code, out, errOut := s.busbar(t, "", "bench", "req", "--msgs", "500", "--clients", "2", "--concurrency", "4", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		rs := parse(t, out)
+		l := rs[0].Latency
+		if len(rs) != 1 || rs[0].Msgs != 500 || rs[0].Errors != 0 || l == nil || l.Count != 500 ||
+			!(l.Min <= l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
+			t.Fatalf("results %+v %+v", rs, l)
+		}
+	})
+	t.Run("pub and sub", func(t *testing.T) {
+		out, wait := s.background(t, "bench", "sub", "flow", "--msgs", "1000", "--csv")
+		s.waitLs(t, "bench subscriber", func(nodes []map[string]any) bool {
+			for _, n := range nodes {
+				if strings.HasPrefix(n["node"].(string), "bench-sub") {
+					return true
+				}
+			}
+			return false
+		})
+		code, pubOut, errOut := s.busbar(t, "", "bench", "pub", "flow", "--msgs", "1000", "--duration", "20s")
+		if code != 0 || !strings.Contains(pubOut, "MSGS/S") {
+			t.Fatalf("pub: exit %d: %s %s", code, pubOut, errOut)
+		}
+		if err := wait(); err != nil {
+			t.Fatalf("sub: %v: %s", err, out.String())
+		}
+		lines := strings.Split(out.String(), "\n")
+		var csvText string
+		for i, l := range lines {
+			if strings.HasPrefix(l, "name,") {
+				csvText = strings.Join(lines[i:], "\n")
+			}
+		}
+		rows, err := csv.NewReader(strings.NewReader(csvText)).ReadAll()
+		if err != nil || len(rows) != 2 || rows[1][0] != "sub" || rows[1][1] != "1000" {
+			t.Fatalf("sub CSV: %v %q", err, out.String())
+		}
+	})
+	t.Run("bounded by duration", func(t *testing.T) {
+		start := time.Now()
+		code, out, _ := s.busbar(t, "", "bench", "pub", "--msgs", "0", "--duration", "300ms", "--json")
+		if code != 0 || time.Since(start) > 10*time.Second {
+			t.Fatalf("exit %d after %v", code, time.Since(start))
+		}
+		if rs := parse(t, out); rs[0].Msgs == 0 || rs[0].Duration > 2*time.Second {
+			t.Fatalf("results %+v", rs)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		if code, _, errOut := s.busbar(t, "", "bench", "pub", "--size", "4"); code != exitUsage || !strings.Contains(errOut, "minimum") {
+			t.Fatalf("size 4: exit %d %s", code, errOut)
+		}
+		if code, _, _ := s.busbar(t, "", "bench", "nope"); code != exitUsage {
+			t.Fatal("unknown workload")
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package loadgen
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// MaxSamples bounds the latency samples one run keeps (8 bytes each);
+// past it, samples are kept at a stride, so percentiles stay exact up to
+// it and sampled beyond.
+const MaxSamples = 4 << 20
+
+// Latency summarises per-operation latencies.
+type Latency struct {
+	Count int64         `json:"count"`
+	Min   time.Duration `json:"min_ns"`
+	P50   time.Duration `json:"p50_ns"`
+	P90   time.Duration `json:"p90_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+}
+
+// recorder collects latency samples from several goroutines.
+type recorder struct {
+	mu      sync.Mutex
+	samples []int64
+	seen    int64
+	min     int64
+	max     int64
+}
+
+func (r *recorder) add(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ns := int64(d)
+	if r.seen == 0 || ns < r.min {
+		r.min = ns
+	}
+	if ns > r.max {
+		r.max = ns
+	}
+	r.seen++
+	if len(r.samples) < MaxSamples {
+		r.samples = append(r.samples, ns)
+	} else if r.seen%(r.seen/MaxSamples+1) == 0 {
+		r.samples[r.seen%MaxSamples] = ns
+	}
+}
+
+// summary computes the percentiles; nil when nothing was recorded.
+func (r *recorder) summary() *Latency {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == 0 {
+		return nil
+	}
+	s := slices.Clone(r.samples)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return time.Duration(s[min(len(s)-1, int(q*float64(len(s))))]) }
+	return &Latency{
+		Count: r.seen, Min: time.Duration(r.min), Max: time.Duration(r.max),
+		P50: at(0.50), P90: at(0.90), P99: at(0.99), P999: at(0.999),
+	}
+}
+
+// Result is one run's figures.
+type Result struct {
+	Name     string        `json:"name"`
+	Msgs     int64         `json:"msgs"`
+	Bytes    int64         `json:"bytes"`
+	Duration time.Duration `json:"duration_ns"`
+	MsgsPerS float64       `json:"msgs_per_s"`
+	MBPerS   float64       `json:"mb_per_s"`
+	Errors   int64         `json:"errors"`
+	Latency  *Latency      `json:"latency,omitempty"`
+}
+
+func newResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
+	r := Result{Name: name, Msgs: msgs, Bytes: bytes, Errors: errs, Duration: d, Latency: lat}
+	if s := d.Seconds(); s > 0 {
+		r.MsgsPerS = float64(msgs) / s
+		r.MBPerS = float64(bytes) / s / 1e6
+	}
+	return r
+}

@@ -1,0 +1,47 @@
+package loadgen
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRecorderPercentiles(t *testing.T) {
+	var r recorder
+	if r.summary() != nil {
+		t.Fatal("summary of nothing")
+	}
+	for i := 1000; i >= 1; i-- { // 1..1000 µs, in reverse
+		r.add(time.Duration(i) * time.Microsecond)
+	}
+	l := r.summary()
+	want := Latency{Count: 1000, Min: time.Microsecond, P50: 501 * time.Microsecond, P90: 901 * time.Microsecond,
+		P99: 991 * time.Microsecond, P999: 1000 * time.Microsecond, Max: 1000 * time.Microsecond}
+	if *l != want {
+		t.Fatalf("got %+v\nwant %+v", *l, want)
+	}
+}
+
+func TestShare(t *testing.T) {
+	var sum int64
+	for i := range 3 {
+		sum += share(10, 3, i)
+	}
+	if sum != 10 || share(10, 3, 0) != 4 || share(10, 3, 2) != 3 || share(0, 3, 1) != -1 {
+		t.Fatal("share")
+	}
+}
+
+func TestConfigBounds(t *testing.T) {
+	c := Config{Size: MinSize}
+	if err := c.normalise(); err != nil || c.Msgs != DefaultMsgs || c.Duration != MaxDuration || c.Channel == "" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	c = Config{Size: MinSize - 1}
+	if c.normalise() == nil {
+		t.Fatal("size below the timestamp accepted")
+	}
+	c = Config{Size: MinSize, Duration: time.Hour}
+	if c.normalise(); c.Duration != MaxDuration {
+		t.Fatal("duration not capped")
+	}
+}
