@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,4 +50,40 @@ func BenchmarkSendReceipt(b *testing.B) {
 			b.Fatal(r)
 		}
 	}
+}
+
+// BenchmarkEmitDeliver measures stream messages from one publisher to one
+// subscriber through the broker over a Unix socket (128 B). Streams are best
+// effort: what a full queue dropped is reported as drops/op.
+func BenchmarkEmitDeliver(b *testing.B) {
+	e := testbroker.Start(b, "unix", testOpts())
+	sub := connect(b, e, "sub", func(o *client.Options) { o.DispatchQueue = 1 << 16 })
+	pub := connect(b, e, "pub")
+	var n atomic.Int64
+	if _, err := sub.Scope("s").Channel("flow").Subscribe(context.Background(), func(context.Context, *client.Message) {
+		n.Add(1)
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ch := pub.Scope("s").Channel("flow")
+	payload := make([]byte, 128)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	for range b.N {
+		if err := ch.Emit(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settled := func() int64 { return n.Load() + e.Broker.Stats().Dropped + sub.Dropped() }
+	deadline := time.Now().Add(30 * time.Second)
+	for settled() < int64(b.N) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d messages unaccounted for", int64(b.N)-settled(), b.N)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(int64(b.N)-n.Load())/float64(b.N), "drops/op")
 }

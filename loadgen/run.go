@@ -51,6 +51,13 @@ func (c *Config) normalise() error {
 	return nil
 }
 
+// Stamp writes the send time into the first MinSize bytes of a payload;
+// Age reads how long ago that was.
+func Stamp(p []byte) { stamp(p) }
+
+// Age is how long ago a payload was stamped (-1 when it is too short).
+func Age(p []byte) time.Duration { return age(p) }
+
 // stamp writes the send time into a payload.
 func stamp(p []byte) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(time.Now().UnixNano())) }
 
@@ -140,7 +147,7 @@ type Subscriber struct {
 	want     int64
 	got      atomic.Int64
 	bytes    atomic.Int64
-	lat      recorder
+	lat      Recorder
 	first    atomic.Int64 // unix ns of the first arrival
 	last     atomic.Int64
 	complete chan struct{}
@@ -169,7 +176,7 @@ func (s *Subscriber) receive(_ context.Context, m *client.Message) {
 	s.last.Store(now)
 	p := m.Payload()
 	if d := age(p); d >= 0 {
-		s.lat.add(d)
+		s.lat.Add(d)
 	}
 	s.bytes.Add(int64(len(p)))
 	if n := s.got.Add(1); s.want > 0 && n >= s.want {
@@ -203,7 +210,7 @@ wait:
 	}
 	s.sub.Close()
 	d := time.Duration(s.last.Load() - s.first.Load())
-	return newResult("sub", s.got.Load(), s.bytes.Load(), 0, d, s.lat.summary())
+	return newResult("sub", s.got.Load(), s.bytes.Load(), 0, d, s.lat.Summary())
 }
 
 // Request runs concurrency requesters on each client against target's
@@ -218,7 +225,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var done, errs atomic.Int64
-	var lat recorder
+	var lat Recorder
 	stop := make(chan struct{})
 	waitProgress := progress(cfg.Progress, &done, stop)
 	workers := len(clients) * concurrency
@@ -239,7 +246,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 					errs.Add(1)
 					continue
 				}
-				lat.add(time.Since(t0))
+				lat.Add(time.Since(t0))
 				done.Add(1)
 			}
 		})
@@ -249,7 +256,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 	close(stop)
 	waitProgress()
 	n := done.Load()
-	return newResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.summary()), nil
+	return newResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.Summary()), nil
 }
 
 // Echo registers a handler on c that replies with the request's payload.

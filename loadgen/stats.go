@@ -22,8 +22,10 @@ type Latency struct {
 	Max   time.Duration `json:"max_ns"`
 }
 
-// recorder collects latency samples from several goroutines.
-type recorder struct {
+// Recorder collects latency samples from several goroutines; the zero
+// value is ready. The side-by-side harness uses it for both systems, so
+// their percentiles are computed the same way.
+type Recorder struct {
 	mu      sync.Mutex
 	samples []int64
 	seen    int64
@@ -31,7 +33,8 @@ type recorder struct {
 	max     int64
 }
 
-func (r *recorder) add(d time.Duration) {
+// Add records one operation's latency.
+func (r *Recorder) Add(d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ns := int64(d)
@@ -49,8 +52,8 @@ func (r *recorder) add(d time.Duration) {
 	}
 }
 
-// summary computes the percentiles; nil when nothing was recorded.
-func (r *recorder) summary() *Latency {
+// Summary computes the percentiles; nil when nothing was recorded.
+func (r *Recorder) Summary() *Latency {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen == 0 {
@@ -75,6 +78,11 @@ type Result struct {
 	MBPerS   float64       `json:"mb_per_s"`
 	Errors   int64         `json:"errors"`
 	Latency  *Latency      `json:"latency,omitempty"`
+}
+
+// NewResult computes the rates of a run.
+func NewResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
+	return newResult(name, msgs, bytes, errs, d, lat)
 }
 
 func newResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {

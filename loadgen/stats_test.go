@@ -6,14 +6,14 @@ import (
 )
 
 func TestRecorderPercentiles(t *testing.T) {
-	var r recorder
-	if r.summary() != nil {
+	var r Recorder
+	if r.Summary() != nil {
 		t.Fatal("summary of nothing")
 	}
 	for i := 1000; i >= 1; i-- { // 1..1000 µs, in reverse
-		r.add(time.Duration(i) * time.Microsecond)
+		r.Add(time.Duration(i) * time.Microsecond)
 	}
-	l := r.summary()
+	l := r.Summary()
 	want := Latency{Count: 1000, Min: time.Microsecond, P50: 501 * time.Microsecond, P90: 901 * time.Microsecond,
 		P99: 991 * time.Microsecond, P999: 1000 * time.Microsecond, Max: 1000 * time.Microsecond}
 	if *l != want {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	if role := os.Getenv(envRole); role != "" {
+		serveChild(role)
+		return
+	}
+	rounds := flag.Int("rounds", 3, "rounds per workload; the table shows medians")
+	quick := flag.Bool("quick", false, "small counts, one round: a smoke run")
+	out := flag.String("json", "results/latest.json", "write the results here as JSON (empty: do not)")
+	flag.Parse()
+	plan := fullPlan
+	if *quick {
+		plan, *rounds = quickPlan, 1
+	}
+	rep, err := run(context.Background(), plan, *rounds, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	rep.print(os.Stdout)
+	if *out != "" {
+		if err := rep.save(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "wrote", *out)
+	}
+}
+
+// plan sizes the workloads.
+type plan struct {
+	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
+	idleConns                                           int
+}
+
+var (
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, idleConns: 1000}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, idleConns: 50}
+)
+
+// row is one metric of one workload, measured on every system.
+type row struct {
+	Workload string               `json:"workload"`
+	Metric   string               `json:"metric"`
+	Unit     string               `json:"unit"`
+	Better   string               `json:"better"` // "higher" or "lower"
+	Rounds   map[string][]float64 `json:"rounds"` // system -> one value per round
+	Median   map[string]float64   `json:"median"`
+	Ratio    map[string]float64   `json:"ratio_vs_nats"` // busbar system -> median / nats median
+}
+
+type report struct {
+	Machine string    `json:"machine"`
+	When    time.Time `json:"when"`
+	Rounds  int       `json:"rounds"`
+	Rows    []*row    `json:"rows"`
+}
+
+func (r *report) record(workload, metric, unit, better, system string, v float64) {
+	for _, x := range r.Rows {
+		if x.Workload == workload && x.Metric == metric {
+			x.Rounds[system] = append(x.Rounds[system], v)
+			return
+		}
+	}
+	r.Rows = append(r.Rows, &row{Workload: workload, Metric: metric, Unit: unit, Better: better,
+		Rounds: map[string][]float64{system: {v}}})
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func (r *report) finish() {
+	for _, x := range r.Rows {
+		x.Median, x.Ratio = map[string]float64{}, map[string]float64{}
+		for sys, vs := range x.Rounds {
+			x.Median[sys] = median(vs)
+		}
+		n := x.Median["nats-tcp"]
+		for sys, m := range x.Median {
+			if strings.HasPrefix(sys, "busbar") && n > 0 {
+				x.Ratio[sys] = m / n
+			}
+		}
+	}
+}
+
+var systemsOrder = []string{"busbar-tcp", "busbar-unix", "nats-tcp"}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "%s, %d round(s), medians\n\n", r.Machine, r.Rounds)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKLOAD\tMETRIC\tBUSBAR TCP\tBUSBAR UNIX\tNATS TCP\tTCP/NATS\tUNIX/NATS\tBETTER")
+	for _, x := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t%s\t%.2f\t%.2f\t%s\n", x.Workload, x.Metric, x.Unit,
+			num(x.Median["busbar-tcp"]), num(x.Median["busbar-unix"]), num(x.Median["nats-tcp"]),
+			x.Ratio["busbar-tcp"], x.Ratio["busbar-unix"], x.Better)
+	}
+	_ = tw.Flush()
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
+func (r *report) save(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				_, model, _ = strings.Cut(line, ": ")
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d cores, %s %s/%s", strings.TrimSpace(model), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" { // re-executed as a server child
+		serveChild(role)
+	}
+	os.Exit(m.Run())
+}
+
+// TestQuickComparison runs every workload once with small counts against
+// both servers: the harness cannot rot, and both systems deliver.
+func TestQuickComparison(t *testing.T) {
+	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, idleConns: 20}
+	var log strings.Builder
+	rep, err := run(context.Background(), p, 1, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if len(rep.Rows) != 10 {
+		t.Fatalf("%d rows", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		for _, sys := range systemsOrder {
+			if _, ok := r.Median[sys]; !ok {
+				t.Fatalf("%s %s: no figure for %s", r.Workload, r.Metric, sys)
+			}
+		}
+		if r.Metric == "delivered share" {
+			for sys, v := range r.Median {
+				if v != 100 {
+					t.Errorf("%s delivered %.1f%% at a trickle", sys, v)
+				}
+			}
+		}
+	}
+	var out strings.Builder
+	rep.print(&out)
+	if !strings.Contains(out.String(), "TCP/NATS") {
+		t.Fatal(out.String())
+	}
+	if err := rep.save(t.TempDir() + "/r.json"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+)
+
+// startSystems starts both server children and returns the systems to
+// measure: busbar over TCP and over its Unix socket, NATS over TCP.
+func startSystems() ([]system, func(), error) {
+	bb, err := startChild("busbar")
+	if err != nil {
+		return nil, nil, err
+	}
+	nt, err := startChild("nats")
+	if err != nil {
+		bb.stop()
+		return nil, nil, err
+	}
+	stop := func() { bb.stop(); nt.stop() }
+	cred, err := bb.credential()
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return []system{
+		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb},
+		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb},
+		&natsSystem{url: nt.addrs[0], srv: nt},
+	}, stop, nil
+}
+
+func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error) {
+	rep := &report{Machine: machine(), When: time.Now().UTC(), Rounds: rounds}
+	for round := range rounds {
+		// Fresh servers per round, so no round inherits another's heap.
+		systems, stop, err := startSystems()
+		if err != nil {
+			return nil, err
+		}
+		err = runRound(ctx, p, rep, systems, round, log)
+		stop()
+		if err != nil {
+			return nil, err
+		}
+	}
+	rep.finish()
+	return rep, nil
+}
+
+func runRound(ctx context.Context, p plan, rep *report, systems []system, round int, log io.Writer) error {
+	// Memory first, on fresh servers: a peak after the throughput runs
+	// would measure their queues, not the idle connections.
+	for _, s := range []system{systems[0], systems[2]} {
+		if err := measureMemory(ctx, p, rep, s); err != nil {
+			return fmt.Errorf("%s: %w", s.name(), err)
+		}
+	}
+	// Alternate the order across rounds so neither side always runs warm.
+	order := systems
+	if round%2 == 1 {
+		order = []system{systems[2], systems[1], systems[0]}
+	}
+	for _, s := range order {
+		fmt.Fprintf(log, "round %d: %s\n", round+1, s.name())
+		if err := measure(ctx, p, rep, s); err != nil {
+			return fmt.Errorf("%s: %w", s.name(), err)
+		}
+		runtime.GC()
+	}
+	return nil
+}
+
+func measure(ctx context.Context, p plan, rep *report, s system) error {
+	sys := s.name()
+	// 1. pub/sub 1 -> 1, 128 B.
+	pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
+	if err != nil {
+		return err
+	}
+	rep.record("1 pubsub 1->1 128B", "delivered", "msgs/s", "higher", sys, got[0].MsgsPerS)
+	rep.record("1 pubsub 1->1 128B", "delivered share", "%", "higher", sys, 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
+	// 2. fan-out 1 -> 4, 128 B.
+	_, got, err = s.pubsub(ctx, 4, 128, p.fanoutMsgs)
+	if err != nil {
+		return err
+	}
+	var agg float64
+	for _, g := range got {
+		agg += g.MsgsPerS
+	}
+	rep.record("2 fanout 1->4 128B", "delivered (all subs)", "msgs/s", "higher", sys, agg)
+	// 3. request/reply, one synchronous requester.
+	r, err := s.request(ctx, 1, 128, p.reqMsgs)
+	if err != nil {
+		return err
+	}
+	if r.Latency != nil {
+		rep.record("3 req/reply sync 128B", "p50", "µs", "lower", sys, float64(r.Latency.P50)/1e3)
+		rep.record("3 req/reply sync 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+	}
+	// 4. request/reply, 16 concurrent requesters.
+	r, err = s.request(ctx, 16, 128, p.req16Msgs)
+	if err != nil {
+		return err
+	}
+	rep.record("4 req/reply x16 128B", "throughput", "req/s", "higher", sys, r.MsgsPerS)
+	if r.Latency != nil {
+		rep.record("4 req/reply x16 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+	}
+	// 5. 16 KiB pub/sub.
+	_, got, err = s.pubsub(ctx, 1, 16<<10, p.bigMsgs)
+	if err != nil {
+		return err
+	}
+	rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
+	return nil
+}
+
+// measureMemory records 6: the server's peak RSS with idle authenticated
+// connections, and the growth per connection. Both busbar transports are
+// served by one process, so its figures stand for both.
+func measureMemory(ctx context.Context, p plan, rep *report, s system) error {
+	sys := s.name()
+	base, _, err := s.server().memory()
+	if err != nil {
+		return err
+	}
+	closeAll, err := s.idle(ctx, p.idleConns)
+	if err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond) // let the server settle
+	rss, peak, err := s.server().memory()
+	closeAll()
+	if err != nil {
+		return err
+	}
+	label := fmt.Sprintf("6 memory %d idle conns", p.idleConns)
+	systems := []string{sys}
+	if sys == "busbar-tcp" {
+		systems = append(systems, "busbar-unix")
+	}
+	for _, name := range systems {
+		rep.record(label, "peak RSS", "MiB", "lower", name, float64(peak)/(1<<20))
+		rep.record(label, "per connection", "KiB", "lower", name, float64(rss-base)/float64(p.idleConns)/1024)
+	}
+	return nil
+}

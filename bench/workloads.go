@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"busbar/auth"
+	"busbar/client"
+	"busbar/loadgen"
+)
+
+// idleWait is how long a subscriber waits for stragglers before reporting.
+const idleWait = 2 * time.Second
+
+// system is one side of the comparison, reached over one transport.
+type system interface {
+	name() string
+	pubsub(ctx context.Context, subs, size int, msgs int64) (pub loadgen.Result, got []loadgen.Result, err error)
+	request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error)
+	idle(ctx context.Context, n int) (closeAll func(), err error)
+	server() *child
+}
+
+// --- busbar ---------------------------------------------------------------
+
+type busbarSystem struct {
+	label, endpoint string
+	cred            auth.Credential
+	srv             *child
+	seq             atomic.Int64
+}
+
+func (s *busbarSystem) name() string   { return s.label }
+func (s *busbarSystem) server() *child { return s.srv }
+
+func (s *busbarSystem) connect(ctx context.Context, tune func(*client.Options)) (*client.Client, error) {
+	opts := client.Options{Server: s.endpoint, Node: fmt.Sprintf("n%d", s.seq.Add(1)), Credential: s.cred}
+	if tune != nil {
+		tune(&opts)
+	}
+	return client.Connect(ctx, opts)
+}
+
+func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (loadgen.Result, []loadgen.Result, error) {
+	cfg := loadgen.Config{Channel: "bench.flow", Size: size, Msgs: msgs}
+	var counters []*loadgen.Subscriber
+	var clients []*client.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for range subs {
+		c, err := s.connect(ctx, func(o *client.Options) { o.DispatchQueue = 1 << 16; o.MaxQueueBytes = 64 << 20 })
+		if err != nil {
+			return loadgen.Result{}, nil, err
+		}
+		clients = append(clients, c)
+		sub, err := loadgen.Subscribe(ctx, c, cfg, msgs)
+		if err != nil {
+			return loadgen.Result{}, nil, err
+		}
+		counters = append(counters, sub)
+	}
+	pub, err := s.connect(ctx, nil)
+	if err != nil {
+		return loadgen.Result{}, nil, err
+	}
+	clients = append(clients, pub)
+	res, err := loadgen.Publish(ctx, []*client.Client{pub}, cfg)
+	if err != nil {
+		return res, nil, err
+	}
+	var got []loadgen.Result
+	for _, sub := range counters {
+		got = append(got, sub.Wait(ctx, idleWait))
+	}
+	return res, got, nil
+}
+
+func (s *busbarSystem) request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error) {
+	rep, err := s.connect(ctx, func(o *client.Options) { o.Workers = max(2, concurrency) })
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer rep.Close()
+	if _, err := loadgen.Echo(ctx, rep, "bench.req"); err != nil {
+		return loadgen.Result{}, err
+	}
+	req, err := s.connect(ctx, nil)
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer req.Close()
+	return loadgen.Request(ctx, []*client.Client{req}, rep.Node(), concurrency, loadgen.Config{Channel: "bench.req", Size: size, Msgs: msgs})
+}
+
+func (s *busbarSystem) idle(ctx context.Context, n int) (func(), error) {
+	var cs []*client.Client
+	closeAll := func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	for range n {
+		c, err := s.connect(ctx, nil)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return closeAll, nil
+}
+
+// --- NATS -------------------------------------------------------------------
+
+type natsSystem struct {
+	url string
+	srv *child
+}
+
+func (s *natsSystem) name() string   { return "nats-tcp" }
+func (s *natsSystem) server() *child { return s.srv }
+
+func (s *natsSystem) connect() (*nats.Conn, error) {
+	return nats.Connect(s.url, nats.UserInfo(natsUser, natsPass), nats.MaxReconnects(0))
+}
+
+func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (loadgen.Result, []loadgen.Result, error) {
+	var conns []*nats.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	type counter struct {
+		got, bytes, first, last atomic.Int64
+		lat                     loadgen.Recorder
+		done                    chan struct{}
+		once                    sync.Once
+	}
+	var counters []*counter
+	for range subs {
+		nc, err := s.connect()
+		if err != nil {
+			return loadgen.Result{}, nil, err
+		}
+		conns = append(conns, nc)
+		k := &counter{done: make(chan struct{})}
+		sub, err := nc.Subscribe("bench.flow", func(m *nats.Msg) {
+			now := time.Now().UnixNano()
+			k.first.CompareAndSwap(0, now)
+			k.last.Store(now)
+			k.lat.Add(loadgen.Age(m.Data))
+			k.bytes.Add(int64(len(m.Data)))
+			if k.got.Add(1) >= msgs {
+				k.once.Do(func() { close(k.done) })
+			}
+		})
+		if err != nil {
+			return loadgen.Result{}, nil, err
+		}
+		_ = sub.SetPendingLimits(-1, -1) // count, never drop on the client side
+		if err := nc.Flush(); err != nil {
+			return loadgen.Result{}, nil, err
+		}
+		counters = append(counters, k)
+	}
+	pc, err := s.connect()
+	if err != nil {
+		return loadgen.Result{}, nil, err
+	}
+	conns = append(conns, pc)
+	payload := make([]byte, size)
+	start := time.Now()
+	var sent int64
+	for ; sent < msgs && ctx.Err() == nil; sent++ {
+		loadgen.Stamp(payload)
+		if err := pc.Publish("bench.flow", payload); err != nil {
+			return loadgen.Result{}, nil, err
+		}
+	}
+	_ = pc.Flush()
+	pub := loadgen.NewResult("pub", sent, sent*int64(size), 0, time.Since(start), nil)
+	var got []loadgen.Result
+	for _, k := range counters {
+		waitCount(ctx, k.done, &k.got)
+		got = append(got, loadgen.NewResult("sub", k.got.Load(), k.bytes.Load(), 0, time.Duration(k.last.Load()-k.first.Load()), k.lat.Summary()))
+	}
+	return pub, got, nil
+}
+
+// waitCount waits for done, ctx, or idleWait without progress.
+func waitCount(ctx context.Context, done <-chan struct{}, got *atomic.Int64) {
+	t := time.NewTicker(idleWait)
+	defer t.Stop()
+	last := int64(-1)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := got.Load(); n == last {
+				return
+			} else {
+				last = n
+			}
+		}
+	}
+}
+
+func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error) {
+	rep, err := s.connect()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer rep.Close()
+	if _, err := rep.Subscribe("bench.req", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		return loadgen.Result{}, err
+	}
+	if err := rep.Flush(); err != nil {
+		return loadgen.Result{}, err
+	}
+	req, err := s.connect()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer req.Close()
+	var lat loadgen.Recorder
+	var done, errs atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range concurrency {
+		quota := msgs / int64(concurrency)
+		if int64(i) < msgs%int64(concurrency) {
+			quota++
+		}
+		wg.Go(func() {
+			payload := make([]byte, size)
+			for n := int64(0); n < quota && ctx.Err() == nil; n++ {
+				t0 := time.Now()
+				if _, err := req.Request("bench.req", payload, 10*time.Second); err != nil {
+					errs.Add(1)
+					continue
+				}
+				lat.Add(time.Since(t0))
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	n := done.Load()
+	return loadgen.NewResult("req", n, 2*n*int64(size), errs.Load(), time.Since(start), lat.Summary()), nil
+}
+
+func (s *natsSystem) idle(ctx context.Context, n int) (func(), error) {
+	var cs []*nats.Conn
+	closeAll := func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	for range n {
+		c, err := s.connect()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return closeAll, nil
+}
