@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // mode selects how parse treats a defective header line.
@@ -192,7 +193,7 @@ func checkHeader(k, v string) DefectKind {
 		return DefectNewlineInValue
 	case !utf8.ValidString(v):
 		return DefectInvalidUTF8
-	case v != "" && (v[0] == '[' || v[0] == '{') && !json.Valid([]byte(v)):
+	case v != "" && (v[0] == '[' || v[0] == '{') && !json.Valid(unsafe.Slice(unsafe.StringData(v), len(v))):
 		return DefectBadJSON
 	}
 	return DefectNone
