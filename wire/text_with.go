@@ -63,3 +63,21 @@ func (w *Writer) WriteMessageWith(m *Message, key, value string) error {
 	}
 	return nil
 }
+
+// WriteRaw queues an already encoded stream frame (prefix included) and
+// returns the bytes it occupies in the writer's buffer, which the caller
+// may patch (a ttl, see PatchTTL) until its next call. The frame is not
+// checked: it must come from this package's encoders.
+func (w *Writer) WriteRaw(frame []byte) ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if len(w.buf) > 0 && len(w.buf)+len(frame) > flushBytes {
+		if err := w.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	start := len(w.buf)
+	w.buf = append(w.buf, frame...)
+	return w.buf[start:], nil
+}

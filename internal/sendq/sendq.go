@@ -30,8 +30,39 @@ type Limits struct {
 const finalFlushTimeout = time.Second
 
 type item struct {
-	m        *wire.Message
-	deadline time.Time // zero: none
+	m        *wire.Message // or
+	f        *Frame        // an encoded frame, shared
+	deadline time.Time     // zero: none
+}
+
+// Frame is an encoded stream frame (prefix included) that several queues
+// share, as a fan-out does: each writer copies it into its own buffer and
+// stamps the remaining ttl there, so nothing is encoded per destination.
+// Frames are pooled; the last Release returns one.
+type Frame struct {
+	B      []byte // the frame
+	TTLOff int    // offset in B of wire.TTLWidth ttl digits, or -1
+	refs   atomic.Int32
+}
+
+// maxPooledFrame bounds the frames kept for reuse.
+const maxPooledFrame = 64 << 10
+
+var framePool = sync.Pool{New: func() any { return &Frame{B: make([]byte, 0, 512)} }}
+
+// NewFrame returns an empty frame holding one reference.
+func NewFrame() *Frame {
+	f := framePool.Get().(*Frame)
+	f.B, f.TTLOff = f.B[:0], -1
+	f.refs.Store(1)
+	return f
+}
+
+// Release drops one reference.
+func (f *Frame) Release() {
+	if f.refs.Add(-1) == 0 && cap(f.B) <= maxPooledFrame {
+		framePool.Put(f)
+	}
 }
 
 // Queue is a connection's outbound queue. Enqueue never blocks.
@@ -84,15 +115,21 @@ func (q *Queue) Enqueue(m *wire.Message, deadline time.Time) bool {
 }
 
 func (q *Queue) addLocked(m *wire.Message, deadline time.Time) bool {
-	size, used := frameCost(m), q.bytes+q.writing
-	// A frame larger than MaxBytes still fits an empty queue: it is bounded
-	// by the frame limit, and refusing it forever would wedge its sender.
-	if q.closing || len(q.items) >= q.limits.MaxMessages || used > 0 && used+size > q.limits.MaxBytes {
+	size := frameCost(m)
+	if !q.fitsLocked(size) {
 		return false
 	}
-	q.items = append(q.items, item{m, deadline})
+	q.items = append(q.items, item{m: m, deadline: deadline})
 	q.bytes += size
 	return true
+}
+
+// fitsLocked reports whether size more bytes may be queued. A frame larger
+// than MaxBytes still fits an empty queue: it is bounded by the frame
+// limit, and refusing it forever would wedge its sender.
+func (q *Queue) fitsLocked(size int) bool {
+	used := q.bytes + q.writing
+	return !q.closing && len(q.items) < q.limits.MaxMessages && (used == 0 || used+size <= q.limits.MaxBytes)
 }
 
 func (q *Queue) signal() {
@@ -135,6 +172,23 @@ func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.
 			return ctx.Err()
 		}
 	}
+}
+
+// EnqueueFrame queues a shared frame like Enqueue; on success the queue
+// holds its own reference, released once the frame is written or dropped.
+func (q *Queue) EnqueueFrame(f *Frame, deadline time.Time) bool {
+	q.mu.Lock()
+	ok := q.fitsLocked(len(f.B))
+	if ok {
+		f.refs.Add(1)
+		q.items = append(q.items, item{f: f, deadline: deadline})
+		q.bytes += len(f.B)
+	}
+	q.mu.Unlock()
+	if ok {
+		q.signal()
+	}
+	return ok
 }
 
 // Close stops the queue once: nothing more is queued, final (if not nil)
@@ -201,6 +255,33 @@ func (q *Queue) Run() error {
 	}
 }
 
+// writeFrame copies a shared frame into the writer's buffer and stamps the
+// remaining ttl in that copy; an expired one is dropped.
+func (q *Queue) writeFrame(w *wire.Writer, it item, now time.Time) error {
+	if !it.deadline.IsZero() && !now.Before(it.deadline) {
+		q.expired.Add(1)
+		return nil
+	}
+	b, err := w.WriteRaw(it.f.B)
+	if err != nil {
+		return err
+	}
+	if it.f.TTLOff >= 0 && !it.deadline.IsZero() {
+		wire.PatchTTL(b[it.f.TTLOff:], max(1, it.deadline.Sub(now).Milliseconds()))
+	}
+	return nil
+}
+
+// releaseFrames drops the references of frames that will not be written.
+func releaseFrames(items []item) {
+	for i := range items {
+		if items[i].f != nil {
+			items[i].f.Release()
+			items[i].f = nil
+		}
+	}
+}
+
 func (q *Queue) take(spare []item) []item {
 	q.mu.Lock()
 	items := q.items
@@ -219,7 +300,17 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
 	_ = q.nc.SetWriteDeadline(now.Add(timeout))
-	for _, it := range batch {
+	for i, it := range batch {
+		if it.f != nil {
+			err := q.writeFrame(w, it, now)
+			it.f.Release()
+			batch[i].f = nil
+			if err != nil {
+				releaseFrames(batch[i+1:])
+				return err
+			}
+			continue
+		}
 		var err error
 		switch {
 		case it.deadline.IsZero():

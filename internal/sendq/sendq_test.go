@@ -182,3 +182,47 @@ func TestEnqueueWait(t *testing.T) {
 		t.Fatalf("closed queue: %v", err)
 	}
 }
+
+func TestSharedFrameFansOut(t *testing.T) {
+	m := wire.New(wire.TypeStream, "x").WithHeader(wire.HeaderID, "1").WithBody([]byte("payload"))
+	var v wire.View
+	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFrame()
+	f.B, f.TTLOff = wire.AppendForward(f.B, &v, "src.bus")
+	var readers []*wire.Reader
+	var queues []*Queue
+	for range 3 {
+		a, b := pair(t)
+		q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+		if !q.EnqueueFrame(f, time.Now().Add(3*time.Second)) {
+			t.Fatal("refused")
+		}
+		q.EnqueueFrame(f, time.Now().Add(-time.Second)) // expired: never sent
+		go q.Run()
+		queues = append(queues, q)
+		readers = append(readers, wire.NewReader(b))
+	}
+	f.Release() // the producer's reference; the queues hold theirs
+	for _, r := range readers {
+		got, err := r.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, _ := strconv.Atoi(got.Value(wire.HeaderTTL))
+		if got.Value(wire.HeaderFrom) != "src.bus" || string(got.Body()) != "payload" || ttl <= 0 || ttl > 3000 {
+			t.Fatalf("delivered %q", got)
+		}
+	}
+	for _, q := range queues {
+		q.Close(wire.Empty())
+		<-q.Done()
+		if q.Expired() != 1 {
+			t.Fatalf("expired %d", q.Expired())
+		}
+	}
+	if n := f.refs.Load(); n != 0 {
+		t.Fatalf("%d references left", n)
+	}
+}
