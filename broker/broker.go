@@ -23,6 +23,8 @@ type Broker struct {
 	dir  directory
 	pend pendingTable
 
+	stopping atomic.Bool // closing, read on the hot path without mu
+
 	mu        sync.Mutex // guards the fields below
 	closing   bool
 	listeners map[net.Listener]struct{}
@@ -226,8 +228,12 @@ func (b *Broker) untrack(c *conn) {
 // frame leaves the stream in sync, so the node gets a bus.error and stays;
 // an oversize or truncated frame ends the connection.
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
+	var v wire.View
 	for {
-		m, err := r.ReadMessage()
+		frame, err := r.ReadFrame()
+		if err == nil {
+			err = wire.ParseView(frame, &v)
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, wire.ErrMalformed):
@@ -248,8 +254,8 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 			return // replaced, expired or shutting down: route nothing more as this node
 		}
 		c.lastRead.Store(time.Now().UnixNano())
-		if !m.IsHeartbeat() {
-			b.route(c, m)
+		if !v.IsHeartbeat() {
+			b.routeView(c, &v)
 		}
 	}
 }

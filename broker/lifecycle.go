@@ -51,11 +51,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 }
 
 // draining reports whether Shutdown began: new work is refused.
-func (b *Broker) draining() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closing
-}
+func (b *Broker) draining() bool { return b.stopping.Load() }
 
 // Shutdown stops the broker gracefully: it stops accepting, tells every
 // node (bus.goodbye), refuses new work, waits up to DrainTimeout (or ctx)
@@ -69,6 +65,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.closing = true
+	b.stopping.Store(true)
 	lns := make([]net.Listener, 0, len(b.listeners))
 	for ln := range b.listeners {
 		lns = append(lns, ln)

@@ -165,17 +165,21 @@ func (v *View) Message() (*Message, error) { return Decode(v.frame) }
 const TTLWidth = 10
 
 // AppendForward appends v's frame as a stream frame to dst with the from
-// header set to from, and a ttl header of TTLWidth zero digits added (or
-// replacing the frame's own); it returns the offset in dst of those digits,
-// for PatchTTL. Other headers are copied as they are, in their order, so
+// header set to from and, when withTTL is set, a ttl header of TTLWidth
+// zero digits added (or replacing the frame's own); it returns the offset
+// in dst of those digits (-1 without), for PatchTTL. Other headers are copied as they are, in their order, so
 // the result decodes to the same message but for from and ttl. The result
 // is longer than the input by those headers: a caller forwarding a frame
 // near MaxMessageBytes checks the length (FrameLen) before sending it.
-func AppendForward(dst []byte, v *View, from string) ([]byte, int) {
+func AppendForward(dst []byte, v *View, from string, withTTL bool) ([]byte, int) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // the length, filled in below
 	dst = append(dst, delim...)
 	pending := [2]string{HeaderFrom, HeaderTTL} // inserted in key order
+	n := 2
+	if !withTTL {
+		n = 1
+	}
 	next := 0
 	ttlOff := -1
 	insert := func(dst []byte, key string) []byte {
@@ -193,16 +197,16 @@ func AppendForward(dst []byte, v *View, from string) ([]byte, int) {
 		line := block[:i+1]
 		block = block[i+1:]
 		k, _, _ := strings.Cut(unsafe.String(unsafe.SliceData(line), len(line)), ": ")
-		for next < len(pending) && pending[next] < k {
+		for next < n && pending[next] < k {
 			dst = insert(dst, pending[next])
 			next++
 		}
-		if k == HeaderFrom || k == HeaderTTL {
+		if k == HeaderFrom || withTTL && k == HeaderTTL {
 			continue // replaced
 		}
 		dst = append(dst, line...)
 	}
-	for ; next < len(pending); next++ {
+	for ; next < n; next++ {
 		dst = insert(dst, pending[next])
 	}
 	dst = append(dst, delim...)

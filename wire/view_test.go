@@ -68,7 +68,7 @@ func TestAppendForward(t *testing.T) {
 		if err := ParseView(text, &v); err != nil {
 			t.Fatal(err)
 		}
-		out, off := AppendForward([]byte("prefix"), &v, "alpha.bus")
+		out, off := AppendForward([]byte("prefix"), &v, "alpha.bus", true)
 		frame := out[len("prefix"):]
 		if string(frame[off-len("prefix")-len(HeaderTTL)-2:off-len("prefix")]) != "ttl: " {
 			t.Fatalf("ttl offset %d does not point at the ttl digits in %q", off, frame)
@@ -84,6 +84,12 @@ func TestAppendForward(t *testing.T) {
 		}
 		if ms, err := strconv.ParseUint(got.Value(HeaderTTL), 10, 32); err != nil || ms != 1234 {
 			t.Fatalf("ttl %q", got.Value(HeaderTTL))
+		}
+		// Without a ttl: only from changes, any ttl of the sender's is kept.
+		plain, off := AppendForward(nil, &v, "alpha.bus", false)
+		got, err = NewReader(bytes.NewReader(plain)).ReadMessage()
+		if err != nil || off != -1 || !got.Equal(m.Clone().WithHeader(HeaderFrom, "alpha.bus")) {
+			t.Fatalf("without ttl: %v %d %q", err, off, got)
 		}
 	}
 }
@@ -109,7 +115,7 @@ func TestViewAndForwardZeroAllocs(t *testing.T) {
 		}
 		_, _ = v.Get(HeaderCommand)
 		var off int
-		dst, off = AppendForward(dst[:0], &v, "alpha.bus")
+		dst, off = AppendForward(dst[:0], &v, "alpha.bus", true)
 		PatchTTL(dst[off:], 77)
 	})
 	if allocs != 0 {
@@ -135,7 +141,7 @@ func FuzzView(f *testing.F) {
 				t.Fatalf("%s: %q vs %q", k, a, b)
 			}
 		}
-		out, off := AppendForward(nil, &v, "x.bus")
+		out, off := AppendForward(nil, &v, "x.bus", true)
 		PatchTTL(out[off:], 5)
 		got, err := NewReader(bytes.NewReader(out)).ReadMessage()
 		if err != nil || !got.Equal(m.Clone().WithHeader(HeaderFrom, "x.bus").WithHeader(HeaderTTL, "0000000005")) {

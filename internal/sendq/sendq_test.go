@@ -190,7 +190,7 @@ func TestSharedFrameFansOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := NewFrame()
-	f.B, f.TTLOff = wire.AppendForward(f.B, &v, "src.bus")
+	f.B, f.TTLOff = wire.AppendForward(f.B, &v, "src.bus", true)
 	var readers []*wire.Reader
 	var queues []*Queue
 	for range 3 {

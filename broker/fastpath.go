@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"busbar/auth"
+	"busbar/internal/sendq"
+	"busbar/wire"
+)
+
+// The hot path: streams, sends, requests and responses are routed from a
+// wire.View of the reader's reusable buffer and forwarded as one shared
+// encoded frame per message (from and ttl patched in), so routing a stream
+// message to N nodes allocates nothing in steady state. Everything else
+// (control commands, publications with results, responses whose result
+// must be normalised) is decoded and takes route. Strings from the View
+// alias the read buffer: whatever outlives the frame is cloned.
+
+// routeView routes one frame, on the hot path when it can.
+func (b *Broker) routeView(c *conn, v *wire.View) {
+	cmd := v.Value(wire.HeaderCommand)
+	if !strings.HasPrefix(cmd, wire.ControlPrefix) {
+		switch v.Value(wire.HeaderType) {
+		case wire.TypeStream:
+			b.streamView(c, v, cmd)
+			return
+		case wire.TypeRequest:
+			b.requestView(c, v, cmd)
+			return
+		case wire.TypeEvent:
+			if _, ok := v.Get(wire.HeaderTo); ok {
+				b.sendView(c, v, cmd)
+				return
+			}
+		case wire.TypeResponse:
+			if b.responseView(c, v) {
+				return
+			}
+		}
+	}
+	m, err := v.Message()
+	if err != nil { // cannot happen: the view parsed
+		b.refuseFrame(c, err.Error())
+		return
+	}
+	b.route(c, m)
+}
+
+// admitView is admit for a View: the deadline, or a refusal text.
+func (b *Broker) admitView(v *wire.View, channel string) (time.Time, string) {
+	now := time.Now()
+	ttl := b.opts.MaxTTL
+	if s, ok := v.Get(wire.HeaderTTL); ok {
+		ms, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return now, "ttl must be a number of milliseconds"
+		}
+		ttl = min(ttl, time.Duration(ms)*time.Millisecond)
+	}
+	if err := auth.ValidChannel(channel); err != nil {
+		return now, err.Error()
+	}
+	if n := len(v.Body()); n > b.opts.MaxPayload {
+		return now, "payload of " + strconv.Itoa(n) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
+	}
+	if b.draining() {
+		return now, "broker is shutting down"
+	}
+	return now.Add(ttl), ""
+}
+
+// frameFrom encodes v once for every destination, from c, with a ttl slot
+// when the message has a deadline. It fails when the result would exceed
+// the frame limit.
+func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, bool) {
+	f := sendq.NewFrame()
+	f.B, f.TTLOff = wire.AppendForward(f.B, v, c.addr, withTTL)
+	if wire.FrameLen(f.B) > wire.MaxMessageBytes {
+		f.Release()
+		return nil, false
+	}
+	return f, true
+}
+
+func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
+	deadline, refusal := b.admitView(v, channel)
+	to, hasTo := v.Get(wire.HeaderTo)
+	if refusal == "" && !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
+		refusal = "not permitted to publish on " + channel
+	}
+	var f *sendq.Frame
+	if refusal == "" {
+		var ok bool
+		if f, ok = frameFrom(c, v, true); !ok {
+			refusal = "frame too large once stamped"
+		}
+	}
+	if refusal != "" {
+		b.stats.dropped.Add(1)
+		b.log.Debug("stream message dropped", "node", c.node, "channel", channel, "why", refusal)
+		return
+	}
+	deliver := func(d *conn) {
+		if d.allows(auth.ActionSubscribe, channel) && !d.out.EnqueueFrame(f, deadline) {
+			b.stats.dropped.Add(1)
+		}
+	}
+	if !hasTo {
+		for _, d := range b.dir.subscribers(channel) {
+			deliver(d)
+		}
+	} else if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
+		deliver(dest)
+	}
+	f.Release()
+}
+
+func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
+	id := v.Value(wire.HeaderID)
+	if !validID(id) {
+		b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+		return
+	}
+	// These outlive the frame (receipts, the open call).
+	id, channel, to := strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
+	deadline, refusal := b.admitView(v, channel)
+	if refusal == "" && !c.allows(auth.ActionSend, channel) {
+		refusal = "not permitted to send on " + channel
+	}
+	node, dest, why := b.resolve(to)
+	if refusal == "" {
+		refusal = why
+	}
+	if refusal != "" {
+		b.refused(c, "send", channel, refusal)
+		b.sendReceipt(c, id, to, wire.Rejected)
+		return
+	}
+	switch {
+	case dest == nil && node == b.opts.Name:
+		b.sendReceipt(c, id, to, wire.NoSubscriber)
+	case dest == nil:
+		b.sendReceipt(c, id, to, wire.NotConnected)
+	case !dest.allows(auth.ActionSubscribe, channel):
+		b.refused(c, "send", channel, node+" may not receive on it")
+		b.sendReceipt(c, id, dest.addr, wire.Rejected)
+	case !dest.hasSub(channel):
+		b.sendReceipt(c, id, dest.addr, wire.NoSubscriber)
+	case c.inflight.Load() >= int64(b.opts.MaxInflight):
+		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
+	case !b.pend.add(dest, id, &call{kind: callReceipt, origin: c, deadline: deadline}):
+		b.sendReceipt(c, id, dest.addr, wire.Rejected)
+	default:
+		if !b.enqueueView(c, dest, v, deadline) {
+			b.pend.take(dest, id, callReceipt)
+			b.sendReceipt(c, id, dest.addr, wire.Backpressured)
+		}
+	}
+}
+
+// enqueueView forwards v from c to dest, reporting whether it was queued.
+func (b *Broker) enqueueView(c, dest *conn, v *wire.View, deadline time.Time) bool {
+	f, ok := frameFrom(c, v, !deadline.IsZero())
+	if !ok {
+		return false
+	}
+	queued := dest.out.EnqueueFrame(f, deadline)
+	f.Release()
+	return queued
+}
+
+func (b *Broker) requestView(c *conn, v *wire.View, channel string) {
+	id := v.Value(wire.HeaderID)
+	if !validID(id) {
+		b.refuseFrame(c, "a request needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+		return
+	}
+	id, channel, to := strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
+	deadline, refusal := b.admitView(v, channel)
+	if refusal == "" && !c.allows(auth.ActionRequest, channel) {
+		refusal = "not permitted to request on " + channel
+	}
+	if refusal == "" && to == "" {
+		refusal = "a request needs a target"
+	}
+	var (
+		node string
+		dest *conn
+	)
+	if refusal == "" {
+		node, dest, refusal = b.resolve(to)
+	}
+	if refusal != "" {
+		b.refused(c, "request", channel, refusal)
+		b.sendRequestError(c, id, channel, wire.ResultRejected, refusal)
+		return
+	}
+	switch {
+	case dest == nil && node == b.opts.Name:
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
+	case dest == nil:
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, node+" is not connected")
+	case !dest.allows(auth.ActionHandle, channel):
+		b.refused(c, "request", channel, node+" may not handle it")
+		b.sendRequestError(c, id, channel, wire.ResultRejected, node+" is not permitted to handle "+channel)
+	case !dest.hasHandler(channel):
+		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
+	case c.inflight.Load() >= int64(b.opts.MaxInflight):
+		b.sendRequestError(c, id, channel, wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
+	case !b.pend.add(dest, id, &call{kind: callRequest, origin: c, deadline: deadline}):
+		b.sendRequestError(c, id, channel, wire.ResultRejected, "a request with this id is already open")
+	default:
+		if !b.enqueueView(c, dest, v, deadline) {
+			b.pend.take(dest, id, callRequest)
+			b.sendRequestError(c, id, channel, wire.ResultOverload, node+" is not keeping up (its queue is full)")
+		}
+	}
+}
+
+// responseView forwards a response on the hot path. It reports false for
+// one whose result must be normalised (routeResponse then handles it).
+func (b *Broker) responseView(c *conn, v *wire.View) bool {
+	if res, ok := v.Get(wire.HeaderResult); ok {
+		rc, err := wire.ParseRC(v.Value(wire.HeaderRC))
+		switch wire.Result(res) {
+		case wire.ResultNoHandler, wire.ResultOverload, wire.ResultHandler:
+			if err != nil || !rc.IsError() {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	id := v.Value(wire.HeaderReplyTo)
+	cl := b.pend.take(c, id, callRequest)
+	if cl == nil {
+		b.stats.droppedReplies.Add(1)
+		return true
+	}
+	if n := len(v.Body()); n > b.opts.MaxPayload {
+		channel := strings.Clone(v.Value(wire.HeaderCommand))
+		b.refused(c, "reply", channel, "reply payload over the limit")
+		b.sendRequestError(cl.origin, strings.Clone(id), channel, wire.ResultHandler,
+			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload))
+		return true
+	}
+	if !b.enqueueView(c, cl.origin, v, time.Time{}) {
+		b.stats.droppedReplies.Add(1)
+	}
+	return true
+}
