@@ -103,7 +103,7 @@ func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
 		return
 	}
 	deliver := func(d *conn) {
-		if d.allows(auth.ActionSubscribe, channel) && !d.out.EnqueueFrame(f, deadline) {
+		if d.allows(auth.ActionSubscribe, channel) && !d.enqueueStream(f, deadline) {
 			b.stats.dropped.Add(1)
 		}
 	}
@@ -158,6 +158,23 @@ func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
 			b.sendReceipt(c, id, dest.addr, wire.Backpressured)
 		}
 	}
+}
+
+// enqueueStream queues a stream frame for c. When c's queue is full and
+// c's writer is making progress, it stalls the producer (up to StreamStall
+// per message) for room, as nats-server stalls fast producers: a
+// subscriber that is merely slower paces the publisher through TCP instead
+// of losing messages. When c's writer has completed nothing for
+// stuckAfter, the frame is dropped at once, so a stuck node cannot slow
+// its publishers down.
+func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) bool {
+	if c.out.EnqueueFrame(f, deadline) {
+		return true
+	}
+	if time.Since(c.out.LastWrite()) > stuckAfter {
+		return false
+	}
+	return c.out.EnqueueFrameWithin(f, deadline, StreamStall)
 }
 
 // enqueueView forwards v from c to dest, reporting whether it was queued.

@@ -22,10 +22,12 @@ const (
 	DefaultMaxPayload        = 1 << 20 // bytes of body in one message
 	DefaultMaxTTL            = 5 * time.Minute
 	DefaultDrainTimeout      = 5 * time.Second
-	DefaultMaxConnections    = 10000 // connections served at once, handshaking ones included
-	DefaultMaxRegistrations  = 1024  // subscriptions plus handlers one connection may hold
-	MaxPublishCandidates     = 256   // seed 003: a publication reaching more nodes is refused whole
-	MaxIDLen                 = 64    // bytes in a message id
+	DefaultMaxConnections    = 10000                  // connections served at once, handshaking ones included
+	DefaultMaxRegistrations  = 1024                   // subscriptions plus handlers one connection may hold
+	MaxPublishCandidates     = 256                    // seed 003: a publication reaching more nodes is refused whole
+	StreamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
+	stuckAfter               = 250 * time.Millisecond // a writer without progress this long is not stalled for
+	MaxIDLen                 = 64                     // bytes in a message id
 	sweepInterval            = time.Second
 	maxPayloadCeiling        = wire.MaxMessageBytes - 64<<10
 )

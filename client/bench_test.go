@@ -85,5 +85,6 @@ func BenchmarkEmitDeliver(b *testing.B) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(int64(b.N)-n.Load())/float64(b.N), "drops/op")
+	b.ReportMetric(float64(e.Broker.Stats().Dropped)/float64(b.N), "broker-drops/op")
+	b.ReportMetric(float64(sub.Dropped())/float64(b.N), "node-drops/op")
 }

@@ -248,8 +248,12 @@ func (c *Client) shutdown(why error) {
 
 // readLoop reads frames until the connection ends.
 func (c *Client) readLoop(r *wire.Reader) {
+	var v wire.View
 	for {
-		m, err := r.ReadMessage()
+		frame, err := r.ReadFrame()
+		if err == nil {
+			err = wire.ParseView(frame, &v)
+		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) {
 				c.shutdown(c.endReason(err))
@@ -259,8 +263,16 @@ func (c *Client) readLoop(r *wire.Reader) {
 			continue
 		}
 		c.lastRead.Store(time.Now().UnixNano())
-		if m.IsHeartbeat() {
+		if v.IsHeartbeat() {
 			continue
+		}
+		if v.Value(wire.HeaderType) == wire.TypeStream { // the hot path: no decode
+			c.deliverStream(&v)
+			continue
+		}
+		m, err := v.Message()
+		if err != nil {
+			continue // cannot happen: the view parsed
 		}
 		c.dispatch(m)
 	}
@@ -291,8 +303,6 @@ func (c *Client) dispatch(m *wire.Message) {
 		}
 	case wire.TypeRequest:
 		c.deliverRequest(m)
-	case wire.TypeStream:
-		c.deliverStream(m)
 	}
 }
 
@@ -456,6 +466,10 @@ func (c *Client) Directory(ctx context.Context) ([]wire.NodeInfo, error) {
 // ttlDeadline is when an incoming message stops being worth handling.
 func ttlDeadline(m *wire.Message) time.Time {
 	v, ok := m.Get(wire.HeaderTTL)
+	return ttlFrom(v, ok)
+}
+
+func ttlFrom(v string, ok bool) time.Time {
 	if !ok {
 		return time.Time{}
 	}

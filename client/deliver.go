@@ -46,17 +46,30 @@ func (c *Client) deliverEvent(m *wire.Message) {
 
 // deliverStream hands a stream message to the subscribers, best effort:
 // no receipt; a full dispatch queue drops it (counted in Dropped).
-func (c *Client) deliverStream(m *wire.Message) {
-	channel := m.Value(wire.HeaderCommand)
+func (c *Client) deliverStream(v *wire.View) {
 	c.mu.Lock()
-	subs := c.subs[channel]
+	subs := c.subs[v.Value(wire.HeaderCommand)]
 	c.mu.Unlock()
 	if len(subs) == 0 {
 		return
 	}
-	msg := newMessage(m, Event, ttlDeadline(m))
-	if !c.exec.Execute(func() { c.runSubscribers(subs, msg) }) {
+	msg := messageFromView(v, Event, ttlFrom(v.Get(wire.HeaderTTL)))
+	if !c.exec.Execute(func() { c.runStreamSubscribers(subs, msg) }) {
 		c.dropped.Add(1)
+	}
+}
+
+// runStreamSubscribers runs the subscribers of a stream message with the
+// client's context: a per-message deadline context (a timer each) would
+// cost more than many stream messages; m.Deadline() still tells it.
+func (c *Client) runStreamSubscribers(subs []*Subscription, m *Message) {
+	if !m.deadline.IsZero() && time.Now().After(m.deadline) {
+		return // expired while queued: never dispatched
+	}
+	for _, s := range subs {
+		if s.active() {
+			c.protect(func() { s.h(c.ctx, m) })
+		}
 	}
 }
 

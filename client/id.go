@@ -17,21 +17,25 @@ var ids = sync.Pool{New: func() any {
 
 // newID returns a random (version 4) UUID: every message gets one.
 func newID() string {
+	var s [36]byte
+	return string(appendID(s[:0]))
+}
+
+// appendID appends a random (version 4) UUID to dst.
+func appendID(dst []byte) []byte {
 	var u [16]byte
 	g := ids.Get().(*rand.ChaCha8)
 	_, _ = g.Read(u[:])
 	ids.Put(g)
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], u[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], u[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], u[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], u[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], u[10:])
-	return string(s[:])
+	dst = hex.AppendEncode(dst, u[0:4])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[4:6])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[6:8])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[8:10])
+	dst = append(dst, '-')
+	return hex.AppendEncode(dst, u[10:])
 }

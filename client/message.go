@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"time"
+	"unsafe"
 
 	"busbar/wire"
 )
@@ -32,6 +33,30 @@ func newMessage(m *wire.Message, kind Kind, deadline time.Time) *Message {
 		from: m.Value(wire.HeaderFrom), to: m.Value(wire.HeaderTo), replyTo: m.Value(wire.HeaderReplyTo),
 		kind: kind, payload: bytes.Clone(m.Body()), deadline: deadline,
 	}
+}
+
+// messageFromView copies what a Message keeps out of a View (which aliases
+// the read buffer) into one allocation: the strings and the payload share
+// it, and nothing ever writes to it again.
+func messageFromView(v *wire.View, kind Kind, deadline time.Time) *Message {
+	id, channel, from := v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom)
+	to, replyTo, body := v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo), v.Body()
+	buf := make([]byte, 0, len(id)+len(channel)+len(from)+len(to)+len(replyTo)+len(body))
+	keep := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		start := len(buf)
+		buf = append(buf, s...)
+		return unsafe.String(&buf[start], len(s))
+	}
+	m := &Message{id: keep(id), channel: keep(channel), from: keep(from), to: keep(to), replyTo: keep(replyTo), kind: kind, deadline: deadline}
+	if len(body) > 0 {
+		start := len(buf)
+		buf = append(buf, body...)
+		m.payload = buf[start:len(buf):len(buf)]
+	}
+	return m
 }
 
 // ID is the framework-assigned message id.

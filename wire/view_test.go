@@ -149,3 +149,20 @@ func FuzzView(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendEvent(t *testing.T) {
+	out, off := AppendEvent(nil, TypeStream, "orders.created", []byte("id-1"), []byte("body \x00"))
+	PatchTTL(out[off:], 250)
+	got, err := NewReader(bytes.NewReader(out)).ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := New(TypeStream, "orders.created").WithHeader(HeaderID, "id-1").WithHeader(HeaderTTL, "0000000250").WithBody([]byte("body \x00"))
+	if !got.Equal(want) {
+		t.Fatalf("%q", got)
+	}
+	dst := make([]byte, 0, 512)
+	if a := testing.AllocsPerRun(100, func() { dst, _ = AppendEvent(dst[:0], TypeStream, "c", []byte("i"), nil) }); a != 0 {
+		t.Fatalf("%.1f allocs", a)
+	}
+}

@@ -83,7 +83,7 @@ type Queue struct {
 	quit chan struct{} // closed by Close
 	done chan struct{} // closed when Run returned
 
-	lastWrite  atomic.Int64 // unix nanoseconds of the last flushed batch
+	lastWrite  atomic.Int64 // unix nanoseconds of the last bytes handed to the socket
 	expired    atomic.Int64 // messages dropped because their deadline passed
 	unsendable atomic.Int64 // messages the encoder refused (a bug upstream)
 }
@@ -146,13 +146,38 @@ var ErrClosed = errors.New("sendq: closed")
 // control of a producer that must not drop. It returns ctx's error if ctx
 // ends first, ErrClosed if the queue closes.
 func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.Time) error {
+	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addLocked(m, deadline) })
+}
+
+// EnqueueFrameWait is EnqueueWait for a shared frame (see EnqueueFrame).
+func (q *Queue) EnqueueFrameWait(ctx context.Context, f *Frame, deadline time.Time) error {
+	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addFrameLocked(f, deadline) })
+}
+
+// EnqueueFrameWithin is EnqueueFrame waiting at most wait for room: the
+// short stall a broker imposes on a fast producer before it drops.
+func (q *Queue) EnqueueFrameWithin(f *Frame, deadline time.Time, wait time.Duration) bool {
+	if q.EnqueueFrame(f, deadline) {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	return waitRoom(q, t.C, nil, func() bool { return q.addFrameLocked(f, deadline) }) == nil
+}
+
+// errGaveUp is waitRoom's error when its done channel fired and no cause was given.
+var errGaveUp = errors.New("sendq: gave up waiting for room")
+
+// waitRoom runs add under q's lock until it succeeds, waiting for room between
+// tries, until done fires (then cause(), or errGaveUp).
+func waitRoom[T any](q *Queue, done <-chan T, cause func() error, add func() bool) error {
 	for {
 		q.mu.Lock()
 		if q.closing {
 			q.mu.Unlock()
 			return ErrClosed
 		}
-		if q.addLocked(m, deadline) {
+		if add() {
 			q.mu.Unlock()
 			q.signal()
 			return nil
@@ -168,8 +193,11 @@ func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.
 		case <-space:
 		case <-q.quit:
 			return ErrClosed
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-done:
+			if cause != nil {
+				return cause()
+			}
+			return errGaveUp
 		}
 	}
 }
@@ -178,17 +206,22 @@ func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.
 // holds its own reference, released once the frame is written or dropped.
 func (q *Queue) EnqueueFrame(f *Frame, deadline time.Time) bool {
 	q.mu.Lock()
-	ok := q.fitsLocked(len(f.B))
-	if ok {
-		f.refs.Add(1)
-		q.items = append(q.items, item{f: f, deadline: deadline})
-		q.bytes += len(f.B)
-	}
+	ok := q.addFrameLocked(f, deadline)
 	q.mu.Unlock()
 	if ok {
 		q.signal()
 	}
 	return ok
+}
+
+func (q *Queue) addFrameLocked(f *Frame, deadline time.Time) bool {
+	if !q.fitsLocked(len(f.B)) {
+		return false
+	}
+	f.refs.Add(1)
+	q.items = append(q.items, item{f: f, deadline: deadline})
+	q.bytes += len(f.B)
+	return true
 }
 
 // Close stops the queue once: nothing more is queued, final (if not nil)
@@ -217,7 +250,9 @@ func (q *Queue) Closing() bool { return q.closed.Load() }
 // Done is closed when Run has returned and the connection is closed.
 func (q *Queue) Done() <-chan struct{} { return q.done }
 
-// LastWrite is when the last batch was flushed.
+// LastWrite is when the writer last handed bytes to the connection: a
+// flush, inside a batch or at its end. A writer blocked on a peer that does
+// not read shows no progress.
 func (q *Queue) LastWrite() time.Time { return time.Unix(0, q.lastWrite.Load()) }
 
 // Expired counts messages dropped because their deadline passed in the queue.
@@ -300,33 +335,15 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
 	_ = q.nc.SetWriteDeadline(now.Add(timeout))
-	for i, it := range batch {
-		if it.f != nil {
-			err := q.writeFrame(w, it, now)
-			it.f.Release()
-			batch[i].f = nil
-			if err != nil {
-				releaseFrames(batch[i+1:])
-				return err
-			}
-			continue
-		}
-		var err error
-		switch {
-		case it.deadline.IsZero():
-			err = w.WriteMessage(it.m)
-		case !now.Before(it.deadline):
-			q.expired.Add(1)
-			continue
-		default:
-			ttl := strconv.FormatInt(max(1, it.deadline.Sub(now).Milliseconds()), 10)
-			err = w.WriteMessageWith(it.m, wire.HeaderTTL, ttl)
-		}
-		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
-			q.unsendable.Add(1) // refused before any byte was queued: the stream is fine
-			continue
+	for i := range batch {
+		before := w.Buffered()
+		err := q.writeItem(w, &batch[i], now)
+		if w.Buffered() < before {
+			// The writer flushed by itself: progress, even inside a big batch.
+			q.lastWrite.Store(time.Now().UnixNano())
 		}
 		if err != nil {
+			releaseFrames(batch[i+1:])
 			return err
 		}
 	}
@@ -335,4 +352,31 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	}
 	q.lastWrite.Store(time.Now().UnixNano())
 	return nil
+}
+
+// writeItem encodes or copies one queued item into the writer; an expired
+// one is dropped, an unsendable one skipped.
+func (q *Queue) writeItem(w *wire.Writer, it *item, now time.Time) error {
+	if it.f != nil {
+		err := q.writeFrame(w, *it, now)
+		it.f.Release()
+		it.f = nil
+		return err
+	}
+	var err error
+	switch {
+	case it.deadline.IsZero():
+		err = w.WriteMessage(it.m)
+	case !now.Before(it.deadline):
+		q.expired.Add(1)
+		return nil
+	default:
+		ttl := strconv.FormatInt(max(1, it.deadline.Sub(now).Milliseconds()), 10)
+		err = w.WriteMessageWith(it.m, wire.HeaderTTL, ttl)
+	}
+	if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
+		q.unsendable.Add(1) // refused before any byte was queued: the stream is fine
+		return nil
+	}
+	return err
 }
