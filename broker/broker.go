@@ -253,7 +253,7 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		if c.out.Closing() {
 			return // replaced, expired or shutting down: route nothing more as this node
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 		if !v.IsHeartbeat() {
 			b.routeView(c, &v)
 		}

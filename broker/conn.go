@@ -23,7 +23,8 @@ type conn struct {
 	perms  *auth.Permissions // nil: everything allowed (in-process)
 	inproc bool
 
-	lastRead atomic.Int64 // unix nanoseconds of the last frame read
+	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
+	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
 
 	mu      sync.Mutex          // guards the fields below

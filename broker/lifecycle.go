@@ -37,6 +37,9 @@ func (b *Broker) sweepOnce(now time.Time) {
 		if c.inproc {
 			continue // cannot die without the process
 		}
+		if c.active.Swap(false) {
+			c.lastRead.Store(now.UnixNano())
+		}
 		if now.Sub(time.Unix(0, c.lastRead.Load())) > b.opts.LeaseTimeout {
 			b.stats.leaseExpired.Add(1)
 			b.log.Warn("lease expired; dropping node", "node", c.node, "epoch", c.epoch)

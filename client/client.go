@@ -41,7 +41,8 @@ type Client struct {
 	closed   bool
 	closeErr error // why the connection ended
 
-	lastRead atomic.Int64
+	lastRead atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
+	active   atomic.Bool   // a frame arrived since the last tick
 	dropped  atomic.Int64  // stream messages dropped on a full dispatch queue
 	done     chan struct{} // closed when the connection has ended
 	loops    sync.WaitGroup
@@ -262,7 +263,7 @@ func (c *Client) readLoop(r *wire.Reader) {
 			c.log.Warn("malformed frame from broker", "err", err)
 			continue
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		c.active.Store(true) // the heartbeat loop turns this into lastRead
 		if v.IsHeartbeat() {
 			continue
 		}
@@ -348,6 +349,9 @@ func (c *Client) heartbeat() {
 		case <-c.done:
 			return
 		case now := <-t.C:
+			if c.active.Swap(false) {
+				c.lastRead.Store(now.UnixNano())
+			}
 			if now.Sub(time.Unix(0, c.lastRead.Load())) > lease {
 				c.shutdown(fmt.Errorf("%w: broker silent for %v", ErrDisconnect, lease))
 				return

@@ -177,11 +177,20 @@ func splitLine(line string) (k, v string, d DefectKind) {
 		return "", "", DefectMissingSeparator
 	}
 	k, v = line[:i], line[i+2:]
-	return k, v, checkHeader(k, v)
+	return k, v, checkValue(k, v)
 }
 
 // checkHeader applies the header rules shared by parsing and Message.Check.
 func checkHeader(k, v string) DefectKind {
+	if strings.IndexByte(v, '\n') >= 0 {
+		return DefectNewlineInValue
+	}
+	return checkValue(k, v)
+}
+
+// checkValue is checkHeader for a value known to hold no newline (one
+// split from a line).
+func checkValue(k, v string) DefectKind {
 	switch {
 	case k == "":
 		return DefectEmptyKey
@@ -189,8 +198,6 @@ func checkHeader(k, v string) DefectKind {
 		return DefectLeadingWhitespace
 	case !validKey(k):
 		return DefectKeyWhitespace
-	case strings.IndexByte(v, '\n') >= 0:
-		return DefectNewlineInValue
 	case !utf8.ValidString(v):
 		return DefectInvalidUTF8
 	case v != "" && (v[0] == '[' || v[0] == '{') && !json.Valid(unsafe.Slice(unsafe.StringData(v), len(v))):

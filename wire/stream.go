@@ -120,6 +120,16 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	if err != nil {
 		return nil, r.fail(err)
 	}
+	// A frame that fits the read buffer is returned in place: no copy. The
+	// bytes stay put until the next read refills the buffer.
+	if n <= r.br.Size() {
+		frame, err := r.br.Peek(n)
+		if err != nil {
+			return nil, r.fail(truncated(err, n))
+		}
+		_, _ = r.br.Discard(n)
+		return frame, nil
+	}
 	frame, err := r.read(r.buf, n)
 	if err != nil {
 		return nil, r.fail(err)
