@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,17 +21,32 @@ func main() {
 		serveChild(role)
 		return
 	}
+	only := flag.String("only", "", "comma-separated workload numbers to run (default all)")
 	rounds := flag.Int("rounds", 3, "rounds per workload; the table shows medians")
 	quick := flag.Bool("quick", false, "small counts, one round: a smoke run")
 	out := flag.String("json", "results/latest.json", "write the results here as JSON (empty: do not)")
+	cpuprofile := flag.String("cpuprofile", "", "write the harness's (the clients') CPU profile here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	plan := fullPlan
 	if *quick {
 		plan, *rounds = quickPlan, 1
 	}
+	if *only != "" {
+		plan.only = map[string]bool{}
+		for _, w := range strings.Split(*only, ",") {
+			plan.only[strings.TrimSpace(w)] = true
+		}
+	}
 	rep, err := run(context.Background(), plan, *rounds, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	rep.print(os.Stdout)
@@ -47,7 +63,10 @@ func main() {
 type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
 	idleConns                                           int
+	only                                                map[string]bool // workload numbers; nil: all
 }
+
+func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
 var (
 	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, idleConns: 1000}

@@ -10,6 +10,7 @@ import (
 func TestMain(m *testing.M) {
 	if role := os.Getenv(envRole); role != "" { // re-executed as a server child
 		serveChild(role)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

@@ -55,6 +55,9 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 	// Memory first, on fresh servers: a peak after the throughput runs
 	// would measure their queues, not the idle connections.
 	for _, s := range []system{systems[0], systems[2]} {
+		if !p.runs("6") {
+			break
+		}
 		if err := measureMemory(ctx, p, rep, s); err != nil {
 			return fmt.Errorf("%s: %w", s.name(), err)
 		}
@@ -76,47 +79,52 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 
 func measure(ctx context.Context, p plan, rep *report, s system) error {
 	sys := s.name()
-	// 1. pub/sub 1 -> 1, 128 B.
-	pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
-	if err != nil {
-		return err
+	if p.runs("1") { // pub/sub 1 -> 1, 128 B
+		pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
+		if err != nil {
+			return err
+		}
+		rep.record("1 pubsub 1->1 128B", "delivered", "msgs/s", "higher", sys, got[0].MsgsPerS)
+		rep.record("1 pubsub 1->1 128B", "delivered share", "%", "higher", sys, 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
 	}
-	rep.record("1 pubsub 1->1 128B", "delivered", "msgs/s", "higher", sys, got[0].MsgsPerS)
-	rep.record("1 pubsub 1->1 128B", "delivered share", "%", "higher", sys, 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
-	// 2. fan-out 1 -> 4, 128 B.
-	_, got, err = s.pubsub(ctx, 4, 128, p.fanoutMsgs)
-	if err != nil {
-		return err
+	if p.runs("2") { // fan-out 1 -> 4, 128 B
+		_, got, err := s.pubsub(ctx, 4, 128, p.fanoutMsgs)
+		if err != nil {
+			return err
+		}
+		var agg float64
+		for _, g := range got {
+			agg += g.MsgsPerS
+		}
+		rep.record("2 fanout 1->4 128B", "delivered (all subs)", "msgs/s", "higher", sys, agg)
 	}
-	var agg float64
-	for _, g := range got {
-		agg += g.MsgsPerS
+	if p.runs("3") { // request/reply, one synchronous requester
+		r, err := s.request(ctx, 1, 128, p.reqMsgs)
+		if err != nil {
+			return err
+		}
+		if r.Latency != nil {
+			rep.record("3 req/reply sync 128B", "p50", "µs", "lower", sys, float64(r.Latency.P50)/1e3)
+			rep.record("3 req/reply sync 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+		}
 	}
-	rep.record("2 fanout 1->4 128B", "delivered (all subs)", "msgs/s", "higher", sys, agg)
-	// 3. request/reply, one synchronous requester.
-	r, err := s.request(ctx, 1, 128, p.reqMsgs)
-	if err != nil {
-		return err
+	if p.runs("4") { // request/reply, 16 concurrent requesters
+		r, err := s.request(ctx, 16, 128, p.req16Msgs)
+		if err != nil {
+			return err
+		}
+		rep.record("4 req/reply x16 128B", "throughput", "req/s", "higher", sys, r.MsgsPerS)
+		if r.Latency != nil {
+			rep.record("4 req/reply x16 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+		}
 	}
-	if r.Latency != nil {
-		rep.record("3 req/reply sync 128B", "p50", "µs", "lower", sys, float64(r.Latency.P50)/1e3)
-		rep.record("3 req/reply sync 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+	if p.runs("5") { // 16 KiB pub/sub
+		_, got, err := s.pubsub(ctx, 1, 16<<10, p.bigMsgs)
+		if err != nil {
+			return err
+		}
+		rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
 	}
-	// 4. request/reply, 16 concurrent requesters.
-	r, err = s.request(ctx, 16, 128, p.req16Msgs)
-	if err != nil {
-		return err
-	}
-	rep.record("4 req/reply x16 128B", "throughput", "req/s", "higher", sys, r.MsgsPerS)
-	if r.Latency != nil {
-		rep.record("4 req/reply x16 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
-	}
-	// 5. 16 KiB pub/sub.
-	_, got, err = s.pubsub(ctx, 1, 16<<10, p.bigMsgs)
-	if err != nil {
-		return err
-	}
-	rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
 	return nil
 }
 

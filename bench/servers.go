@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,13 +36,23 @@ const (
 	envDir  = "BUSBAR_BENCH_DIR"
 )
 
+// envProfile, when set in the harness's environment, makes each server
+// child write a CPU profile to $BUSBAR_BENCH_CPUPROFILE.<role>.
+const envProfile = "BUSBAR_BENCH_CPUPROFILE"
+
 // serveChild runs the server role and exits.
 func serveChild(role string) {
+	if path := os.Getenv(envProfile); path != "" {
+		f, err := os.Create(path + "." + role)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	if err := serveRole(role, os.Getenv(envDir)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench server:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
-	os.Exit(0)
 }
 
 // serveRole runs this process as a server child: it prints "READY <addr>

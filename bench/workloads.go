@@ -157,7 +157,7 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 			now := time.Now().UnixNano()
 			k.first.CompareAndSwap(0, now)
 			k.last.Store(now)
-			k.lat.Add(loadgen.Age(m.Data))
+			k.lat.Add(loadgen.AgeAt(m.Data, now))
 			k.bytes.Add(int64(len(m.Data)))
 			if k.got.Add(1) >= msgs {
 				k.once.Do(func() { close(k.done) })

@@ -114,7 +114,9 @@ func callError(err error) error {
 // subscribed to it and permitted to receive it, with no answer at all —
 // fire and forget, for telemetry and high-rate flows. It returns once the
 // message is queued, waiting (up to ctx) while the outbound queue is full,
-// so a fast producer is paced rather than dropping. Delivery is best
+// so a fast producer is paced rather than dropping. ctx's deadline, if
+// any, travels as the message's ttl; without one the broker's MaxTTL
+// applies (Options.DefaultTimeout does not: Emit has no answer to wait for). Delivery is best
 // effort: a full queue on the way drops the message, counted by the broker
 // (Stats().Dropped) and the receiving node (Client.Dropped).
 func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
@@ -122,11 +124,17 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 		return err
 	}
 	// Encoded here, once, into a pooled frame: the hot path allocates nothing.
+	// Without a ctx deadline a stream message carries no ttl (the broker
+	// applies its MaxTTL): a clock read per message is not free.
 	c := ch.s.c
+	deadline, hasDeadline := ctx.Deadline()
 	f := sendq.NewFrame()
 	var id [36]byte
-	f.B, f.TTLOff = wire.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload)
-	err := c.out.EnqueueFrameWait(ctx, f, c.deadline(ctx))
+	f.B, f.TTLOff = wire.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
+	if !hasDeadline {
+		deadline = time.Time{}
+	}
+	err := c.out.EnqueueFrameWait(ctx, f, deadline)
 	f.Release()
 	if err != nil {
 		if errors.Is(err, sendq.ErrClosed) {

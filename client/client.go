@@ -44,6 +44,7 @@ type Client struct {
 	lastRead atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
 	active   atomic.Bool   // a frame arrived since the last tick
 	dropped  atomic.Int64  // stream messages dropped on a full dispatch queue
+	clock    atomic.Int64  // unix ns of the reader's latest clock read (see readClock)
 	done     chan struct{} // closed when the connection has ended
 	loops    sync.WaitGroup
 }
@@ -477,9 +478,14 @@ func ttlFrom(v string, ok bool) time.Time {
 	if !ok {
 		return time.Time{}
 	}
+	return deadlineFrom(v, time.Now())
+}
+
+// deadlineFrom is now plus a ttl header value (zero when malformed).
+func deadlineFrom(v string, now time.Time) time.Time {
 	ms, err := strconv.ParseUint(v, 10, 32)
 	if err != nil {
 		return time.Time{}
 	}
-	return time.Now().Add(time.Duration(ms) * time.Millisecond)
+	return now.Add(time.Duration(ms) * time.Millisecond)
 }

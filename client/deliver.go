@@ -53,7 +53,13 @@ func (c *Client) deliverStream(v *wire.View) {
 	if len(subs) == 0 {
 		return
 	}
-	msg := messageFromView(v, Event, ttlFrom(v.Get(wire.HeaderTTL)))
+	var deadline time.Time
+	if ttl, ok := v.Get(wire.HeaderTTL); ok {
+		now := time.Now()
+		c.clock.Store(now.UnixNano())
+		deadline = deadlineFrom(ttl, now)
+	}
+	msg := messageFromView(v, Event, deadline)
 	if !c.exec.Execute(func() { c.runStreamSubscribers(subs, msg) }) {
 		c.dropped.Add(1)
 	}
@@ -63,7 +69,7 @@ func (c *Client) deliverStream(v *wire.View) {
 // client's context: a per-message deadline context (a timer each) would
 // cost more than many stream messages; m.Deadline() still tells it.
 func (c *Client) runStreamSubscribers(subs []*Subscription, m *Message) {
-	if !m.deadline.IsZero() && time.Now().After(m.deadline) {
+	if !m.deadline.IsZero() && m.deadline.Before(c.readClock()) {
 		return // expired while queued: never dispatched
 	}
 	for _, s := range subs {
@@ -71,6 +77,15 @@ func (c *Client) runStreamSubscribers(subs []*Subscription, m *Message) {
 			c.protect(func() { s.h(c.ctx, m) })
 		}
 	}
+}
+
+// readClock is the latest time the reader read the clock: a cheap "now"
+// for expiry checks on the dispatch side, never later than the real one.
+func (c *Client) readClock() time.Time {
+	if ns := c.clock.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Now()
 }
 
 // Dropped counts stream messages this node dropped because its dispatch

@@ -229,12 +229,12 @@ func PatchTTL(b []byte, ms int64) {
 }
 
 // AppendEvent appends a stream frame with the headers command, id, a ttl
-// slot (TTLWidth zeros, for PatchTTL) and type, in key order, then body; it
-// returns the offset of the ttl digits. It is the allocation-free encoder
+// slot (TTLWidth zeros, for PatchTTL; only when withTTL) and type, in key
+// order, then body; it returns the offset of the ttl digits (-1 without). It is the allocation-free encoder
 // of a client's hot path: the caller guarantees command and id are valid
 // header values (a checked channel name, a generated id) — AppendEvent
 // does not check them.
-func AppendEvent(dst []byte, typ, command string, id []byte, body []byte) ([]byte, int) {
+func AppendEvent(dst []byte, typ, command string, id []byte, body []byte, withTTL bool) ([]byte, int) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = append(dst, delim...)
@@ -242,9 +242,12 @@ func AppendEvent(dst []byte, typ, command string, id []byte, body []byte) ([]byt
 	dst = append(dst, HeaderID+": "...)
 	dst = append(dst, id...)
 	dst = append(dst, '\n')
-	dst = append(dst, HeaderTTL+": "...)
-	off := len(dst)
-	dst = append(dst, "0000000000\n"...)
+	off := -1
+	if withTTL {
+		dst = append(dst, HeaderTTL+": "...)
+		off = len(dst)
+		dst = append(dst, "0000000000\n"...)
+	}
 	dst = appendHeader(dst, HeaderType, typ)
 	dst = append(dst, delim...)
 	dst = append(dst, body...)

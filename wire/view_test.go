@@ -151,7 +151,7 @@ func FuzzView(f *testing.F) {
 }
 
 func TestAppendEvent(t *testing.T) {
-	out, off := AppendEvent(nil, TypeStream, "orders.created", []byte("id-1"), []byte("body \x00"))
+	out, off := AppendEvent(nil, TypeStream, "orders.created", []byte("id-1"), []byte("body \x00"), true)
 	PatchTTL(out[off:], 250)
 	got, err := NewReader(bytes.NewReader(out)).ReadMessage()
 	if err != nil {
@@ -161,8 +161,12 @@ func TestAppendEvent(t *testing.T) {
 	if !got.Equal(want) {
 		t.Fatalf("%q", got)
 	}
+	plain, off := AppendEvent(nil, TypeStream, "c", []byte("i"), nil, false)
+	if got, err := NewReader(bytes.NewReader(plain)).ReadMessage(); err != nil || off != -1 || got.Value(HeaderTTL) != "" || got.Len() != 3 {
+		t.Fatalf("without ttl: %v %d %q", err, off, got)
+	}
 	dst := make([]byte, 0, 512)
-	if a := testing.AllocsPerRun(100, func() { dst, _ = AppendEvent(dst[:0], TypeStream, "c", []byte("i"), nil) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { dst, _ = AppendEvent(dst[:0], TypeStream, "c", []byte("i"), nil, true) }); a != 0 {
 		t.Fatalf("%.1f allocs", a)
 	}
 }
