@@ -107,7 +107,8 @@ func (r *Reader) fail(err error) error {
 }
 
 // ReadFrame reads the next frame and returns its text form without
-// decoding it. The slice is only valid until the next call. It returns
+// decoding it. The slice is only valid until the next read from r (it may
+// be r's read buffer itself). It returns
 // io.EOF at a clean end of stream; ErrTruncated, ErrTooLarge or ErrMalformed
 // (wrapped) or the transport's error otherwise. Only ErrMalformed leaves the
 // stream in sync; after any other error the stream is unusable and every
