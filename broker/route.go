@@ -21,49 +21,35 @@ func (b *Broker) route(c *conn, m *wire.Message) {
 	}
 	switch m.Value(wire.HeaderType) {
 	case wire.TypeEvent:
-		b.routeEvent(c, m, cmd)
-	case wire.TypeRequest:
-		b.routeRequest(c, m, cmd)
+		if _, hasTo := m.Get(wire.HeaderTo); hasTo {
+			b.viaView(c, m)
+			return
+		}
+		id := m.Value(wire.HeaderID)
+		if !validID(id) {
+			b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+			return
+		}
+		b.publish(c, m, id, cmd)
+	case wire.TypeRequest, wire.TypeStream:
+		b.viaView(c, m)
 	case wire.TypeResponse:
 		b.routeResponse(c, m)
-	case wire.TypeStream:
-		b.routeStream(c, m, cmd)
 	default:
 		b.stats.malformed.Add(1)
 		c.enqueue(errorFrame(wire.ResultMalformed, "message type must be event, request, response or stream"), time.Time{})
 	}
 }
 
-// routeStream delivers a stream message: an event that asks for no
-// answer, to one node ("to") or to every node subscribed to the channel
-// and permitted to receive it. It is best effort: nothing is answered, and
-// a refusal or a full queue drops the message, counted and logged at debug
-// level (a flood of them must not flood the log).
-func (b *Broker) routeStream(c *conn, m *wire.Message, channel string) {
-	deadline, refusal := b.admit(c, m, channel)
-	to, hasTo := m.Get(wire.HeaderTo)
-	if refusal == "" && !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
-		refusal = "not permitted to publish on " + channel
-	}
-	if refusal != "" {
-		b.stats.dropped.Add(1)
-		b.log.Debug("stream message dropped", "node", c.node, "channel", channel, "why", refusal)
+// viaView routes a decoded message of a kind the hot path handles, so
+// sends, requests and streams have one implementation (fastpath.go).
+func (b *Broker) viaView(c *conn, m *wire.Message) {
+	var v wire.View
+	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
+		b.refuseFrame(c, err.Error())
 		return
 	}
-	deliver := func(d *conn) {
-		if d.allows(auth.ActionSubscribe, channel) && !d.enqueue(m, deadline) {
-			b.stats.dropped.Add(1)
-		}
-	}
-	if !hasTo {
-		for _, d := range b.dir.subscribers(channel) {
-			deliver(d)
-		}
-		return
-	}
-	if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
-		deliver(dest)
-	}
+	b.routeView(c, &v)
 }
 
 // admit checks what every event and request must satisfy and stamps the
@@ -113,96 +99,6 @@ func (b *Broker) resolve(to string) (string, *conn, string) {
 		node = t.Addr.Node
 	}
 	return node, b.dir.lookup(node), ""
-}
-
-func (b *Broker) routeEvent(c *conn, m *wire.Message, channel string) {
-	id := m.Value(wire.HeaderID)
-	if !validID(id) {
-		b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
-		return
-	}
-	to, hasTo := m.Get(wire.HeaderTo)
-	if !hasTo {
-		b.publish(c, m, id, channel)
-		return
-	}
-	deadline, refusal := b.admit(c, m, channel)
-	if refusal == "" && !c.allows(auth.ActionSend, channel) {
-		refusal = "not permitted to send on " + channel
-	}
-	node, dest, why := b.resolve(to)
-	if refusal == "" {
-		refusal = why
-	}
-	if refusal != "" {
-		b.refused(c, "send", channel, refusal)
-		b.sendReceipt(c, id, to, wire.Rejected)
-		return
-	}
-	switch {
-	case dest == nil && node == b.opts.Name:
-		b.sendReceipt(c, id, to, wire.NoSubscriber) // no code is embedded in the broker
-	case dest == nil:
-		b.sendReceipt(c, id, to, wire.NotConnected)
-	case !dest.allows(auth.ActionSubscribe, channel):
-		b.refused(c, "send", channel, node+" may not receive on it")
-		b.sendReceipt(c, id, dest.addr, wire.Rejected)
-	case !dest.hasSub(channel):
-		b.sendReceipt(c, id, dest.addr, wire.NoSubscriber)
-	case c.inflight.Load() >= int64(b.opts.MaxInflight):
-		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
-	case !b.pend.add(dest, id, &call{kind: callReceipt, origin: c, deadline: deadline}):
-		b.sendReceipt(c, id, dest.addr, wire.Rejected)
-	case !dest.enqueue(m, deadline):
-		b.pend.take(dest, id, callReceipt)
-		b.sendReceipt(c, id, dest.addr, wire.Backpressured)
-	}
-}
-
-func (b *Broker) routeRequest(c *conn, m *wire.Message, channel string) {
-	id := m.Value(wire.HeaderID)
-	if !validID(id) {
-		b.refuseFrame(c, "a request needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
-		return
-	}
-	deadline, refusal := b.admit(c, m, channel)
-	if refusal == "" && !c.allows(auth.ActionRequest, channel) {
-		refusal = "not permitted to request on " + channel
-	}
-	to := m.Value(wire.HeaderTo)
-	if refusal == "" && to == "" {
-		refusal = "a request needs a target"
-	}
-	var (
-		node string
-		dest *conn
-	)
-	if refusal == "" {
-		node, dest, refusal = b.resolve(to)
-	}
-	if refusal != "" {
-		b.refused(c, "request", channel, refusal)
-		b.sendRequestError(c, id, channel, wire.ResultRejected, refusal)
-		return
-	}
-	switch {
-	case dest == nil && node == b.opts.Name:
-		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
-	case dest == nil:
-		b.sendRequestError(c, id, channel, wire.ResultNoHandler, node+" is not connected")
-	case !dest.allows(auth.ActionHandle, channel):
-		b.refused(c, "request", channel, node+" may not handle it")
-		b.sendRequestError(c, id, channel, wire.ResultRejected, node+" is not permitted to handle "+channel)
-	case !dest.hasHandler(channel):
-		b.sendRequestError(c, id, channel, wire.ResultNoHandler, "no handler for "+channel+" on "+node)
-	case c.inflight.Load() >= int64(b.opts.MaxInflight):
-		b.sendRequestError(c, id, channel, wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
-	case !b.pend.add(dest, id, &call{kind: callRequest, origin: c, deadline: deadline}):
-		b.sendRequestError(c, id, channel, wire.ResultRejected, "a request with this id is already open")
-	case !dest.enqueue(m, deadline):
-		b.pend.take(dest, id, callRequest)
-		b.sendRequestError(c, id, channel, wire.ResultOverload, node+" is not keeping up (its queue is full)")
-	}
 }
 
 // routeResponse forwards a response to the call it answers. A response that
