@@ -99,7 +99,8 @@ func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
 	}
 	if refusal != "" {
 		b.stats.dropped.Add(1)
-		b.log.Debug("stream message dropped", "node", c.node, "channel", channel, "why", refusal)
+		// channel aliases the read buffer; a handler may keep the record.
+		b.log.Debug("stream message dropped", "node", c.node, "channel", strings.Clone(channel), "why", refusal)
 		return
 	}
 	deliver := func(d *conn) {

@@ -284,6 +284,10 @@ func (q *Queue) Run() error {
 		q.mu.Unlock()
 		if err != nil {
 			q.Close(nil)
+			q.mu.Lock()
+			releaseFrames(q.items) // never written: give them back
+			q.items = nil
+			q.mu.Unlock()
 			return err
 		}
 		clear(batch) // let written messages be collected
