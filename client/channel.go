@@ -120,6 +120,9 @@ func callError(err error) error {
 // effort: a full queue on the way drops the message, counted by the broker
 // (Stats().Dropped) and the receiving node (Client.Dropped).
 func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err // done before it started, even if the queue has room
+	}
 	if err := ch.check(payload); err != nil {
 		return err
 	}

@@ -133,13 +133,13 @@ func (c *Client) deliverRequest(m *wire.Message) {
 	reg := c.handlers[channel]
 	c.mu.Unlock()
 	if reg == nil {
-		c.replyError(m, wire.ResultNoHandler, wire.RCFailure, "no handler for "+channel+" on "+c.Node())
+		c.replyQueued(m, wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node())
 		return
 	}
 	deadline := ttlDeadline(m)
 	msg := newMessage(m, Request, deadline)
 	if !c.exec.Execute(func() { c.runHandler(reg, m, msg) }) {
-		c.replyError(m, wire.ResultOverload, wire.RCFailure, c.Node()+" dispatch queue is full")
+		c.replyQueued(m, wire.ResultOverload, c.Node()+" dispatch queue is full")
 	}
 }
 
@@ -181,7 +181,22 @@ func (c *Client) replyError(req *wire.Message, kind wire.Result, rc wire.RC, tex
 	c.reply(req, rc, kind, text, nil)
 }
 
+// replyQueued answers a request with a failure from the reader goroutine,
+// which must never block on the socket: always through the queue.
+func (c *Client) replyQueued(req *wire.Message, kind wire.Result, text string) {
+	c.out.Enqueue(replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{})
+}
+
 func (c *Client) reply(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) {
+	m := replyMessage(req, rc, kind, text, payload)
+	// Replies leave from the handler's worker (never a network goroutine):
+	// write through when the connection is idle.
+	if !c.out.WriteThrough(m, time.Time{}) {
+		c.out.Enqueue(m, time.Time{})
+	}
+}
+
+func replyMessage(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) *wire.Message {
 	m := wire.New(wire.TypeResponse, req.Value(wire.HeaderCommand)).
 		WithHeader(wire.HeaderID, newID()).
 		WithHeader(wire.HeaderReplyTo, req.Value(wire.HeaderID)).
@@ -192,5 +207,5 @@ func (c *Client) reply(req *wire.Message, rc wire.RC, kind wire.Result, text str
 		m.Set(wire.HeaderResult, string(kind))
 		m.Set(wire.HeaderError, text)
 	}
-	c.out.Enqueue(m, time.Time{})
+	return m
 }

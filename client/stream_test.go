@@ -56,6 +56,12 @@ func TestEmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	testbroker.Eventually(t, 5*time.Second, "refusal counted", func() bool { return e.Broker.Stats().Dropped == 1 })
+	// A done context fails Emit even when the queue has room.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ch.Emit(done, nil); err != context.Canceled {
+		t.Fatalf("Emit with a done context: %v", err)
+	}
 	// A full dispatch queue drops on the receiving node, counted there.
 	release := make(chan struct{})
 	slow := connect(t, e, "slow", func(o *client.Options) { o.Workers = 1; o.DispatchQueue = 1 })

@@ -130,7 +130,7 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 		wg.Go(func() {
 			ch := c.Scope("bench").Channel(cfg.Channel)
 			payload := make([]byte, cfg.Size)
-			for n := int64(0); quota < 0 || n < quota; n++ {
+			for n := int64(0); (quota < 0 || n < quota) && ctx.Err() == nil; n++ {
 				stamp(payload)
 				if err := ch.Emit(ctx, payload); err != nil {
 					if ctx.Err() == nil {

@@ -70,6 +70,9 @@ type Queue struct {
 	nc     net.Conn
 	limits Limits
 
+	wmu sync.Mutex   // held while bytes go to nc: by Run per batch, or by WriteThrough
+	w   *wire.Writer // guarded by wmu
+
 	mu      sync.Mutex // guards the fields below
 	items   []item
 	bytes   int // cost of items
@@ -91,7 +94,7 @@ type Queue struct {
 // New returns a queue writing to nc. Start it with go q.Run().
 func New(nc net.Conn, l Limits) *Queue {
 	q := &Queue{
-		nc: nc, limits: l,
+		nc: nc, limits: l, w: wire.NewWriter(nc),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	q.lastWrite.Store(time.Now().UnixNano())
@@ -137,6 +140,31 @@ func (q *Queue) signal() {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+// WriteThrough writes m from the caller's goroutine when the queue is
+// idle — nothing queued, no batch being written — saving the hand-off to
+// the writer goroutine (as nats-server flushes in place). It reports false,
+// having done nothing, when the queue is busy or closed: the caller then
+// enqueues, and order is kept because only an idle queue is bypassed. A
+// write error closes the queue, as in Run. Only goroutines that may block
+// on the socket for up to WriteTimeout may call it (never a reader).
+func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
+	if !q.wmu.TryLock() {
+		return false
+	}
+	defer q.wmu.Unlock()
+	q.mu.Lock()
+	idle := !q.closing && len(q.items) == 0
+	q.mu.Unlock()
+	if !idle {
+		return false
+	}
+	one := [1]item{{m: m, deadline: deadline}}
+	if err := q.write(q.w, one[:], q.limits.WriteTimeout); err != nil {
+		q.Close(nil)
+	}
+	return true
 }
 
 // ErrClosed is returned by EnqueueWait on a closed queue.
@@ -264,17 +292,20 @@ func (q *Queue) Expired() int64 { return q.expired.Load() }
 func (q *Queue) Run() error {
 	defer close(q.done)
 	defer q.nc.Close()
-	w := wire.NewWriter(q.nc)
 	var batch []item
 	for {
 		select {
 		case <-q.wake:
 		case <-q.quit:
-			_ = q.write(w, q.take(batch), finalFlushTimeout)
+			q.wmu.Lock()
+			_ = q.write(q.w, q.take(batch), finalFlushTimeout)
+			q.wmu.Unlock()
 			return nil
 		}
+		q.wmu.Lock()
 		batch = q.take(batch)
-		err := q.write(w, batch, q.limits.WriteTimeout)
+		err := q.write(q.w, batch, q.limits.WriteTimeout)
+		q.wmu.Unlock()
 		q.mu.Lock()
 		q.writing = 0
 		if q.space != nil { // wake every producer waiting for room

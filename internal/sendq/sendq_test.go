@@ -226,3 +226,34 @@ func TestSharedFrameFansOut(t *testing.T) {
 		t.Fatalf("%d references left", n)
 	}
 }
+
+func TestWriteThrough(t *testing.T) {
+	a, b := pair(t)
+	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+	r := wire.NewReader(b)
+	// Idle (Run not even started): the caller writes the frame itself.
+	if !q.WriteThrough(wire.New(wire.TypeRequest, "direct"), time.Now().Add(time.Second)) {
+		t.Fatal("an idle queue refused a write-through")
+	}
+	_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != "direct" || m.Value(wire.HeaderTTL) == "" {
+		t.Fatalf("%q %v", m, err)
+	}
+	// Something queued: refused, so order is kept.
+	q.Enqueue(wire.New(wire.TypeEvent, "first"), time.Time{})
+	if q.WriteThrough(wire.New(wire.TypeEvent, "second"), time.Time{}) {
+		t.Fatal("wrote through past a queued message")
+	}
+	q.Enqueue(wire.New(wire.TypeEvent, "second"), time.Time{})
+	go q.Run()
+	for _, want := range []string{"first", "second"} {
+		if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != want {
+			t.Fatalf("want %s: %q %v", want, m, err)
+		}
+	}
+	q.Close(nil)
+	<-q.Done()
+	if q.WriteThrough(wire.New(wire.TypeEvent, "late"), time.Time{}) {
+		t.Fatal("wrote through a closed queue")
+	}
+}
