@@ -118,17 +118,28 @@ func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
 	f.Release()
 }
 
-func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
-	id := v.Value(wire.HeaderID)
+// callView is what a send and a request share before routing: a usable
+// id, the strings that outlive the frame (answers, the open call), the
+// deadline, and a refusal text if admission or the sender's permission
+// fails. ok is false when the frame could not even be answered.
+func (b *Broker) callView(c *conn, v *wire.View, channel string, action auth.Action, what string) (id, ch, to string, deadline time.Time, refusal string, ok bool) {
+	id = v.Value(wire.HeaderID)
 	if !validID(id) {
-		b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
-		return
+		b.refuseFrame(c, what+" needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+		return "", "", "", time.Time{}, "", false
 	}
-	// These outlive the frame (receipts, the open call).
-	id, channel, to := strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
-	deadline, refusal := b.admitView(v, channel)
-	if refusal == "" && !c.allows(auth.ActionSend, channel) {
-		refusal = "not permitted to send on " + channel
+	id, ch, to = strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
+	deadline, refusal = b.admitView(v, ch)
+	if refusal == "" && !c.allows(action, ch) {
+		refusal = "not permitted to " + string(action) + " on " + ch
+	}
+	return id, ch, to, deadline, refusal, true
+}
+
+func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
+	id, channel, to, deadline, refusal, ok := b.callView(c, v, channel, auth.ActionSend, "an event")
+	if !ok {
+		return
 	}
 	node, dest, why := b.resolve(to)
 	if refusal == "" {
@@ -190,15 +201,9 @@ func (b *Broker) enqueueView(c, dest *conn, v *wire.View, deadline time.Time) bo
 }
 
 func (b *Broker) requestView(c *conn, v *wire.View, channel string) {
-	id := v.Value(wire.HeaderID)
-	if !validID(id) {
-		b.refuseFrame(c, "a request needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
+	id, channel, to, deadline, refusal, ok := b.callView(c, v, channel, auth.ActionRequest, "a request")
+	if !ok {
 		return
-	}
-	id, channel, to := strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
-	deadline, refusal := b.admitView(v, channel)
-	if refusal == "" && !c.allows(auth.ActionRequest, channel) {
-		refusal = "not permitted to request on " + channel
 	}
 	if refusal == "" && to == "" {
 		refusal = "a request needs a target"
