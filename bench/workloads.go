@@ -56,7 +56,9 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 		}
 	}()
 	for range subs {
-		c, err := s.connect(ctx, func(o *client.Options) { o.DispatchQueue = 1 << 16; o.MaxQueueBytes = 64 << 20 })
+		// One delivery goroutine per subscriber, as nats.go has per
+		// asynchronous subscription; a deep dispatch queue for bursts.
+		c, err := s.connect(ctx, func(o *client.Options) { o.DispatchQueue = 1 << 16; o.MaxQueueBytes = 64 << 20; o.Workers = 1 })
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
