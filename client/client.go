@@ -41,12 +41,14 @@ type Client struct {
 	closed   bool
 	closeErr error // why the connection ended
 
-	lastRead atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
-	active   atomic.Bool   // a frame arrived since the last tick
-	dropped  atomic.Int64  // stream messages dropped on a full dispatch queue
-	clock    atomic.Int64  // unix ns of the reader's latest clock read (see readClock)
-	done     chan struct{} // closed when the connection has ended
-	loops    sync.WaitGroup
+	lastRead      atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
+	active        atomic.Bool   // a frame arrived since the last tick
+	dropped       atomic.Int64  // stream messages dropped on a full dispatch queue
+	clock         atomic.Int64  // unix ns of the reader's latest clock read (see readClock)
+	streams       []streamItem  // owned by readLoop: stream messages not yet handed to the executor
+	streamsQueued atomic.Int64  // stream messages handed over and not yet run
+	done          chan struct{} // closed when the connection has ended
+	loops         sync.WaitGroup
 }
 
 // pending is a call waiting for its answer.
@@ -270,8 +272,12 @@ func (c *Client) readLoop(r *wire.Reader) {
 		}
 		if v.Value(wire.HeaderType) == wire.TypeStream { // the hot path: no decode
 			c.deliverStream(&v)
+			if !r.FrameReady() {
+				c.flushStreams() // the next read may wait: hand the batch over first
+			}
 			continue
 		}
+		c.flushStreams() // keep stream messages before what follows them
 		m, err := v.Message()
 		if err != nil {
 			continue // cannot happen: the view parsed

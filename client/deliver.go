@@ -59,9 +59,49 @@ func (c *Client) deliverStream(v *wire.View) {
 		c.clock.Store(now.UnixNano())
 		deadline = deadlineFrom(ttl, now)
 	}
-	msg := messageFromView(v, Event, deadline)
-	if !c.exec.Execute(func() { c.runStreamSubscribers(subs, msg) }) {
-		c.dropped.Add(1)
+	c.streams = append(c.streams, streamItem{subs, messageFromView(v, Event, deadline)})
+	if len(c.streams) >= maxStreamBatch {
+		c.flushStreams()
+	}
+}
+
+// streamItem is a stream message and the subscribers it was for.
+type streamItem struct {
+	subs []*Subscription
+	msg  *Message
+}
+
+// maxStreamBatch bounds the stream messages handed to the executor as one
+// task: the reader batches what one read brought in, so a burst costs one
+// hand-off, not one per message.
+const maxStreamBatch = 64
+
+// flushStreams hands the batched stream messages to the executor as one
+// task (in order). DispatchQueue still counts messages: those past it are
+// dropped, counted, as is the whole batch when the executor refuses it.
+func (c *Client) flushStreams() {
+	if len(c.streams) == 0 {
+		return
+	}
+	batch := c.streams
+	c.streams = make([]streamItem, 0, maxStreamBatch)
+	if room := int64(c.opts.DispatchQueue) - c.streamsQueued.Load(); int64(len(batch)) > room {
+		keep := max(0, room)
+		c.dropped.Add(int64(len(batch)) - keep)
+		batch = batch[:keep]
+		if keep == 0 {
+			return
+		}
+	}
+	c.streamsQueued.Add(int64(len(batch)))
+	if !c.exec.Execute(func() {
+		for _, it := range batch {
+			c.runStreamSubscribers(it.subs, it.msg)
+			c.streamsQueued.Add(-1)
+		}
+	}) {
+		c.streamsQueued.Add(-int64(len(batch)))
+		c.dropped.Add(int64(len(batch)))
 	}
 }
 

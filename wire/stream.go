@@ -88,6 +88,17 @@ func (r *Reader) read(buf []byte, n int) ([]byte, error) {
 	return buf, nil
 }
 
+// FrameReady reports whether a whole next frame is already buffered, so
+// the next ReadFrame will not wait on the transport.
+func (r *Reader) FrameReady() bool {
+	n := r.br.Buffered()
+	if n < prefixLen {
+		return false
+	}
+	p, err := r.br.Peek(prefixLen)
+	return err == nil && n >= prefixLen+int(binary.BigEndian.Uint32(p))
+}
+
 // truncated turns an end of stream inside an n-byte frame into ErrTruncated
 // and passes any other error (a deadline, a reset) through unchanged.
 func truncated(err error, n int) error {

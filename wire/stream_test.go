@@ -329,3 +329,23 @@ func TestAppendFrameWith(t *testing.T) {
 		t.Fatalf("AppendFrameWith allocates %.1f", a)
 	}
 }
+
+func TestFrameReady(t *testing.T) {
+	one := prefixed("---\n---\n")
+	pr, pw := io.Pipe()
+	r := NewReader(pr)
+	go func() {
+		_, _ = pw.Write(append(one, one[:6]...)) // a whole frame, then part of one
+		_, _ = pw.Write(one[6:])
+	}()
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if r.FrameReady() {
+		t.Fatal("ready with half a frame buffered")
+	}
+	if _, err := r.ReadFrame(); err != nil { // waits for the rest
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+}
