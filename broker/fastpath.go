@@ -50,25 +50,8 @@ func (b *Broker) routeView(c *conn, v *wire.View) {
 
 // admitView is admit for a View: the deadline, or a refusal text.
 func (b *Broker) admitView(v *wire.View, channel string) (time.Time, string) {
-	now := time.Now()
-	ttl := b.opts.MaxTTL
-	if s, ok := v.Get(wire.HeaderTTL); ok {
-		ms, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return now, "ttl must be a number of milliseconds"
-		}
-		ttl = min(ttl, time.Duration(ms)*time.Millisecond)
-	}
-	if err := auth.ValidChannel(channel); err != nil {
-		return now, err.Error()
-	}
-	if n := len(v.Body()); n > b.opts.MaxPayload {
-		return now, "payload of " + strconv.Itoa(n) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
-	}
-	if b.draining() {
-		return now, "broker is shutting down"
-	}
-	return now.Add(ttl), ""
+	ttl, hasTTL := v.Get(wire.HeaderTTL)
+	return b.admitParts(ttl, hasTTL, channel, len(v.Body()))
 }
 
 // frameFrom encodes v once for every destination, from c, with a ttl slot

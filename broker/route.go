@@ -55,27 +55,38 @@ func (b *Broker) viaView(c *conn, m *wire.Message) {
 // admit checks what every event and request must satisfy and stamps the
 // authenticated source. It returns the deadline, or a refusal text.
 func (b *Broker) admit(c *conn, m *wire.Message, channel string) (time.Time, string) {
+	ttl, hasTTL := m.Get(wire.HeaderTTL)
+	deadline, refusal := b.admitParts(ttl, hasTTL, channel, len(m.Body()))
+	if refusal == "" {
+		// The source is whoever authenticated; a client's own "from" is overwritten.
+		m.Set(wire.HeaderFrom, c.addr)
+	}
+	return deadline, refusal
+}
+
+// admitParts is the admission both paths share: the ttl (capped at
+// MaxTTL), the channel's syntax, the payload limit, and no shutdown under
+// way. It returns the deadline, or a refusal text.
+func (b *Broker) admitParts(ttl string, hasTTL bool, channel string, bodyLen int) (time.Time, string) {
 	now := time.Now()
-	ttl := b.opts.MaxTTL
-	if v, ok := m.Get(wire.HeaderTTL); ok {
-		ms, err := strconv.ParseUint(v, 10, 32)
+	budget := b.opts.MaxTTL
+	if hasTTL {
+		ms, err := strconv.ParseUint(ttl, 10, 32)
 		if err != nil {
 			return now, "ttl must be a number of milliseconds"
 		}
-		ttl = min(ttl, time.Duration(ms)*time.Millisecond)
+		budget = min(budget, time.Duration(ms)*time.Millisecond)
 	}
 	if err := auth.ValidChannel(channel); err != nil {
 		return now, err.Error()
 	}
-	if n := len(m.Body()); n > b.opts.MaxPayload {
-		return now, "payload of " + strconv.Itoa(n) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
+	if bodyLen > b.opts.MaxPayload {
+		return now, "payload of " + strconv.Itoa(bodyLen) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
 	}
 	if b.draining() {
 		return now, "broker is shutting down"
 	}
-	// The source is whoever authenticated; a client's own "from" is overwritten.
-	m.Set(wire.HeaderFrom, c.addr)
-	return now.Add(ttl), ""
+	return now.Add(budget), ""
 }
 
 // validID reports whether id can key an open call.

@@ -494,10 +494,6 @@ func (c *Client) Directory(ctx context.Context) ([]wire.NodeInfo, error) {
 // ttlDeadline is when an incoming message stops being worth handling.
 func ttlDeadline(m *wire.Message) time.Time {
 	v, ok := m.Get(wire.HeaderTTL)
-	return ttlFrom(v, ok)
-}
-
-func ttlFrom(v string, ok bool) time.Time {
 	if !ok {
 		return time.Time{}
 	}

@@ -52,14 +52,11 @@ func (c *Config) normalise() error {
 }
 
 // Stamp writes the send time into the first MinSize bytes of a payload;
-// Age reads how long ago that was.
+// AgeAt reads how long before now (unix ns) that was.
 func Stamp(p []byte) { stamp(p) }
 
-// Age is how long ago a payload was stamped (-1 when it is too short).
-func Age(p []byte) time.Duration { return age(p) }
-
-// AgeAt is Age measured at now (unix ns), saving a clock read when the
-// caller has one.
+// AgeAt is how long before now (unix ns) a payload was stamped (-1 when it
+// is too short); the caller passes the clock it already read.
 func AgeAt(p []byte, now int64) time.Duration {
 	if len(p) < MinSize {
 		return -1
@@ -69,14 +66,6 @@ func AgeAt(p []byte, now int64) time.Duration {
 
 // stamp writes the send time into a payload.
 func stamp(p []byte) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(time.Now().UnixNano())) }
-
-// age is how long ago a payload was stamped.
-func age(p []byte) time.Duration {
-	if len(p) < MinSize {
-		return -1
-	}
-	return time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(p[timestampOffset:])))
-}
 
 // progress calls f with done's value until stop is closed.
 func progress(f func(int64), done *atomic.Int64, stop <-chan struct{}) func() {
