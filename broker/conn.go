@@ -3,6 +3,7 @@ package broker
 import (
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,11 @@ type conn struct {
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
+
+	// allowed remembers, per action, the last channel the permissions
+	// allowed: a stream of messages on one channel checks its patterns
+	// once. Readers of other connections consult it too, hence atomic.
+	allowed [nActions]atomic.Pointer[string]
 
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
@@ -112,6 +118,42 @@ func (c *conn) hasHandler(channel string) bool {
 	return ok
 }
 
+const nActions = 5
+
+func actionIndex(a auth.Action) int {
+	switch a {
+	case auth.ActionSend:
+		return 0
+	case auth.ActionRequest:
+		return 1
+	case auth.ActionPublish:
+		return 2
+	case auth.ActionSubscribe:
+		return 3
+	case auth.ActionHandle:
+		return 4
+	}
+	return -1
+}
+
+// allows reports whether c's permissions allow a on channel. They are
+// fixed at the handshake, so a remembered verdict stays true.
 func (c *conn) allows(a auth.Action, channel string) bool {
-	return c.perms == nil || c.perms.Allows(a, channel)
+	if c.perms == nil {
+		return true
+	}
+	i := actionIndex(a)
+	if i < 0 {
+		return c.perms.Allows(a, channel)
+	}
+	slot := &c.allowed[i]
+	if last := slot.Load(); last != nil && *last == channel {
+		return true
+	}
+	if !c.perms.Allows(a, channel) {
+		return false
+	}
+	kept := strings.Clone(channel) // channel may alias a read buffer
+	slot.Store(&kept)
+	return true
 }

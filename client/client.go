@@ -252,8 +252,14 @@ func (c *Client) shutdown(why error) {
 
 // readLoop reads frames until the connection ends.
 func (c *Client) readLoop(r *wire.Reader) {
-	var v wire.View
+	var (
+		v   wire.View
+		now time.Time // when the frames in the buffer were read; zero once it drains
+	)
 	for {
+		if !r.FrameReady() {
+			now = time.Time{}
+		}
 		frame, err := r.ReadFrame()
 		if err == nil {
 			err = wire.ParseView(frame, &v)
@@ -271,7 +277,7 @@ func (c *Client) readLoop(r *wire.Reader) {
 			continue
 		}
 		if v.Value(wire.HeaderType) == wire.TypeStream { // the hot path: no decode
-			c.deliverStream(&v)
+			c.deliverStream(&v, &now)
 			if !r.FrameReady() {
 				c.flushStreams() // the next read may wait: hand the batch over first
 			}

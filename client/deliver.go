@@ -46,7 +46,7 @@ func (c *Client) deliverEvent(m *wire.Message) {
 
 // deliverStream hands a stream message to the subscribers, best effort:
 // no receipt; a full dispatch queue drops it (counted in Dropped).
-func (c *Client) deliverStream(v *wire.View) {
+func (c *Client) deliverStream(v *wire.View, now *time.Time) {
 	c.mu.Lock()
 	subs := c.subs[v.Value(wire.HeaderCommand)]
 	c.mu.Unlock()
@@ -55,9 +55,14 @@ func (c *Client) deliverStream(v *wire.View) {
 	}
 	var deadline time.Time
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
-		now := time.Now()
-		c.clock.Store(now.UnixNano())
-		deadline = deadlineFrom(ttl, now)
+		// One clock read per batch of frames a read brought in: they
+		// arrived together, and a clock read costs as much as the rest of
+		// the delivery on some machines.
+		if now.IsZero() {
+			*now = time.Now()
+			c.clock.Store(now.UnixNano())
+		}
+		deadline = deadlineFrom(ttl, *now)
 	}
 	c.streams = append(c.streams, streamItem{subs, messageFromView(v, Event, deadline)})
 	if len(c.streams) >= maxStreamBatch {

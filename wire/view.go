@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -19,6 +20,14 @@ type View struct {
 	bodyStart int
 	known     [nKnown]string
 	has       uint16 // bit i: known[i] present
+
+	// Where AppendForward puts from and ttl, set when the headers arrived
+	// sorted (as every writer sends them): the line of that key, or an
+	// empty span where it would be inserted. Without them (sorted false)
+	// AppendForward scans the header block.
+	sorted          bool
+	fromAt, fromEnd int
+	ttlAt, ttlEnd   int
 }
 
 // The headers a View keeps.
@@ -75,6 +84,95 @@ func ParseView(frame []byte, v *View) error {
 	if len(frame) > MaxMessageBytes {
 		return &SizeError{Size: len(frame), Limit: MaxMessageBytes}
 	}
+	if parseViewFast(frame, v) {
+		return nil
+	}
+	*v = View{frame: frame}
+	return parseViewChecked(frame, v)
+}
+
+// parseViewFast is ParseView in one pass over the frame, for frames whose
+// header keys are ASCII and sorted and whose values are not JSON (every
+// frame a client of ours sends). It reports false, leaving v half-filled,
+// for anything else, valid or not: parseViewChecked then decides, with
+// Decode's exact verdict.
+func parseViewFast(f []byte, v *View) bool {
+	if len(f) < 7 || string(f[:len(delim)]) != delim {
+		return false
+	}
+	v.fromAt, v.ttlAt = -1, -1
+	prev := ""
+	for pos, count := len(delim), 0; ; {
+		nl := bytes.IndexByte(f[pos:], '\n')
+		if nl < 0 { // the closing line may end the frame
+			if len(f)-pos != 3 || string(f[pos:]) != "---" {
+				return false
+			}
+			v.hdrEnd, v.bodyStart = pos, len(f)
+			break
+		}
+		line := f[pos : pos+nl]
+		if nl == 3 && string(line) == "---" {
+			v.hdrEnd, v.bodyStart = pos, pos+len(delim)
+			break
+		}
+		if count++; count > MaxHeaders {
+			return false
+		}
+		i := 0
+		for i < len(line) && line[i] > ' ' && line[i] < 0x7f && line[i] != ':' {
+			i++
+		}
+		if i == 0 || i+1 >= len(line) || line[i] != ':' || line[i+1] != ' ' {
+			return false
+		}
+		k := unsafe.String(&line[0], i) // read-only alias
+		val := ""
+		if i+2 < len(line) {
+			if c := line[i+2]; c == '[' || c == '{' { // JSON values are checked by the slow path
+				return false
+			}
+			val = unsafe.String(&line[i+2], len(line)-i-2)
+			if !utf8.ValidString(val) {
+				return false
+			}
+		}
+		if k <= prev { // out of order or duplicate
+			return false
+		}
+		prev = k
+		end := pos + nl + 1
+		if v.fromAt < 0 && k >= HeaderFrom {
+			v.fromAt, v.fromEnd = pos, pos
+			if k == HeaderFrom {
+				v.fromEnd = end
+			}
+		}
+		if v.ttlAt < 0 && k >= HeaderTTL {
+			v.ttlAt, v.ttlEnd = pos, pos
+			if k == HeaderTTL {
+				v.ttlEnd = end
+			}
+		}
+		if ki := knownIndex(k); ki >= 0 {
+			v.known[ki] = val
+			v.has |= 1 << ki
+		}
+		pos = end
+	}
+	if v.fromAt < 0 {
+		v.fromAt, v.fromEnd = v.hdrEnd, v.hdrEnd
+	}
+	if v.ttlAt < 0 {
+		v.ttlAt, v.ttlEnd = v.hdrEnd, v.hdrEnd
+	}
+	v.sorted = true
+	return true
+}
+
+// parseViewChecked is ParseView line by line with every rule of Decode,
+// for the frames parseViewFast leaves: it returns Decode's error.
+func parseViewChecked(frame []byte, v *View) error {
 	hdrEnd, bodyStart, err := split(frame)
 	if err != nil {
 		return err
@@ -172,6 +270,32 @@ const TTLWidth = 10
 // is longer than the input by those headers: a caller forwarding a frame
 // near MaxMessageBytes checks the length (FrameLen) before sending it.
 func AppendForward(dst []byte, v *View, from string, withTTL bool) ([]byte, int) {
+	if !v.sorted {
+		return appendForwardScan(dst, v, from, withTTL)
+	}
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // the length, filled in below
+	dst = append(dst, v.frame[:v.fromAt]...)
+	dst = appendHeader(dst, HeaderFrom, from)
+	ttlOff := -1
+	if withTTL {
+		dst = append(dst, v.frame[v.fromEnd:v.ttlAt]...)
+		dst = append(dst, HeaderTTL+": "...)
+		ttlOff = len(dst)
+		dst = append(dst, "0000000000\n"...)
+		dst = append(dst, v.frame[v.ttlEnd:v.hdrEnd]...)
+	} else {
+		dst = append(dst, v.frame[v.fromEnd:v.hdrEnd]...)
+	}
+	dst = append(dst, delim...)
+	dst = append(dst, v.frame[v.bodyStart:]...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-prefixLen))
+	return dst, ttlOff
+}
+
+// appendForwardScan is AppendForward for a View whose headers arrived out
+// of order: it finds the places for from and ttl line by line.
+func appendForwardScan(dst []byte, v *View, from string, withTTL bool) ([]byte, int) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // the length, filled in below
 	dst = append(dst, delim...)

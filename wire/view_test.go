@@ -126,15 +126,27 @@ func TestViewAndForwardZeroAllocs(t *testing.T) {
 func FuzzView(f *testing.F) {
 	f.Add([]byte("---\ncommand: ch\nid: 1\ntype: event\n---\nbody"))
 	f.Add([]byte("---\nb: 1\na: 2\na: 3\n---\n"))
+	f.Add([]byte("---\ncommand: c\nfrom: forged\nid: 1\nttl: 5\ntype: stream\n---\nbody"))
+	f.Add([]byte("---\na:b: c\nz: {\"j\": 1}\n---"))
+	f.Add([]byte("---\n---"))
+	f.Add([]byte("---\nk\u00e9y: v\n---\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var v View
 		verr := ParseView(text, &v)
 		m, derr := Decode(text)
-		if (verr == nil) != (derr == nil) {
+		if (verr == nil) != (derr == nil) || verr != nil && verr.Error() != derr.Error() {
 			t.Fatalf("view %v, decode %v", verr, derr)
 		}
 		if verr != nil {
 			return
+		}
+		// The one-pass forward must write what the line-by-line one writes.
+		for _, withTTL := range []bool{false, true} {
+			fast, fastOff := AppendForward([]byte("x"), &v, "x.bus", withTTL)
+			scan, scanOff := appendForwardScan([]byte("x"), &v, "x.bus", withTTL)
+			if !bytes.Equal(fast, scan) || fastOff != scanOff {
+				t.Fatalf("ttl %v: forward %q (%d), scan %q (%d)", withTTL, fast, fastOff, scan, scanOff)
+			}
 		}
 		for _, k := range knownNames {
 			if a, b := v.Value(k), m.Value(k); a != b {
