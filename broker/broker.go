@@ -24,6 +24,7 @@ type Broker struct {
 	pend pendingTable
 
 	stopping atomic.Bool // closing, read on the hot path without mu
+	started  time.Time   // the base of conn.readAt (monotonic)
 
 	mu        sync.Mutex // guards the fields below
 	closing   bool
@@ -67,6 +68,7 @@ func New(opts Options) (*Broker, error) {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stop:      make(chan struct{}),
+		started:   time.Now(),
 	}
 	b.dir.init()
 	b.pend.init()
@@ -230,6 +232,9 @@ func (b *Broker) untrack(c *conn) {
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 	var v wire.View
 	for {
+		if !r.FrameReady() {
+			c.readAt.Store(0) // the next frame may need a read
+		}
 		frame, err := r.ReadFrame()
 		if err == nil {
 			err = wire.ParseView(frame, &v)

@@ -24,6 +24,8 @@ type conn struct {
 	perms  *auth.Permissions // nil: everything allowed (in-process)
 	inproc bool
 
+	readAt atomic.Int64 // when the frames in the read buffer arrived, in ns after b.started; 0: unknown (see now)
+
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
@@ -49,6 +51,19 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	return c
+}
+
+// now is when the frame being routed arrived: one clock read per batch of
+// frames a read brought in, which is also the truer start of their
+// deadline. It is the connection reader's, but atomic so that tests may
+// route as the node while that reader idles.
+func (c *conn) now() time.Time {
+	d := c.readAt.Load()
+	if d == 0 {
+		d = max(1, int64(time.Since(c.b.started)))
+		c.readAt.Store(d)
+	}
+	return c.b.started.Add(time.Duration(d))
 }
 
 // enqueue queues m for the peer without blocking. It reports false when the

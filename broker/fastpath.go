@@ -49,9 +49,9 @@ func (b *Broker) routeView(c *conn, v *wire.View) {
 }
 
 // admitView is admit for a View: the deadline, or a refusal text.
-func (b *Broker) admitView(v *wire.View, channel string) (time.Time, string) {
+func (b *Broker) admitView(c *conn, v *wire.View, channel string) (time.Time, string) {
 	ttl, hasTTL := v.Get(wire.HeaderTTL)
-	return b.admitParts(ttl, hasTTL, channel, len(v.Body()))
+	return b.admitParts(c.now(), ttl, hasTTL, channel, len(v.Body()))
 }
 
 // frameFrom encodes v once for every destination, from c, with a ttl slot
@@ -68,7 +68,7 @@ func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, bool) {
 }
 
 func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
-	deadline, refusal := b.admitView(v, channel)
+	deadline, refusal := b.admitView(c, v, channel)
 	to, hasTo := v.Get(wire.HeaderTo)
 	if refusal == "" && !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
 		refusal = "not permitted to publish on " + channel
@@ -112,7 +112,7 @@ func (b *Broker) callView(c *conn, v *wire.View, channel string, action auth.Act
 		return "", "", "", time.Time{}, "", false
 	}
 	id, ch, to = strings.Clone(id), strings.Clone(channel), strings.Clone(v.Value(wire.HeaderTo))
-	deadline, refusal = b.admitView(v, ch)
+	deadline, refusal = b.admitView(c, v, ch)
 	if refusal == "" && !c.allows(action, ch) {
 		refusal = "not permitted to " + string(action) + " on " + ch
 	}

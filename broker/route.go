@@ -56,7 +56,7 @@ func (b *Broker) viaView(c *conn, m *wire.Message) {
 // authenticated source. It returns the deadline, or a refusal text.
 func (b *Broker) admit(c *conn, m *wire.Message, channel string) (time.Time, string) {
 	ttl, hasTTL := m.Get(wire.HeaderTTL)
-	deadline, refusal := b.admitParts(ttl, hasTTL, channel, len(m.Body()))
+	deadline, refusal := b.admitParts(c.now(), ttl, hasTTL, channel, len(m.Body()))
 	if refusal == "" {
 		// The source is whoever authenticated; a client's own "from" is overwritten.
 		m.Set(wire.HeaderFrom, c.addr)
@@ -67,8 +67,7 @@ func (b *Broker) admit(c *conn, m *wire.Message, channel string) (time.Time, str
 // admitParts is the admission both paths share: the ttl (capped at
 // MaxTTL), the channel's syntax, the payload limit, and no shutdown under
 // way. It returns the deadline, or a refusal text.
-func (b *Broker) admitParts(ttl string, hasTTL bool, channel string, bodyLen int) (time.Time, string) {
-	now := time.Now()
+func (b *Broker) admitParts(now time.Time, ttl string, hasTTL bool, channel string, bodyLen int) (time.Time, string) {
 	budget := b.opts.MaxTTL
 	if hasTTL {
 		ms, err := strconv.ParseUint(ttl, 10, 32)
