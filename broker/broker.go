@@ -21,6 +21,7 @@ type Broker struct {
 	opts Options
 	log  *slog.Logger
 	dir  directory
+	reg  registry
 	pend pendingTable
 
 	stopping atomic.Bool // closing, read on the hot path without mu
@@ -71,6 +72,7 @@ func New(opts Options) (*Broker, error) {
 		started:   time.Now(),
 	}
 	b.dir.init()
+	b.reg.init()
 	b.pend.init()
 	b.sweeper.Add(1)
 	go b.sweep()
@@ -182,6 +184,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	b.readLoop(c, r)
 	c.finish()
 	b.dir.remove(c)
+	b.leave(c)
 	b.dropPending(c)
 	c.mu.Lock()
 	reason := c.reason

@@ -15,14 +15,17 @@ import (
 
 // conn is one node's connection.
 type conn struct {
-	b      *Broker
-	nc     net.Conn
-	out    *sendq.Queue
-	node   string // node name, set by the handshake
-	addr   string // node + ".bus", what "from" says
-	epoch  uint64
-	perms  *auth.Permissions // nil: everything allowed (in-process)
-	inproc bool
+	b     *Broker
+	nc    net.Conn
+	out   *sendq.Queue
+	node  string // node name, set by the handshake
+	addr  string // node + ".bus", what "from" says
+	epoch uint64
+	iid   string // the client instance's id, set by the handshake
+	// principal is who authenticated (empty in-process), for provenance.
+	principal string
+	perms     *auth.Permissions // nil: everything allowed (in-process)
+	inproc    bool
 
 	readAt atomic.Int64 // when the frames in the read buffer arrived, in ns after b.started; 0: unknown (see now)
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 type directory struct {
 	mu     sync.RWMutex
 	nodes  map[string]*conn
+	iids   map[string]*conn  // instance id → its live connection
 	epochs map[string]uint64 // last epoch handed out per node name
 	// subscribed lists, per channel, the connections with subscribers. A
 	// slice is replaced on change, never modified, so a reader may range
@@ -23,6 +25,7 @@ type directory struct {
 
 func (d *directory) init() {
 	d.nodes = map[string]*conn{}
+	d.iids = map[string]*conn{}
 	d.epochs = map[string]uint64{}
 	d.subscribed = map[string][]*conn{}
 }
@@ -67,8 +70,15 @@ func (d *directory) subscribers(channel string) []*conn {
 // runs under the lock, before c can be found, so whatever it queues on c
 // precedes anything routed to it. A previous connection is closed with
 // REPLACED; what was bound to it fails when its serving goroutine ends.
-func (d *directory) register(c *conn, queued func(epoch uint64)) {
+// An instance id may be reused only by the node that holds it (a
+// reconnection); another node's live one is refused.
+func (d *directory) register(c *conn, queued func(epoch uint64)) error {
 	d.mu.Lock()
+	if holder := d.iids[c.iid]; holder != nil && holder.node != c.node {
+		d.mu.Unlock()
+		return fmt.Errorf("instance id %q is in use by another node", c.iid)
+	}
+	d.iids[c.iid] = c
 	epoch := d.epochs[c.node] + 1
 	d.epochs[c.node] = epoch
 	old := d.nodes[c.node]
@@ -79,6 +89,7 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) {
 	if old != nil {
 		old.closeWith(wire.ResultReplaced, "replaced by a newer connection of the same node")
 	}
+	return nil
 }
 
 // remove drops c if it is still its node's connection, and its
@@ -90,6 +101,9 @@ func (d *directory) remove(c *conn) {
 	d.mu.Lock()
 	if d.nodes[c.node] == c {
 		delete(d.nodes, c.node)
+	}
+	if d.iids[c.iid] == c {
+		delete(d.iids, c.iid)
 	}
 	for _, ch := range channels {
 		d.unsubscribeLocked(c, ch)
@@ -132,7 +146,7 @@ func (b *Broker) Directory() []wire.NodeInfo {
 		subs, handles := keys(c.subs), keys(c.handles)
 		c.mu.Unlock()
 		out = append(out, wire.NodeInfo{
-			Node: c.node, Epoch: c.epoch, Remote: remote(c.nc),
+			Node: c.node, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
 			LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
 			Subscriptions: subs, Handlers: handles,
 		})

@@ -95,7 +95,7 @@ func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
 		for _, d := range b.dir.subscribers(channel) {
 			deliver(d)
 		}
-	} else if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
+	} else if _, dest, _, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
 		deliver(dest)
 	}
 	f.Release()
@@ -124,7 +124,7 @@ func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
 	if !ok {
 		return
 	}
-	node, dest, why := b.resolve(to)
+	node, dest, _, why := b.resolve(to)
 	if refusal == "" {
 		refusal = why
 	}
@@ -194,13 +194,14 @@ func (b *Broker) requestView(c *conn, v *wire.View, channel string) {
 	var (
 		node string
 		dest *conn
+		kind = wire.ResultRejected
 	)
 	if refusal == "" {
-		node, dest, refusal = b.resolve(to)
+		node, dest, kind, refusal = b.resolve(to)
 	}
 	if refusal != "" {
 		b.refused(c, "request", channel, refusal)
-		b.sendRequestError(c, id, channel, wire.ResultRejected, refusal)
+		b.sendRequestError(c, id, channel, kind, refusal)
 		return
 	}
 	switch {

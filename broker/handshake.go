@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,25 +52,41 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		b.stats.refused.Add(1)
 		return fail(wire.ResultAuth, "%v", err)
 	}
+	iid := hello.IID
+	if iid == "" {
+		iid = newIID()
+	} else if err := wire.ValidIID(iid); err != nil {
+		return fail(wire.ResultMalformed, "handshake: %v", err)
+	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 
 	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
+	c.iid, c.principal = iid, hello.Principal
 	c.mu.Unlock()
 	welcome := wire.Welcome{
-		Node: c.node, Broker: b.opts.Name,
+		Node: c.node, IID: iid, Broker: b.opts.Name,
 		HeartbeatMS: b.opts.HeartbeatInterval.Milliseconds(), LeaseMS: b.opts.LeaseTimeout.Milliseconds(),
 		MaxPayload: b.opts.MaxPayload, MaxInflight: b.opts.MaxInflight,
 	}
 	// Queue the welcome before registering, so it precedes anything routed
 	// to the node.
 	reply := helloResponse(m).WithHeader(wire.HeaderRC, "0")
-	b.dir.register(c, func(epoch uint64) {
+	if err := b.dir.register(c, func(epoch uint64) {
 		welcome.Epoch = epoch
 		body, _ := json.Marshal(welcome)
 		c.enqueue(reply.WithBody(body), time.Time{})
-	})
+	}); err != nil {
+		return fail(wire.ResultRejected, "handshake: %v", err)
+	}
 	return nil
+}
+
+// newIID makes up an instance id for a client that brought none.
+func newIID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func helloResponse(req *wire.Message) *wire.Message {

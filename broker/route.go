@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,24 +92,39 @@ func (b *Broker) admitParts(now time.Time, ttl string, hasTTL bool, channel stri
 // validID reports whether id can key an open call.
 func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
 
-// resolve finds the connection of a target. A bare name is a node name
-// until the service registry lands. It returns the node name, the
-// connection (nil when not connected) and a refusal text.
-func (b *Broker) resolve(to string) (string, *conn, string) {
+// resolve finds the connection of a target. A bare name is a service in
+// the registry (seed 004): one live instance is its node; several are
+// ambiguous; none falls back to the node of that name, so every node stays
+// reachable by its name. It returns the node name, the connection (nil
+// when not connected), and the kind and text of a refusal.
+func (b *Broker) resolve(to string) (string, *conn, wire.Result, string) {
 	t, err := wire.ParseTarget(to)
 	if err != nil {
-		return "", nil, err.Error()
+		return "", nil, wire.ResultRejected, err.Error()
 	}
 	var node string
 	switch t.Kind {
 	case wire.TargetCrossMesh:
-		return "", nil, wire.ErrCrossMesh.Error()
+		return "", nil, wire.ResultRejected, wire.ErrCrossMesh.Error()
 	case wire.TargetService:
-		node = t.Service
+		switch conns := b.reg.instances(t.Service); len(conns) {
+		case 0:
+			node = t.Service
+		case 1:
+			return conns[0].node, conns[0], "", ""
+		default:
+			nodes := make([]string, len(conns))
+			for i, c := range conns {
+				nodes[i] = c.node
+			}
+			slices.Sort(nodes)
+			return "", nil, wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus",
+				t.Service, len(conns), strings.Join(nodes, ", "), t.Service)
+		}
 	default:
 		node = t.Addr.Node
 	}
-	return node, b.dir.lookup(node), ""
+	return node, b.dir.lookup(node), "", ""
 }
 
 // routeResponse forwards a response to the call it answers. A response that
@@ -333,6 +349,47 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 			return
 		}
 		reply(wire.RCSuccess, "", "", body)
+	case wire.CmdAnnounce:
+		var a wire.Announcement
+		if err := json.Unmarshal(m.Body(), &a); err != nil {
+			reply(wire.RCError, wire.ResultRejected, "announcement: "+err.Error(), nil)
+			return
+		}
+		info, err := b.announce(c, a)
+		if err != nil {
+			b.refused(c, cmd, a.Service, err.Error())
+			reply(wire.RCError, wire.ResultRejected, err.Error(), nil)
+			return
+		}
+		body, _ := json.Marshal(info)
+		reply(wire.RCSuccess, "", "", body)
+	case wire.CmdWithdraw:
+		if !b.withdraw(c, string(m.Body())) {
+			reply(wire.RCError, wire.ResultRejected, "this connection announced no service "+strconv.Quote(string(m.Body())), nil)
+			return
+		}
+		reply(wire.RCSuccess, "", "", nil)
+	case wire.CmdWhois:
+		body, _ := json.Marshal(b.reg.services(string(m.Body())))
+		if len(body) > b.opts.MaxPayload {
+			reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for one service", nil)
+			return
+		}
+		reply(wire.RCSuccess, "", "", body)
+	case wire.CmdWatch:
+		// The answer is queued under the registry's lock, before any event.
+		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
+			body, _ := json.Marshal(now)
+			if len(body) > b.opts.MaxPayload {
+				reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit", nil)
+				return false
+			}
+			reply(wire.RCSuccess, "", "", body)
+			return true
+		})
+	case wire.CmdUnwatch:
+		b.reg.unwatch(c)
+		reply(wire.RCSuccess, "", "", nil)
 	default:
 		reply(wire.RCError, wire.ResultRejected, "unknown control command "+cmd, nil)
 	}

@@ -87,7 +87,12 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 	}
 	c := ch.s.c
-	a, err := c.call(ctx, ch.s, m, c.deadline(ctx))
+	var a *wire.Message
+	if c.isSelf(m.Value(wire.HeaderTo)) {
+		a, err = c.localRequest(ctx, ch.s, m)
+	} else {
+		a, err = c.call(ctx, ch.s, m, c.deadline(ctx))
+	}
 	if err != nil {
 		return nil, callError(err)
 	}

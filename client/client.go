@@ -33,6 +33,7 @@ type Client struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex // guards the fields below
+	watches  map[*ServiceWatch]struct{}
 	calls    map[string]*pending
 	subs     map[string][]*Subscription
 	subReg   map[string]*regWait // the broker's verdict on the current subscriber set of a channel
@@ -55,6 +56,9 @@ type Client struct {
 type pending struct {
 	answer chan *wire.Message // 1-slot; nil message: the connection ended
 	scope  *Scope
+	// onAnswer, when set, runs on the reader with the answer before
+	// anything read after it is handled (a watch starts there).
+	onAnswer func(*wire.Message)
 }
 
 // Connect dials the broker, performs the handshake and returns a
@@ -64,13 +68,19 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err := auth.ValidNodeName(opts.Node); err != nil {
 		return nil, err
 	}
+	if opts.IID != "" {
+		if err := wire.ValidIID(opts.IID); err != nil {
+			return nil, err
+		}
+	}
 	nc, err := dial(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
 		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
-		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
+		watches: map[*ServiceWatch]struct{}{},
+		calls:   map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
 	}
@@ -124,7 +134,7 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
 		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
 	}
-	hello := wire.Hello{Node: c.opts.Node, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}
+	hello := wire.Hello{Node: c.opts.Node, IID: c.opts.IID, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}
 	if c.opts.PrivateKey != nil {
 		hello.Secret = ""
 		hello.Signature = edSign(c.opts.PrivateKey, auth.SignedMessage(info.Nonce, c.opts.Node))
@@ -183,6 +193,9 @@ func (c *Client) Node() string { return c.welcome.Node }
 // Addr is the node's address, "<node>.bus".
 func (c *Client) Addr() string { return c.welcome.Node + ".bus" }
 
+// IID is this client instance's id, as the broker registered it.
+func (c *Client) IID() string { return c.welcome.IID }
+
 // Epoch increments each time this node name connects to the broker.
 func (c *Client) Epoch() uint64 { return c.welcome.Epoch }
 
@@ -235,6 +248,7 @@ func (c *Client) shutdown(why error) {
 	for _, p := range calls {
 		p.answer <- nil
 	}
+	c.endWatches(why)
 	for _, s := range scopes {
 		// Revoke, so callbacks still queued in the executor do not run.
 		subs, regs := s.markClosed()
@@ -312,6 +326,8 @@ func (c *Client) dispatch(m *wire.Message) {
 			c.brokerSays(m)
 		case wire.CmdGoodbye:
 			c.log.Info("broker is shutting down")
+		case wire.CmdService:
+			c.serviceEvent(m)
 		default:
 			c.deliverEvent(m)
 		}
@@ -342,6 +358,9 @@ func (c *Client) answer(m *wire.Message) {
 	delete(c.calls, id)
 	c.mu.Unlock()
 	if p != nil {
+		if p.onAnswer != nil {
+			p.onAnswer(m)
+		}
 		p.answer <- m
 	}
 }

@@ -183,17 +183,23 @@ func (c *Client) deliverRequest(m *wire.Message) {
 	}
 	deadline := ttlDeadline(m)
 	msg := newMessage(m, Request, deadline)
-	if !c.exec.Execute(func() { c.runHandler(reg, m, msg) }) {
+	if !c.exec.Execute(func() { c.runHandler(reg, m, msg, c.sendReply) }) {
 		c.replyQueued(m, wire.ResultOverload, c.Node()+" dispatch queue is full")
 	}
 }
 
-func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message) {
+// runHandler runs a request's handler on an executor worker and gives
+// the response to respond: sendReply for a request from the wire, the
+// waiting caller for a loopback request.
+func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, respond func(*wire.Message)) {
+	fail := func(kind wire.Result, rc wire.RC, text string) {
+		respond(replyMessage(req, rc, kind, text, nil))
+	}
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
 		return // the caller gave up while this waited: never dispatched
 	}
 	if !reg.active() {
-		c.replyError(req, wire.ResultNoHandler, wire.RCFailure, "handler withdrawn")
+		fail(wire.ResultNoHandler, wire.RCFailure, "handler withdrawn")
 		return
 	}
 	ctx, cancel := c.callbackContext(msg.deadline)
@@ -203,7 +209,7 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message) 
 		herr    error
 	)
 	if perr := c.protect(func() { payload, herr = reg.h(ctx, msg) }); perr != nil {
-		c.replyError(req, wire.ResultHandler, wire.RCFailure, perr.Error())
+		fail(wire.ResultHandler, wire.RCFailure, perr.Error())
 		return
 	}
 	if herr != nil {
@@ -212,18 +218,14 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message) 
 		if errors.As(herr, &he) {
 			rc, text = max(he.RC, wire.RCError), he.Text
 		}
-		c.replyError(req, wire.ResultHandler, rc, text)
+		fail(wire.ResultHandler, rc, text)
 		return
 	}
 	if n := len(payload); n > c.welcome.MaxPayload {
-		c.replyError(req, wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, c.welcome.MaxPayload))
+		fail(wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, c.welcome.MaxPayload))
 		return
 	}
-	c.reply(req, wire.RCSuccess, "", "", payload)
-}
-
-func (c *Client) replyError(req *wire.Message, kind wire.Result, rc wire.RC, text string) {
-	c.reply(req, rc, kind, text, nil)
+	respond(replyMessage(req, wire.RCSuccess, "", "", payload))
 }
 
 // replyQueued answers a request with a failure from the reader goroutine,
@@ -232,8 +234,8 @@ func (c *Client) replyQueued(req *wire.Message, kind wire.Result, text string) {
 	c.out.Enqueue(replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{})
 }
 
-func (c *Client) reply(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) {
-	m := replyMessage(req, rc, kind, text, payload)
+// sendReply sends a handler's response to the broker.
+func (c *Client) sendReply(m *wire.Message) {
 	// Replies leave from the handler's worker (never a network goroutine):
 	// write through when the connection is idle.
 	if !c.out.WriteThrough(m, time.Time{}) {

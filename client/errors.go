@@ -25,12 +25,15 @@ var (
 	ErrDisconnect    = errors.New("disconnected")
 	ErrRejected      = errors.New("rejected")
 	ErrHandlerFailed = errors.New("handler failed")
+	// ErrAmbiguous: a bare service name that several live instances
+	// announce; address one as <service>.<node>.bus.
+	ErrAmbiguous = errors.New("ambiguous service name")
 )
 
 // RequestError is a failed request: the kind, the return code and text the
 // broker or the handler gave, and who said so.
 type RequestError struct {
-	Kind wire.Result // NO_HANDLER, OVERLOAD, TIMEOUT, DISCONNECT, REJECTED, HANDLER_FAILED
+	Kind wire.Result // NO_HANDLER, OVERLOAD, TIMEOUT, DISCONNECT, REJECTED, HANDLER_FAILED, AMBIGUOUS
 	RC   wire.RC
 	Text string
 	From string // who answered: the handler's node, or the broker
@@ -56,6 +59,8 @@ func (e *RequestError) Unwrap() error {
 		return ErrDisconnect
 	case wire.ResultRejected:
 		return ErrRejected
+	case wire.ResultAmbiguous:
+		return ErrAmbiguous
 	default:
 		return ErrHandlerFailed
 	}

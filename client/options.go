@@ -34,6 +34,10 @@ type Options struct {
 
 	// Node is the node name this process registers as.
 	Node string
+	// IID is this instance's id (wire.ValidIID), unique among live
+	// connections; the broker makes one up when it is empty. Two
+	// instances may announce the same service name, never share an IID.
+	IID string
 	// Credential is the principal and secret to present. For a public-key
 	// principal set Credential.Principal and PrivateKey instead.
 	Credential auth.Credential

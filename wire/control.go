@@ -74,12 +74,14 @@ type Hello struct {
 	Principal string `json:"principal,omitempty"`
 	Secret    string `json:"secret,omitempty"`
 	Signature []byte `json:"signature,omitempty"`
+	IID       string `json:"iid,omitempty"` // this client instance's id; the broker makes one up when absent
 }
 
 // Welcome is the body of a successful bus.hello response.
 type Welcome struct {
 	Node        string `json:"node"`
 	Epoch       uint64 `json:"epoch"` // increments each time the node name reconnects
+	IID         string `json:"iid"`   // the instance id, unique among live connections
 	Broker      string `json:"broker"`
 	HeartbeatMS int64  `json:"heartbeat_ms"` // send a heartbeat after this much silence
 	LeaseMS     int64  `json:"lease_ms"`     // silence after which the broker drops the node
@@ -92,6 +94,7 @@ type Welcome struct {
 type NodeInfo struct {
 	Node          string    `json:"node"`
 	Epoch         uint64    `json:"epoch"`
+	IID           string    `json:"iid"`
 	Remote        string    `json:"remote"`
 	LastSeen      time.Time `json:"last_seen"`
 	LeaseExpires  time.Time `json:"lease_expires"`

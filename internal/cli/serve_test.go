@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"busbar/internal/testbroker"
+	"busbar/wire"
 )
 
 // server is a `busbar serve` child process on a fresh data directory.
@@ -281,4 +284,57 @@ func TestServeRefusesWrongCredentials(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "authentication refused") {
 		t.Fatalf("the broker did not log the refusal:\n%s", s.stderr.String())
 	}
+}
+
+// TestServeDiscovery drives discovery through the binary: two replies
+// announce one service name (a collision), ls shows and watches the
+// registry, and requests by bare name and by address behave as documented.
+func TestServeDiscovery(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"))
+	watchOut, _ := s.background(t, "ls", "--watch", "--json", "--name", "watch")
+	s.waitLs(t, "the watcher", func(n []map[string]any) bool { return len(n) > 0 && hasAny(n, "watch") })
+	s.background(t, "reply", "math", "--exec", "tr a-z A-Z", "--name", "upper1", "--service", "shout", "--version", "1.0")
+	waitServices := func(what string, cond func([]wire.ServiceInfo) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			code, out, errOut := s.busbar(t, "", "ls", "--services", "--json")
+			var list []wire.ServiceInfo
+			if code == 0 && json.Unmarshal([]byte(out), &list) == nil && cond(list) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: exit %d: %s %s", what, code, out, errOut)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitServices("one instance", func(l []wire.ServiceInfo) bool { return len(l) == 1 && l[0].Address == "shout.upper1.bus" })
+	if code, out, errOut := s.busbar(t, "", "req", "shout", "math", "one"); code != 0 || strings.TrimSpace(out) != "ONE" {
+		t.Fatalf("bare service: exit %d %q %s", code, out, errOut)
+	}
+	s.background(t, "reply", "math", "--echo", "--name", "upper2", "--service", "shout")
+	waitServices("a collision", func(l []wire.ServiceInfo) bool { return len(l) == 2 && l[0].Collision && l[1].Collision })
+	if code, _, errOut := s.busbar(t, "", "req", "shout", "math", "two"); code != exitRejected || !strings.Contains(errOut, "AMBIGUOUS") {
+		t.Fatalf("ambiguous: exit %d %s", code, errOut)
+	}
+	if code, out, _ := s.busbar(t, "", "req", "shout.upper2.bus", "math", "two"); code != 0 || strings.TrimSpace(out) != "two" {
+		t.Fatalf("by address: exit %d %q", code, out)
+	}
+	code, out, _ := s.busbar(t, "", "ls", "--services")
+	if code != 0 || !strings.HasPrefix(out, "SERVICE") || !strings.Contains(out, "shout.upper1.bus") || !strings.Contains(out, "true") {
+		t.Fatalf("ls --services: %d\n%s", code, out)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the watch to print the collision", func() bool {
+		return strings.Contains(watchOut.String(), `"op":"collision"`) && strings.Contains(watchOut.String(), `"address":"shout.upper2.bus"`)
+	})
+}
+
+func hasAny(nodes []map[string]any, name string) bool {
+	for _, n := range nodes {
+		if n["node"] == name {
+			return true
+		}
+	}
+	return false
 }

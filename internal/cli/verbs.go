@@ -38,7 +38,7 @@ func requestExit(err error) int {
 	}{
 		{client.ErrNoHandler, exitNoHandler}, {client.ErrOverload, exitOverload},
 		{client.ErrTimeout, exitTimeout}, {client.ErrDisconnect, exitDisconnect},
-		{client.ErrRejected, exitRejected}, {client.ErrHandlerFailed, exitHandler},
+		{client.ErrRejected, exitRejected}, {client.ErrAmbiguous, exitRejected}, {client.ErrHandlerFailed, exitHandler},
 	} {
 		if errors.Is(err, k.err) {
 			return k.code
@@ -252,6 +252,8 @@ func runReply(args []string, stdio IO) int {
 	echo := v.fs.Bool("echo", false, "answer each request with its own payload")
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per request: payload on stdin, reply from stdout; a non-zero exit fails the request")
 	count := v.fs.Int("count", 0, "exit after answering this many requests (0: run until interrupted)")
+	service := v.fs.String("service", "", "announce a service of this name that handles CHANNEL")
+	version := v.fs.String("version", "", "the announced service's version (with --service)")
 	if !v.parse(args) {
 		return exitUsage
 	}
@@ -283,6 +285,12 @@ func runReply(args []string, stdio IO) int {
 	if _, err := c.Scope("cli").Channel(v.arg(0)).Handle(ctx, handler); err != nil {
 		return v.fail(stdio, err, requestExit(err))
 	}
+	if *service != "" {
+		a := wire.Announcement{Service: *service, Version: *version, Channels: []string{v.arg(0)}}
+		if _, err := c.Announce(ctx, a); err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+	}
 	select {
 	case <-ctx.Done():
 	case <-finished:
@@ -312,25 +320,97 @@ func execHandler(ctx context.Context, command string, payload []byte) ([]byte, e
 
 func runLs(args []string, stdio IO) int {
 	v := newVerb("ls", "", func(n int) bool { return n == 0 }, stdio)
-	asJSON := v.fs.Bool("json", false, "print the directory as JSON")
-	return v.call(args, stdio, 0, func(c *client.Client, ctx context.Context, _ []byte) int {
-		nodes, err := c.Directory(ctx)
+	asJSON := v.fs.Bool("json", false, "print JSON (with --watch: one object per line)")
+	services := v.fs.Bool("services", false, "list the service registry instead of the nodes")
+	watch := v.fs.Bool("watch", false, "list the service registry, then print each change as it happens (until interrupted)")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	if *watch {
+		return watchServices(v, stdio, *asJSON)
+	}
+	c, ctx, done, err := v.session(stdio, false)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	if *services {
+		svcs, err := c.Whois(ctx, "")
 		if err != nil {
 			return v.fail(stdio, err, requestExit(err))
 		}
 		if *asJSON {
-			_ = json.NewEncoder(stdio.Stdout).Encode(nodes)
+			_ = json.NewEncoder(stdio.Stdout).Encode(svcs)
 			return exitOK
 		}
-		tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
-		for _, n := range nodes {
-			lease := time.Until(n.LeaseExpires).Round(time.Second)
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
-		}
-		_ = tw.Flush()
+		printServices(stdio.Stdout, svcs)
 		return exitOK
-	})
+	}
+	nodes, err := c.Directory(ctx)
+	if err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	if *asJSON {
+		_ = json.NewEncoder(stdio.Stdout).Encode(nodes)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
+	for _, n := range nodes {
+		lease := time.Until(n.LeaseExpires).Round(time.Second)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+func printServices(w io.Writer, services []wire.ServiceInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tVERSION\tSCHEMA\tADDRESS\tCHANNELS\tCOLLISION")
+	for _, s := range services {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\n", s.Service, orDash(s.Version), s.SchemaVersion, s.Address, list(s.Channels), s.Collision)
+	}
+	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// watchServices is ls --watch: the registry, then one line per change.
+func watchServices(v *verbSetup, stdio IO, asJSON bool) int {
+	c, ctx, done, err := v.session(stdio, true)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer done()
+	w, err := c.WatchServices(ctx)
+	if err != nil {
+		return v.fail(stdio, err, requestExit(err))
+	}
+	enc := json.NewEncoder(stdio.Stdout)
+	if asJSON {
+		for _, s := range w.Initial() {
+			_ = enc.Encode(wire.ServiceEvent{Op: wire.ServiceUp, Service: s})
+		}
+	} else {
+		printServices(stdio.Stdout, w.Initial())
+	}
+	for ev := range w.Events() {
+		if asJSON {
+			_ = enc.Encode(ev)
+			continue
+		}
+		s := ev.Service
+		fmt.Fprintf(stdio.Stdout, "%s %s %s version=%s channels=%s collision=%v\n", ev.Op, s.Service, s.Address, orDash(s.Version), list(s.Channels), s.Collision)
+	}
+	if err := w.Err(); err != nil && ctx.Err() == nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	return exitOK
 }
 
 func list(s []string) string {

@@ -1,0 +1,206 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"busbar/wire"
+)
+
+// Discovery (seed 000's announce and whois, seed 004's registry): a node
+// announces the services it hosts; the broker keeps the registry, so one
+// Whois learns the world, and a watch follows it. Records live as long as
+// the announcing connection: a node that closes, is replaced or misses its
+// lease vanishes from the registry with a "down" event.
+
+// ServiceWatchBuffer is how many registry events a ServiceWatch holds
+// for a reader that is behind. One more ends the watch with
+// ErrWatchOverflow: a watcher that missed an event no longer knows the
+// registry and must watch again.
+const ServiceWatchBuffer = 1024
+
+// ErrWatchOverflow ends a watch whose reader fell ServiceWatchBuffer
+// events behind.
+var ErrWatchOverflow = errors.New("client: watch fell behind and was ended; watch again for a fresh snapshot")
+
+// Announce tells the broker this node hosts a service; it returns the
+// record as registered (address, instance id, provenance, collision
+// flag). Announcing the same name again replaces the record.
+func (c *Client) Announce(ctx context.Context, a wire.Announcement) (wire.ServiceInfo, error) {
+	if err := a.Check(); err != nil {
+		return wire.ServiceInfo{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+	}
+	body, err := json.Marshal(a)
+	if err != nil {
+		return wire.ServiceInfo{}, err
+	}
+	a2, err := c.call(ctx, nil, controlMessage(wire.CmdAnnounce, string(body)), c.deadline(ctx))
+	if err := controlResult(a2, err); err != nil {
+		return wire.ServiceInfo{}, err
+	}
+	var info wire.ServiceInfo
+	if err := json.Unmarshal(a2.Body(), &info); err != nil {
+		return wire.ServiceInfo{}, fmt.Errorf("client: malformed announcement answer: %w", err)
+	}
+	return info, nil
+}
+
+// Withdraw removes this node's record of a service.
+func (c *Client) Withdraw(ctx context.Context, service string) error {
+	a, err := c.call(ctx, nil, controlMessage(wire.CmdWithdraw, service), c.deadline(ctx))
+	return controlResult(a, err)
+}
+
+// Whois returns the live instances of service, or of every service when
+// service is "", sorted by name then node: the whole registry in one
+// round trip.
+func (c *Client) Whois(ctx context.Context, service string) ([]wire.ServiceInfo, error) {
+	a, err := c.call(ctx, nil, controlMessage(wire.CmdWhois, service), c.deadline(ctx))
+	if err := controlResult(a, err); err != nil {
+		return nil, err
+	}
+	var out []wire.ServiceInfo
+	if err := json.Unmarshal(a.Body(), &out); err != nil {
+		return nil, fmt.Errorf("client: malformed registry: %w", err)
+	}
+	return out, nil
+}
+
+// ServiceWatch follows the registry: Initial is the registry when the
+// watch started, then Events delivers every change after it, once, in
+// order (no gap, no duplicate).
+type ServiceWatch struct {
+	c       *Client
+	initial []wire.ServiceInfo
+	events  chan wire.ServiceEvent
+	live    bool // set by the reader once the snapshot is in; guarded by c.mu
+
+	once sync.Once
+	err  error // why it ended; written once, before events is closed
+	stop func() bool
+}
+
+// WatchServices starts a watch. It ends when ctx is done, Close is called,
+// the client closes, or the reader falls ServiceWatchBuffer events behind
+// (Err then says ErrWatchOverflow).
+func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
+	w := &ServiceWatch{c: c, events: make(chan wire.ServiceEvent, ServiceWatchBuffer)}
+	m := controlMessage(wire.CmdWatch, "")
+	id := m.Value(wire.HeaderID)
+	deadline := c.deadline(ctx)
+	c.mu.Lock()
+	p, err := c.registerLocked(nil, id)
+	if err == nil {
+		// Activated by the reader as it reads the snapshot: events read
+		// before it are in the snapshot, events read after it are not.
+		p.onAnswer = func(a *wire.Message) {
+			if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
+				return
+			}
+			c.mu.Lock()
+			w.live = true
+			c.mu.Unlock()
+		}
+		c.watches[w] = struct{}{}
+		if !c.out.Enqueue(m, deadline) {
+			delete(c.calls, id)
+			err = errQueueFull
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		w.end(nil)
+		return nil, callError(err)
+	}
+	a, err := c.await(ctx, p, id, deadline)
+	if err := controlResult(a, err); err != nil {
+		w.end(nil)
+		return nil, err
+	}
+	if w.initial == nil {
+		w.end(nil)
+		return nil, errors.New("client: malformed registry snapshot")
+	}
+	w.stop = context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	return w, nil
+}
+
+// Initial is the registry when the watch started.
+func (w *ServiceWatch) Initial() []wire.ServiceInfo { return w.initial }
+
+// Events delivers registry changes; it is closed when the watch ends.
+func (w *ServiceWatch) Events() <-chan wire.ServiceEvent { return w.events }
+
+// Err is why the watch ended: nil after Close, the context's error,
+// ErrWatchOverflow, or the client's error.
+func (w *ServiceWatch) Err() error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.err
+}
+
+// Close ends the watch.
+func (w *ServiceWatch) Close() { w.end(nil) }
+
+// end stops the watch once: no more events, the channel closes, and the
+// broker stops sending events when this was the client's last watch.
+func (w *ServiceWatch) end(why error) {
+	w.once.Do(func() {
+		if w.stop != nil {
+			w.stop()
+		}
+		c := w.c
+		c.mu.Lock()
+		w.err = why
+		delete(c.watches, w)
+		last := len(c.watches) == 0 && !c.closed
+		if last {
+			// Under c.mu, so a watch started after this is queued after it.
+			c.out.Enqueue(controlMessage(wire.CmdUnwatch, ""), c.deadline(context.Background()))
+		}
+		close(w.events)
+		c.mu.Unlock()
+	})
+}
+
+// serviceEvent hands a bus.service event to every live watch (on the
+// reader: it never blocks).
+func (c *Client) serviceEvent(m *wire.Message) {
+	var ev wire.ServiceEvent
+	if err := json.Unmarshal(m.Body(), &ev); err != nil {
+		c.log.Warn("malformed registry event", "err", err)
+		return
+	}
+	var behind []*ServiceWatch
+	c.mu.Lock()
+	for w := range c.watches {
+		if !w.live {
+			continue
+		}
+		select {
+		case w.events <- ev:
+		default:
+			behind = append(behind, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range behind {
+		w.end(ErrWatchOverflow)
+	}
+}
+
+// endWatches ends every watch when the client closes.
+func (c *Client) endWatches(why error) {
+	c.mu.Lock()
+	ws := make([]*ServiceWatch, 0, len(c.watches))
+	for w := range c.watches {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.end(why)
+	}
+}

@@ -1,0 +1,117 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Discovery commands (issue 5; seed 000's announce and whois, with the
+// broker keeping the registry). All are requests to the broker except
+// bus.service, the event a watcher receives.
+const (
+	CmdAnnounce = "bus.announce" // request: announce a service this node hosts (body: Announcement)
+	CmdWithdraw = "bus.withdraw" // request: withdraw one (body: the service name)
+	CmdWhois    = "bus.whois"    // request: the registry, or one service's instances (body: optional name)
+	CmdWatch    = "bus.watch"    // request: the registry now, then a bus.service event per change
+	CmdUnwatch  = "bus.unwatch"  // request: stop those events
+	CmdService  = "bus.service"  // event, broker → watcher: a ServiceEvent
+)
+
+// ResultAmbiguous is the request error for a bare service name that more
+// than one live instance announces: the caller must name the node.
+const ResultAmbiguous Result = "AMBIGUOUS"
+
+// Limits of an announcement.
+const (
+	MaxVersionLen = 64   // bytes of Announcement.Version
+	MaxMetaBytes  = 4096 // bytes of Announcement.Meta, a JSON object
+	MaxIIDLen     = 64   // bytes of an instance id
+)
+
+// Announcement is what a node says about one service it hosts: seed 000's
+// announce payload {version, schemaVersion, meta?}, plus the service name
+// (seed 000's src) and the channels it handles, which a registry needs.
+type Announcement struct {
+	Service       string          `json:"service"`
+	Version       string          `json:"version"`
+	SchemaVersion int             `json:"schemaVersion"`
+	Meta          json.RawMessage `json:"meta,omitempty"`
+	Channels      []string        `json:"channels,omitempty"`
+}
+
+// Check validates an announcement's own fields (channels are checked by
+// the broker against the channel rules and the node's permissions).
+func (a *Announcement) Check() error {
+	if err := ValidLabel(a.Service); err != nil {
+		return fmt.Errorf("service name: %w", err)
+	}
+	if len(a.Version) > MaxVersionLen || !utf8.ValidString(a.Version) {
+		return fmt.Errorf("version must be UTF-8 of at most %d bytes", MaxVersionLen)
+	}
+	if a.SchemaVersion < 0 {
+		return fmt.Errorf("schemaVersion must not be negative")
+	}
+	if len(a.Meta) > 0 {
+		if len(a.Meta) > MaxMetaBytes {
+			return fmt.Errorf("meta is %d bytes, over the limit of %d", len(a.Meta), MaxMetaBytes)
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(a.Meta, &obj) != nil || obj == nil {
+			return fmt.Errorf("meta must be a JSON object")
+		}
+	}
+	return nil
+}
+
+// RegisterProvenance says who registered a record, when and over which
+// connection (seed 004's registry record).
+type RegisterProvenance struct {
+	Node      string    `json:"node"`
+	Epoch     uint64    `json:"epoch"`  // the connection's epoch
+	Remote    string    `json:"remote"` // the connection's peer address
+	Principal string    `json:"principal,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// ServiceInfo is one live instance of a service in the broker's registry
+// (seed 004). Two instances of one name are a collision: both are listed,
+// both flagged, never merged.
+type ServiceInfo struct {
+	Announcement
+	Address    string             `json:"address"` // <service>.<node>.bus, which always reaches this instance
+	IID        string             `json:"iid"`     // the announcing client instance
+	Provenance RegisterProvenance `json:"provenance"`
+	Collision  bool               `json:"collision,omitempty"` // another live instance announces the same name
+}
+
+// ServiceEvent is the body of bus.service.
+type ServiceEvent struct {
+	Op      ServiceOp   `json:"op"`
+	Service ServiceInfo `json:"service"`
+}
+
+// ServiceOp is what happened to a registry record.
+type ServiceOp string
+
+const (
+	ServiceUp        ServiceOp = "up"        // announced, re-announced, or its collision ended
+	ServiceDown      ServiceOp = "down"      // withdrawn, or its node left (closed, replaced, lease expired)
+	ServiceCollision ServiceOp = "collision" // another live instance now announces the same name
+)
+
+// ValidIID reports whether s can be an instance id: 1 to MaxIIDLen bytes
+// of ASCII letters, digits, '-', '_' and '.'.
+func ValidIID(s string) error {
+	if s == "" || len(s) > MaxIIDLen {
+		return fmt.Errorf("an instance id must be 1 to %d bytes", MaxIIDLen)
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}); i >= 0 {
+		return fmt.Errorf("an instance id may hold only letters, digits, '-', '_' and '.' (%q at %d)", s[i], i)
+	}
+	return nil
+}
