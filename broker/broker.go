@@ -18,11 +18,12 @@ var ErrClosed = errors.New("broker: closed")
 // Broker routes messages between connected nodes. Create it with New, feed
 // it connections with Serve or ServeConn, stop it with Shutdown.
 type Broker struct {
-	opts Options
-	log  *slog.Logger
-	dir  directory
-	reg  registry
-	pend pendingTable
+	opts  Options
+	log   *slog.Logger
+	dir   directory
+	reg   registry
+	state stateService
+	pend  pendingTable
 
 	stopping atomic.Bool // closing, read on the hot path without mu
 	started  time.Time   // the base of conn.readAt (monotonic)
@@ -42,7 +43,7 @@ type Broker struct {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity, dropped atomic.Int64
+	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity, dropped, stateRefused atomic.Int64
 }
 
 // Stats is a snapshot of the broker's counters.
@@ -56,6 +57,7 @@ type Stats struct {
 	LeaseExpired   int64 // nodes removed for silence
 	OverCapacity   int64 // connections closed at once because MaxConnections were served
 	Dropped        int64 // stream messages refused or dropped on a full queue
+	StateRefused   int64 // state writes refused: foreign writes to closed keys, opens by non-owners
 }
 
 // New returns a broker with opts (see Options for defaults).
@@ -74,6 +76,9 @@ func New(opts Options) (*Broker, error) {
 	b.dir.init()
 	b.reg.init()
 	b.pend.init()
+	if err := b.state.open(opts.StatePath); err != nil {
+		return nil, err
+	}
 	b.sweeper.Add(1)
 	go b.sweep()
 	return b, nil
@@ -94,6 +99,7 @@ func (b *Broker) Stats() Stats {
 		LeaseExpired:   b.stats.leaseExpired.Load(),
 		OverCapacity:   b.stats.overCapacity.Load(),
 		Dropped:        b.stats.dropped.Load(),
+		StateRefused:   b.stats.stateRefused.Load(),
 	}
 }
 
@@ -185,6 +191,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	c.finish()
 	b.dir.remove(c)
 	b.leave(c)
+	b.state.leave(c)
 	b.dropPending(c)
 	c.mu.Lock()
 	reason := c.reason

@@ -105,14 +105,19 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.serving.Wait()
 		close(done)
 	}()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		for _, c := range conns {
 			_ = c.nc.Close()
 		}
 		<-done
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	// Nothing is served any more: the store can close.
+	if cerr := b.state.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -76,6 +76,10 @@ type Options struct {
 	// MaxRegistrations bounds the channels one connection subscribes to or
 	// handles; past it a registration is REJECTED.
 	MaxRegistrations int
+
+	// StatePath is the file of the embedded store (bbolt) that keeps every
+	// state namespace across restarts; "" keeps them in memory only.
+	StatePath string
 }
 
 func (o *Options) setDefaults() error {

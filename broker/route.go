@@ -390,6 +390,8 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 	case wire.CmdUnwatch:
 		b.reg.unwatch(c)
 		reply(wire.RCSuccess, "", "", nil)
+	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
+		b.stateControl(c, m, cmd, reply)
 	default:
 		reply(wire.RCError, wire.ResultRejected, "unknown control command "+cmd, nil)
 	}

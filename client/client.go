@@ -32,20 +32,23 @@ type Client struct {
 	ctx    context.Context // cancelled by Close: callbacks' contexts derive from it
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // guards the fields below
-	watches  map[*ServiceWatch]struct{}
-	calls    map[string]*pending
-	subs     map[string][]*Subscription
-	subReg   map[string]*regWait // the broker's verdict on the current subscriber set of a channel
-	handlers map[string]*Registration
-	scopes   map[*Scope]struct{}
-	closed   bool
-	closeErr error // why the connection ended
+	mu      sync.Mutex // guards the fields below
+	watches map[*ServiceWatch]struct{}
+	// stateWatches are the live state replicas per namespace.
+	stateWatches map[string]map[*StateWatch]struct{}
+	calls        map[string]*pending
+	subs         map[string][]*Subscription
+	subReg       map[string]*regWait // the broker's verdict on the current subscriber set of a channel
+	handlers     map[string]*Registration
+	scopes       map[*Scope]struct{}
+	closed       bool
+	closeErr     error // why the connection ended
 
 	lastRead      atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
 	active        atomic.Bool   // a frame arrived since the last tick
 	dropped       atomic.Int64  // stream messages dropped on a full dispatch queue
 	clock         atomic.Int64  // unix ns of the reader's latest clock read (see readClock)
+	stateClock    atomic.Uint64 // the Lamport clock of state writes: the highest version seen
 	streams       []streamItem  // owned by readLoop: stream messages not yet handed to the executor
 	streamsQueued atomic.Int64  // stream messages handed over and not yet run
 	done          chan struct{} // closed when the connection has ended
@@ -79,8 +82,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
-		watches: map[*ServiceWatch]struct{}{},
-		calls:   map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
+		watches: map[*ServiceWatch]struct{}{}, stateWatches: map[string]map[*StateWatch]struct{}{},
+		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
 	}
@@ -249,6 +252,7 @@ func (c *Client) shutdown(why error) {
 		p.answer <- nil
 	}
 	c.endWatches(why)
+	c.endStateWatches(why)
 	for _, s := range scopes {
 		// Revoke, so callbacks still queued in the executor do not run.
 		subs, regs := s.markClosed()
@@ -328,6 +332,8 @@ func (c *Client) dispatch(m *wire.Message) {
 			c.log.Info("broker is shutting down")
 		case wire.CmdService:
 			c.serviceEvent(m)
+		case wire.CmdStateDelta:
+			c.stateDelta(m)
 		default:
 			c.deliverEvent(m)
 		}

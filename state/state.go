@@ -298,3 +298,19 @@ func (n *Namespace) Follow(d Delta) (e Entry, changed, gap bool) {
 	n.entries[d.Key] = &e
 	return e, true, false
 }
+
+// Query is the body of a get, open, watch or unwatch request: a namespace
+// and, for get and open, a key.
+type Query struct {
+	NS  string `json:"ns"`
+	Key string `json:"key,omitempty"`
+}
+
+// Result answers a write, an open or a get of one key: the entry now
+// stored (Found false: the key was never written), and for a write whether
+// it applied (false: a newer or equal version won; Entry is the winner).
+type Result struct {
+	Applied bool  `json:"applied"`
+	Found   bool  `json:"found"`
+	Entry   Entry `json:"entry"`
+}

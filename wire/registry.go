@@ -115,3 +115,15 @@ func ValidIID(s string) error {
 	}
 	return nil
 }
+
+// Replicated state commands (issue 5; seed 000's state-delta, state-req and
+// state-snapshot, with the broker holding every namespace). Bodies are
+// package state's JSON types.
+const (
+	CmdStateSet     = "bus.state.set"     // request: a write or delete (body: state.Delta) → state.Result
+	CmdStateOpen    = "bus.state.open"    // request: the owner opens a key for every writer (state.Query) → state.Result
+	CmdStateGet     = "bus.state.get"     // request: one key (state.Result), one namespace (state.Snapshot), or all ([]state.Snapshot)
+	CmdStateWatch   = "bus.state.watch"   // request: a namespace's snapshot, then a bus.state.delta event per applied delta
+	CmdStateUnwatch = "bus.state.unwatch" // request: stop those events
+	CmdStateDelta   = "bus.state.delta"   // event, broker → watcher: a numbered state.Delta
+)

@@ -60,7 +60,7 @@ func runServe(args []string, stdio IO) int {
 		log.Error("cannot load principals", "err", err)
 		return exitFail
 	}
-	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log})
+	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db")})
 	if err != nil {
 		log.Error("cannot start the broker", "err", err)
 		return exitFail

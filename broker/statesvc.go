@@ -1,0 +1,363 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"busbar/state"
+	"busbar/wire"
+)
+
+// MaxNamespacesPerNode bounds the namespaces one node may own (create).
+const MaxNamespacesPerNode = 64
+
+// stateService holds every namespace (package state) and, with
+// Options.StatePath, keeps them in an embedded bbolt store: a write is on
+// disk (fsync) before it is applied, answered or sent to watchers, so a
+// broker restart loses nothing it acknowledged. Watchers of a namespace
+// get its snapshot, then every applied delta numbered in order, all
+// queued under one lock: no gap and no duplicate unless a watcher's queue
+// overflows, which its replica notices by the numbers (and resyncs).
+type stateService struct {
+	mu       sync.Mutex
+	db       *bolt.DB // nil: in memory only
+	spaces   map[string]*state.Namespace
+	owned    map[string]int                // namespaces per owner node
+	watchers map[string]map[*conn]struct{} // namespace → watching connections
+	watching map[*conn]map[string]struct{} // the reverse, to clean up and to bound
+}
+
+var (
+	bucketMeta    = []byte("namespaces") // name → nsMeta
+	bucketEntries = []byte("entries")    // one nested bucket per namespace: key → state.Entry
+)
+
+type nsMeta struct {
+	Owner string `json:"owner"`
+	Seq   uint64 `json:"seq"`
+}
+
+// open loads the store at path ("" keeps state in memory).
+func (s *stateService) open(path string) error {
+	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
+	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
+	if path == "" {
+		return nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("broker: state store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		entries, err := tx.CreateBucketIfNotExists(bucketEntries)
+		if err != nil {
+			return err
+		}
+		return meta.ForEach(func(name, raw []byte) error {
+			var m nsMeta
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return fmt.Errorf("namespace %q: %w", name, err)
+			}
+			snap := state.Snapshot{NS: string(name), Owner: m.Owner, Seq: m.Seq}
+			if b := entries.Bucket(name); b != nil {
+				if err := b.ForEach(func(_, raw []byte) error {
+					var e state.Entry
+					if err := json.Unmarshal(raw, &e); err != nil {
+						return fmt.Errorf("namespace %q: %w", name, err)
+					}
+					snap.Entries = append(snap.Entries, e)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			s.spaces[snap.NS] = state.FromSnapshot(snap)
+			s.owned[m.Owner]++
+			return nil
+		})
+	})
+	if err != nil {
+		_ = db.Close()
+		return fmt.Errorf("broker: loading state from %s: %w", path, err)
+	}
+	s.db = db
+	return nil
+}
+
+func (s *stateService) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// persist writes e and the namespace's meta with seq, durably.
+func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) error {
+	if s.db == nil {
+		return nil
+	}
+	meta, _ := json.Marshal(nsMeta{Owner: n.Owner(), Seq: seq})
+	raw, _ := json.Marshal(e)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put([]byte(n.Name()), meta); err != nil {
+			return err
+		}
+		b, err := tx.Bucket(bucketEntries).CreateBucketIfNotExists([]byte(n.Name()))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(e.Key), raw)
+	})
+}
+
+// stateError is a refusal with its request error kind.
+type stateError struct {
+	kind wire.Result
+	text string
+}
+
+func (e *stateError) Error() string { return e.text }
+
+func refuse(format string, args ...any) error {
+	return &stateError{kind: wire.ResultRejected, text: fmt.Sprintf(format, args...)}
+}
+
+// write applies d from c: the namespace is created, owned by c's node, by
+// its first write. A foreign write is refused and counted; a stale one is
+// answered with the winner (Applied false).
+func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, error) {
+	s := &b.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := state.CheckName(d.NS); err != nil {
+		return state.Result{}, refuse("%v", err)
+	}
+	n := s.spaces[d.NS]
+	if n == nil {
+		if s.owned[c.node] >= MaxNamespacesPerNode {
+			return state.Result{}, refuse("%s owns %d namespaces, the limit", c.node, MaxNamespacesPerNode)
+		}
+		n = state.New(d.NS, c.node)
+	}
+	d.Source, d.Seq = c.node, 0
+	if open {
+		// Opening is the owner's write of the key as it stands, one version
+		// past everything the namespace has seen, with the open flag.
+		if c.node != n.Owner() {
+			b.stats.stateRefused.Add(1)
+			return state.Result{}, refuse("only %s, the owner of namespace %q, may open its keys", n.Owner(), d.NS)
+		}
+		d.Version, d.Open = n.Clock()+1, true
+		if cur, ok := n.Get(d.Key); ok && !cur.Deleted {
+			d.Value = cur.Value
+		} else {
+			d.Value, d.Deleted = nil, true
+		}
+	}
+	e, err := n.Decide(d)
+	switch {
+	case errors.Is(err, state.ErrStale):
+		return state.Result{Applied: false, Found: true, Entry: e}, nil
+	case errors.Is(err, state.ErrForeign):
+		b.stats.stateRefused.Add(1)
+		return state.Result{}, refuse("namespace %q belongs to %s and key %q is not open for other writers", d.NS, n.Owner(), d.Key)
+	case err != nil:
+		return state.Result{}, refuse("%v", err)
+	}
+	seq := n.Seq() + 1
+	if err := s.persist(n, e, seq); err != nil {
+		b.log.Error("state store write failed", "ns", d.NS, "key", d.Key, "err", err)
+		return state.Result{}, &stateError{kind: wire.ResultHandler, text: "the broker could not store the write: " + err.Error()}
+	}
+	if s.spaces[d.NS] == nil {
+		s.spaces[d.NS] = n
+		s.owned[c.node]++
+	}
+	n.Commit(e)
+	n.Advance()
+	s.notifyLocked(n.Delta(e, seq))
+	return state.Result{Applied: true, Found: true, Entry: e}, nil
+}
+
+// notifyLocked queues a numbered delta for the namespace's watchers.
+func (s *stateService) notifyLocked(d state.Delta) {
+	ws := s.watchers[d.NS]
+	if len(ws) == 0 {
+		return
+	}
+	body, _ := json.Marshal(d)
+	m := wire.New(wire.TypeEvent, wire.CmdStateDelta).WithHeader(wire.HeaderID, "state-"+strconv.FormatUint(d.Seq, 10)).WithBody(body)
+	for w := range ws {
+		if !w.enqueue(m, time.Time{}) {
+			w.b.log.Warn("state delta dropped: watcher's queue is full; its replica will resync", "node", w.node, "ns", d.NS, "seq", d.Seq)
+		}
+	}
+}
+
+// snapshotLocked is a namespace's snapshot; one that does not exist yet is
+// empty, with no owner.
+func (s *stateService) snapshotLocked(ns string) state.Snapshot {
+	if n := s.spaces[ns]; n != nil {
+		return n.Snapshot()
+	}
+	return state.Snapshot{NS: ns, Entries: []state.Entry{}}
+}
+
+// get answers bus.state.get.
+func (s *stateService) get(q state.Query) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.NS == "" {
+		all := make([]state.Snapshot, 0, len(s.spaces))
+		for _, ns := range slices.Sorted(maps.Keys(s.spaces)) {
+			all = append(all, s.spaces[ns].Snapshot())
+		}
+		return all, nil
+	}
+	if err := state.CheckName(q.NS); err != nil {
+		return nil, refuse("%v", err)
+	}
+	if q.Key == "" {
+		return s.snapshotLocked(q.NS), nil
+	}
+	var r state.Result
+	if n := s.spaces[q.NS]; n != nil {
+		r.Entry, r.Found = n.Get(q.Key)
+	}
+	return r, nil
+}
+
+// watch registers c for ns's deltas; answer runs under the lock with the
+// snapshot, so it is queued before any delta that follows it.
+func (b *Broker) stateWatch(c *conn, ns string, answer func(state.Snapshot) bool) error {
+	if err := state.CheckName(ns); err != nil {
+		return refuse("%v", err)
+	}
+	s := &b.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mine := s.watching[c]
+	if _, dup := mine[ns]; !dup && len(mine) >= b.opts.MaxRegistrations {
+		return refuse("%d namespaces watched, the limit per connection", b.opts.MaxRegistrations)
+	}
+	if !answer(s.snapshotLocked(ns)) {
+		return nil
+	}
+	if mine == nil {
+		mine = map[string]struct{}{}
+		s.watching[c] = mine
+	}
+	mine[ns] = struct{}{}
+	if s.watchers[ns] == nil {
+		s.watchers[ns] = map[*conn]struct{}{}
+	}
+	s.watchers[ns][c] = struct{}{}
+	return nil
+}
+
+func (s *stateService) unwatch(c *conn, ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unwatchLocked(c, ns)
+}
+
+func (s *stateService) unwatchLocked(c *conn, ns string) {
+	delete(s.watching[c], ns)
+	if len(s.watching[c]) == 0 {
+		delete(s.watching, c)
+	}
+	delete(s.watchers[ns], c)
+	if len(s.watchers[ns]) == 0 {
+		delete(s.watchers, ns)
+	}
+}
+
+// leave drops c's watches.
+func (s *stateService) leave(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ns := range s.watching[c] {
+		s.unwatchLocked(c, ns)
+	}
+}
+
+// stateControl handles the bus.state.* requests.
+func (b *Broker) stateControl(c *conn, m *wire.Message, cmd string, reply func(rc wire.RC, res wire.Result, text string, body []byte)) {
+	fail := func(err error) {
+		kind := wire.ResultRejected
+		var se *stateError
+		if errors.As(err, &se) {
+			kind = se.kind
+		}
+		b.refused(c, cmd, "", err.Error())
+		reply(wire.RCError, kind, err.Error(), nil)
+	}
+	ok := func(v any) bool {
+		body, _ := json.Marshal(v)
+		if len(body) > b.opts.MaxPayload {
+			reply(wire.RCError, wire.ResultRejected, "the answer is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for less", nil)
+			return false
+		}
+		reply(wire.RCSuccess, "", "", body)
+		return true
+	}
+	switch cmd {
+	case wire.CmdStateSet:
+		var d state.Delta
+		if err := json.Unmarshal(m.Body(), &d); err != nil {
+			fail(refuse("state delta: %v", err))
+			return
+		}
+		r, err := b.stateWrite(c, d, false)
+		if err != nil {
+			fail(err)
+			return
+		}
+		ok(r)
+	case wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
+		var q state.Query
+		if err := json.Unmarshal(m.Body(), &q); err != nil {
+			fail(refuse("state query: %v", err))
+			return
+		}
+		switch cmd {
+		case wire.CmdStateOpen:
+			r, err := b.stateWrite(c, state.Delta{NS: q.NS, Key: q.Key}, true)
+			if err != nil {
+				fail(err)
+				return
+			}
+			ok(r)
+		case wire.CmdStateGet:
+			v, err := b.state.get(q)
+			if err != nil {
+				fail(err)
+				return
+			}
+			ok(v)
+		case wire.CmdStateWatch:
+			if err := b.stateWatch(c, q.NS, func(s state.Snapshot) bool { return ok(s) }); err != nil {
+				fail(err)
+			}
+		case wire.CmdStateUnwatch:
+			b.state.unwatch(c, q.NS)
+			ok(nil)
+		}
+	}
+}

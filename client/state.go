@@ -1,0 +1,366 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"busbar/state"
+	"busbar/wire"
+)
+
+// Replicated state (package state has the rules): namespaced key–value
+// entries held by the broker, replicated to every node that watches them.
+// Values are JSON. A namespace belongs to the node that first writes it;
+// other nodes may write only keys its owner opened.
+
+// StateWatchBuffer is how many changes a StateWatch holds for a reader
+// that is behind; one more ends the watch with ErrWatchOverflow.
+const StateWatchBuffer = 1024
+
+// ErrSuperseded is returned (wrapped in a *SupersededError) by a write that
+// lost to a newer entry: another node wrote the key with a higher version,
+// or the same version from a greater node name.
+var ErrSuperseded = errors.New("client: state write superseded")
+
+// SupersededError carries the entry that won.
+type SupersededError struct{ Winner state.Entry }
+
+func (e *SupersededError) Error() string {
+	return fmt.Sprintf("%v by version %d from %s", ErrSuperseded, e.Winner.Version, e.Winner.Source)
+}
+
+func (e *SupersededError) Unwrap() error { return ErrSuperseded }
+
+// State is a handle on one namespace. It holds no data: Get, Snapshot and
+// Watch ask the broker.
+type State struct {
+	c  *Client
+	ns string
+}
+
+// State returns a handle on namespace ns.
+func (c *Client) State(ns string) *State { return &State{c: c, ns: ns} }
+
+// seen advances the client's Lamport clock past a version it has seen.
+func (c *Client) seen(ver uint64) {
+	for {
+		cur := c.stateClock.Load()
+		if ver <= cur || c.stateClock.CompareAndSwap(cur, ver) {
+			return
+		}
+	}
+}
+
+// stateCall sends a bus.state.* request and decodes its answer into out.
+func (s *State) stateCall(ctx context.Context, cmd string, body any, out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	c := s.c
+	a, err := c.call(ctx, nil, controlMessage(cmd, string(raw)), c.deadline(ctx))
+	if err := controlResult(a, err); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(a.Body(), out); err != nil {
+		return fmt.Errorf("client: malformed %s answer: %w", cmd, err)
+	}
+	return nil
+}
+
+// Get returns a key's entry; found is false for a key never written (a
+// deleted key is found, with Deleted set).
+func (s *State) Get(ctx context.Context, key string) (e state.Entry, found bool, err error) {
+	var r state.Result
+	if err := s.stateCall(ctx, wire.CmdStateGet, state.Query{NS: s.ns, Key: key}, &r); err != nil {
+		return state.Entry{}, false, err
+	}
+	s.c.seen(r.Entry.Version)
+	return r.Entry, r.Found, nil
+}
+
+// Set writes value (marshalled to JSON; a json.RawMessage is sent as is)
+// and returns the stored entry. Its version is the client's Lamport clock
+// plus one; when it loses to an entry the client had not seen, Set has
+// now seen it and writes once more, as a writer that had read first would
+// have; losing to one it had seen returns a *SupersededError.
+func (s *State) Set(ctx context.Context, key string, value any) (state.Entry, error) {
+	raw, ok := value.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(value); err != nil {
+			return state.Entry{}, err
+		}
+	}
+	return s.write(ctx, state.Delta{NS: s.ns, Key: key, Value: raw})
+}
+
+// Delete writes a tombstone: the key reads as deleted, and no write with
+// an older version can bring it back.
+func (s *State) Delete(ctx context.Context, key string) (state.Entry, error) {
+	return s.write(ctx, state.Delta{NS: s.ns, Key: key, Deleted: true})
+}
+
+func (s *State) write(ctx context.Context, d state.Delta) (state.Entry, error) {
+	c := s.c
+	for attempt := 0; ; attempt++ {
+		known := c.stateClock.Load()
+		d.Version = c.stateClock.Add(1)
+		if err := d.Check(); err != nil {
+			return state.Entry{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+		}
+		var r state.Result
+		if err := s.stateCall(ctx, wire.CmdStateSet, d, &r); err != nil {
+			return state.Entry{}, err
+		}
+		c.seen(r.Entry.Version)
+		if r.Applied {
+			return r.Entry, nil
+		}
+		if attempt > 0 || r.Entry.Version < known {
+			return state.Entry{}, &SupersededError{Winner: r.Entry}
+		}
+	}
+}
+
+// Open lets every node write key (only the namespace's owner may open a
+// key; an open key stays open).
+func (s *State) Open(ctx context.Context, key string) (state.Entry, error) {
+	var r state.Result
+	if err := s.stateCall(ctx, wire.CmdStateOpen, state.Query{NS: s.ns, Key: key}, &r); err != nil {
+		return state.Entry{}, err
+	}
+	s.c.seen(r.Entry.Version)
+	return r.Entry, nil
+}
+
+// Snapshot returns every entry of the namespace, tombstones included.
+func (s *State) Snapshot(ctx context.Context) (state.Snapshot, error) {
+	var snap state.Snapshot
+	if err := s.stateCall(ctx, wire.CmdStateGet, state.Query{NS: s.ns}, &snap); err != nil {
+		return state.Snapshot{}, err
+	}
+	for _, e := range snap.Entries {
+		s.c.seen(e.Version)
+	}
+	return snap, nil
+}
+
+// Snapshots returns every namespace the broker holds.
+func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
+	var all []state.Snapshot
+	if err := (&State{c: c}).stateCall(ctx, wire.CmdStateGet, state.Query{}, &all); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// StateWatch is a live replica of one namespace: Initial is the snapshot
+// the watch started from, then Changes delivers every entry that changes
+// after it, once, in order. When the replica notices it missed a delta (a
+// gap in the broker's numbering), it asks for a fresh snapshot and
+// delivers what differs, so nothing is lost and nothing repeats.
+type StateWatch struct {
+	c       *Client
+	ns      string
+	replica *state.Namespace // owned by the reader goroutine once live
+	initial state.Snapshot
+	changes chan state.Entry
+	live    bool // guarded by c.mu
+	resync  bool // a snapshot request is on its way; reader only
+
+	once sync.Once
+	err  error // guarded by c.mu
+	stop func() bool
+}
+
+// Watch starts a replica of the namespace. It ends when ctx is done,
+// Close is called, the client closes, or the reader falls
+// StateWatchBuffer changes behind (Err then says ErrWatchOverflow).
+func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
+	c := s.c
+	w := &StateWatch{c: c, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer)}
+	if err := state.CheckName(s.ns); err != nil {
+		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+	}
+	deadline := c.deadline(ctx)
+	c.mu.Lock()
+	if c.stateWatches[s.ns] == nil {
+		c.stateWatches[s.ns] = map[*StateWatch]struct{}{}
+	}
+	c.stateWatches[s.ns][w] = struct{}{}
+	p, id, err := w.requestLocked(deadline)
+	c.mu.Unlock()
+	if err != nil {
+		w.end(nil)
+		return nil, callError(err)
+	}
+	a, err := c.await(ctx, p, id, deadline)
+	if err := controlResult(a, err); err != nil {
+		w.end(nil)
+		return nil, err
+	}
+	if w.replica == nil {
+		w.end(nil)
+		return nil, errors.New("client: malformed state snapshot")
+	}
+	w.stop = context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	return w, nil
+}
+
+// requestLocked sends bus.state.watch for w; the reader installs the
+// snapshot when the answer arrives, before anything read after it.
+func (w *StateWatch) requestLocked(deadline time.Time) (*pending, string, error) {
+	c := w.c
+	raw, _ := json.Marshal(state.Query{NS: w.ns})
+	m := controlMessage(wire.CmdStateWatch, string(raw))
+	id := m.Value(wire.HeaderID)
+	p, err := c.registerLocked(nil, id)
+	if err != nil {
+		return nil, "", err
+	}
+	p.onAnswer = w.install
+	if !c.out.Enqueue(m, deadline) {
+		delete(c.calls, id)
+		return nil, "", errQueueFull
+	}
+	return p, id, nil
+}
+
+// install takes a snapshot answer on the reader: the first becomes the
+// replica, a later one (a resync) is merged and what changed delivered.
+func (w *StateWatch) install(a *wire.Message) {
+	var snap state.Snapshot
+	if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &snap) != nil {
+		return
+	}
+	c := w.c
+	for _, e := range snap.Entries {
+		c.seen(e.Version)
+	}
+	if w.replica == nil {
+		w.initial, w.replica = snap, state.FromSnapshot(snap)
+		c.mu.Lock()
+		w.live = true
+		c.mu.Unlock()
+		return
+	}
+	w.resync = false
+	for _, e := range w.replica.Merge(snap) {
+		if !w.deliver(e) {
+			return
+		}
+	}
+}
+
+// deliver hands e to the application without blocking the reader.
+func (w *StateWatch) deliver(e state.Entry) bool {
+	c := w.c
+	c.mu.Lock()
+	if !w.live {
+		c.mu.Unlock()
+		return false
+	}
+	select {
+	case w.changes <- e:
+		c.mu.Unlock()
+		return true
+	default:
+		c.mu.Unlock()
+		w.end(ErrWatchOverflow) // c.mu is released: end takes it
+		return false
+	}
+}
+
+// stateDelta hands a numbered delta to the live watches of its namespace
+// (on the reader).
+func (c *Client) stateDelta(m *wire.Message) {
+	var d state.Delta
+	if err := json.Unmarshal(m.Body(), &d); err != nil {
+		c.log.Warn("malformed state delta", "err", err)
+		return
+	}
+	c.seen(d.Version)
+	c.mu.Lock()
+	var ws []*StateWatch
+	for w := range c.stateWatches[d.NS] {
+		if w.live {
+			ws = append(ws, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		e, changed, gap := w.replica.Follow(d)
+		switch {
+		case gap && !w.resync:
+			w.resync = true
+			c.mu.Lock()
+			_, _, err := w.requestLocked(c.deadline(context.Background()))
+			c.mu.Unlock()
+			if err != nil {
+				w.end(fmt.Errorf("client: state resync: %w", err))
+			}
+		case changed:
+			w.deliver(e)
+		}
+	}
+}
+
+// Initial is the snapshot the watch started from.
+func (w *StateWatch) Initial() state.Snapshot { return w.initial }
+
+// Changes delivers every entry that changes, in order; it is closed when
+// the watch ends.
+func (w *StateWatch) Changes() <-chan state.Entry { return w.changes }
+
+// Err is why the watch ended: nil after Close, the context's error,
+// ErrWatchOverflow, or the client's error.
+func (w *StateWatch) Err() error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.err
+}
+
+// Close ends the watch.
+func (w *StateWatch) Close() { w.end(nil) }
+
+func (w *StateWatch) end(why error) {
+	w.once.Do(func() {
+		if w.stop != nil {
+			w.stop()
+		}
+		c := w.c
+		c.mu.Lock()
+		w.err, w.live = why, false
+		set := c.stateWatches[w.ns]
+		delete(set, w)
+		if len(set) == 0 {
+			delete(c.stateWatches, w.ns)
+			if !c.closed {
+				raw, _ := json.Marshal(state.Query{NS: w.ns})
+				c.out.Enqueue(controlMessage(wire.CmdStateUnwatch, string(raw)), c.deadline(context.Background()))
+			}
+		}
+		close(w.changes)
+		c.mu.Unlock()
+	})
+}
+
+// endStateWatches ends every state watch when the client closes.
+func (c *Client) endStateWatches(why error) {
+	c.mu.Lock()
+	var ws []*StateWatch
+	for _, set := range c.stateWatches {
+		for w := range set {
+			ws = append(ws, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.end(why)
+	}
+}

@@ -1,0 +1,388 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/state"
+	"busbar/wire"
+)
+
+// nextChange reads one change of a state watch or fails.
+func nextChange(t *testing.T, w *client.StateWatch) state.Entry {
+	t.Helper()
+	select {
+	case e, ok := <-w.Changes():
+		if !ok {
+			t.Fatalf("watch ended: %v", w.Err())
+		}
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no state change")
+	}
+	panic("unreachable")
+}
+
+func TestStateBasics(t *testing.T) {
+	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+		alpha := connect(t, e, "alpha")
+		beta := connect(t, e, "beta")
+		ctx := ctxT(t, 10*time.Second)
+		lights := alpha.State("lights")
+		if _, found, err := lights.Get(ctx, "hall"); err != nil || found {
+			t.Fatalf("unknown key: %v %v", found, err)
+		}
+		en, err := lights.Set(ctx, "hall", map[string]bool{"on": true})
+		if err != nil || string(en.Value) != `{"on":true}` || en.Source != "alpha" || en.Version == 0 {
+			t.Fatalf("set: %+v %v", en, err)
+		}
+		got, found, err := beta.State("lights").Get(ctx, "hall")
+		if err != nil || !found || !reflect.DeepEqual(got, en) {
+			t.Fatalf("get from another node: %+v %v %v", got, found, err)
+		}
+		// A foreign write to a closed key is refused and counted.
+		before := e.Broker.Stats().StateRefused
+		if _, err := beta.State("lights").Set(ctx, "hall", "off"); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "belongs to alpha") {
+			t.Fatalf("foreign write: %v", err)
+		}
+		if _, err := beta.State("lights").Open(ctx, "hall"); !errors.Is(err, client.ErrRejected) {
+			t.Fatalf("foreign open: %v", err)
+		}
+		if n := e.Broker.Stats().StateRefused - before; n != 2 {
+			t.Fatalf("refused counted %d", n)
+		}
+		// Opened, anyone may write it.
+		if en, err := lights.Open(ctx, "hall"); err != nil || !en.Open || string(en.Value) != `{"on":true}` {
+			t.Fatalf("open: %+v %v", en, err)
+		}
+		if en, err := beta.State("lights").Set(ctx, "hall", "off"); err != nil || en.Source != "beta" || !en.Open {
+			t.Fatalf("write to an open key: %+v %v", en, err)
+		}
+		// A tombstone reads as deleted and keeps the open flag.
+		del, err := lights.Delete(ctx, "hall")
+		if err != nil || !del.Deleted || del.Value != nil || !del.Open {
+			t.Fatalf("delete: %+v %v", del, err)
+		}
+		snap, err := beta.State("lights").Snapshot(ctx)
+		if err != nil || snap.Owner != "alpha" || len(snap.Entries) != 1 || !snap.Entries[0].Deleted {
+			t.Fatalf("snapshot: %+v %v", snap, err)
+		}
+		all, err := beta.Snapshots(ctx)
+		if err != nil || len(all) != 1 || all[0].NS != "lights" {
+			t.Fatalf("all snapshots: %+v %v", all, err)
+		}
+	})
+}
+
+// TestStateTombstoneAndTies drives the conflict rule over the wire with
+// hand-picked versions: an older write does not resurrect a tombstone,
+// and equal versions go to the greater node name.
+func TestStateTombstoneAndTies(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	owner := connect(t, e, "owner")
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := owner.State("ns").Open(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	set := func(r *testbroker.Raw, id string, d state.Delta) state.Result {
+		t.Helper()
+		body, _ := json.Marshal(d)
+		r.Send(t, wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, id).WithBody(body))
+		m := r.Read(t)
+		var res state.Result
+		if m.Value(wire.HeaderRC) != "0" || json.Unmarshal(m.Body(), &res) != nil {
+			t.Fatalf("%s: %q", id, m)
+		}
+		return res
+	}
+	alice, bob := e.DialRaw(t), e.DialRaw(t)
+	alice.Hello(t, wire.ProtocolVersion, "alice", "local", e.Secrets["local"])
+	bob.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
+	steps := []struct {
+		r       *testbroker.Raw
+		d       state.Delta
+		applied bool
+		winner  string
+	}{
+		{alice, state.Delta{Value: json.RawMessage(`"a10"`), Version: 10}, true, "alice"},
+		{bob, state.Delta{Value: json.RawMessage(`"b10"`), Version: 10}, true, "bob"},                     // tie: bob > alice
+		{alice, state.Delta{Value: json.RawMessage(`"a10'"`), Version: 10}, false, "bob"},                 // tie: alice < bob
+		{alice, state.Delta{Deleted: true, Version: 11}, true, "alice"},                                   // tombstone
+		{bob, state.Delta{Value: json.RawMessage(`"late"`), Version: 9}, false, "alice"},                  // no resurrection
+		{bob, state.Delta{Value: json.RawMessage(`"forged"`), Version: 12, Source: "owner"}, true, "bob"}, // src is stamped, not trusted
+	}
+	for i, s := range steps {
+		s.d.NS, s.d.Key = "ns", "k"
+		res := set(s.r, fmt.Sprint(i), s.d)
+		if res.Applied != s.applied || res.Entry.Source != s.winner {
+			t.Fatalf("step %d: %+v", i, res)
+		}
+	}
+	got, _, err := owner.State("ns").Get(ctx, "k")
+	if err != nil || got.Source != "bob" || string(got.Value) != `"forged"` || got.Version != 12 {
+		t.Fatalf("final: %+v %v", got, err)
+	}
+}
+
+// TestStateRacingWritersConverge: writers race on one open key while
+// watchers replicate; every replica ends with the broker's entries.
+func TestStateRacingWritersConverge(t *testing.T) {
+	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+		ctx := ctxT(t, 30*time.Second)
+		owner := connect(t, e, "owner")
+		for _, k := range []string{"k1", "k2"} {
+			if _, err := owner.State("race").Open(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var watches []*client.StateWatch
+		for i := range 3 {
+			w, err := connect(t, e, fmt.Sprint("watcher", i)).State("race").Watch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			watches = append(watches, w)
+		}
+		var wg sync.WaitGroup
+		for i := range 4 {
+			c := connect(t, e, fmt.Sprint("writer", i))
+			wg.Go(func() {
+				for j := range 40 {
+					key := []string{"k1", "k2"}[j%2]
+					var err error
+					if j%7 == 6 {
+						_, err = c.State("race").Delete(ctx, key)
+					} else {
+						_, err = c.State("race").Set(ctx, key, fmt.Sprint(c.Node(), "-", j))
+					}
+					if err != nil && !errors.Is(err, client.ErrSuperseded) {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		final, err := owner.State("race").Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range watches {
+			replica := state.FromSnapshot(w.Initial())
+			deadline := time.After(10 * time.Second)
+			for !reflect.DeepEqual(replica.Snapshot().Entries, final.Entries) {
+				select {
+				case en := <-w.Changes():
+					replica.Commit(en)
+				case <-deadline:
+					t.Fatalf("watcher %d did not converge:\n%+v\n%+v", i, replica.Snapshot().Entries, final.Entries)
+				}
+			}
+		}
+	})
+}
+
+// TestStateLateJoinerAndReconnect: a watch starts from exactly the current
+// state, then gets each later change once, in order; a node that
+// reconnects gets the current state again.
+func TestStateLateJoinerAndReconnect(t *testing.T) {
+	e := testbroker.Start(t, "tcp", testOpts())
+	ctx := ctxT(t, 10*time.Second)
+	owner := connect(t, e, "owner")
+	ns := owner.State("cfg")
+	for i := range 5 {
+		if _, err := ns.Set(ctx, fmt.Sprint("key", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ns.Delete(ctx, "key0"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ns.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := connect(t, e, "late")
+	w, err := late.State("cfg").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w.Initial(), want) {
+		t.Fatalf("initial:\n%+v\nwant\n%+v", w.Initial(), want)
+	}
+	var written []state.Entry
+	for i := range 3 {
+		en, err := ns.Set(ctx, "key1", fmt.Sprint("v", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, en)
+	}
+	for i, en := range written {
+		if got := nextChange(t, w); !reflect.DeepEqual(got, en) {
+			t.Fatalf("change %d = %+v, want %+v", i, got, en)
+		}
+	}
+	select {
+	case en := <-w.Changes():
+		t.Fatalf("duplicate change %+v", en)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Reconnect: a new connection of the same node watches again.
+	late.Close()
+	if _, ok := <-w.Changes(); ok || !errors.Is(w.Err(), client.ErrClosed) {
+		t.Fatalf("watch after close: %v", w.Err())
+	}
+	again := connect(t, e, "late")
+	w2, err := again.State("cfg").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	now, _ := ns.Snapshot(ctx)
+	if !reflect.DeepEqual(w2.Initial(), now) || now.Seq != want.Seq+3 {
+		t.Fatalf("after reconnect:\n%+v\nwant\n%+v", w2.Initial(), now)
+	}
+}
+
+// TestStateSurvivesRestart: a broker with a store keeps every namespace,
+// tombstones and open flags included, across a restart.
+func TestStateSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	start := func() (*broker.Broker, *client.Client) {
+		b, err := broker.New(broker.Options{StatePath: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.Connect(ctxT(t, 5*time.Second), client.Options{Node: "owner",
+			Dial: func(context.Context) (net.Conn, error) { return b.DialInProcess() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, c
+	}
+	stop := func(b *broker.Broker, c *client.Client) {
+		c.Close()
+		if err := b.Shutdown(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := ctxT(t, 10*time.Second)
+	b, c := start()
+	if _, err := c.State("a").Set(ctx, "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.State("a").Open(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.State("b").Set(ctx, "gone", "soon"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.State("b").Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop(b, c)
+	b, c = start()
+	defer stop(b, c)
+	after, err := c.Snapshots(ctx)
+	if err != nil || !reflect.DeepEqual(after, before) {
+		t.Fatalf("after restart:\n%+v\nbefore\n%+v (%v)", after, before, err)
+	}
+	// The restarted broker continues the numbering and the ownership.
+	en, err := c.State("b").Set(ctx, "gone", "back")
+	if err != nil || en.Version <= 3 {
+		t.Fatalf("write after restart: %+v %v", en, err)
+	}
+	if s, _ := c.State("b").Snapshot(ctx); s.Seq != 3 || s.Owner != "owner" {
+		t.Fatalf("seq after restart: %+v", s)
+	}
+}
+
+func TestStateLimits(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	c := connect(t, e, "alpha")
+	ctx := ctxT(t, 30*time.Second)
+	okOrNot := func(what string, err error, ok bool) {
+		t.Helper()
+		if ok && err != nil || !ok && !errors.Is(err, client.ErrRejected) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	_, err := c.State("ns").Set(ctx, strings.Repeat("k", state.MaxKeyLen), 1)
+	okOrNot("key at the limit", err, true)
+	_, err = c.State("ns").Set(ctx, strings.Repeat("k", state.MaxKeyLen+1), 1)
+	okOrNot("key past the limit", err, false)
+	_, err = c.State("ns").Set(ctx, "v", strings.Repeat("x", state.MaxValueBytes-2))
+	okOrNot("value at the limit", err, true)
+	_, err = c.State("ns").Set(ctx, "v", strings.Repeat("x", state.MaxValueBytes-1))
+	okOrNot("value past the limit", err, false)
+	_, err = c.State(strings.Repeat("n", state.MaxNamespaceLen)).Set(ctx, "k", 1)
+	okOrNot("namespace name at the limit", err, true)
+	_, err = c.State(strings.Repeat("n", state.MaxNamespaceLen+1)).Set(ctx, "k", 1)
+	okOrNot("namespace name past the limit", err, false)
+	_, err = c.State("bad name").Set(ctx, "k", 1)
+	okOrNot("namespace name with a space", err, false)
+	// Namespaces per node: alpha owns 2 so far.
+	for i := 2; i < broker.MaxNamespacesPerNode; i++ {
+		_, err = c.State(fmt.Sprint("ns", i)).Set(ctx, "k", 1)
+		okOrNot("namespace within the limit", err, true)
+	}
+	_, err = c.State("one-more").Set(ctx, "k", 1)
+	okOrNot("namespace past the limit", err, false)
+	_, err = c.State("ns").Set(ctx, "k2", 1)
+	okOrNot("a namespace it owns", err, true)
+	// The broker checks what a raw client sends, too.
+	raw := e.DialRaw(t)
+	raw.Hello(t, wire.ProtocolVersion, "rawnode", "local", e.Secrets["local"])
+	for i, body := range []string{`{`, `{"ns":"r","key":"k","ver":0,"value":1}`, `{"ns":"r","key":"k","ver":1,"value":"x","del":true}`, `{"ns":"r","key":"k","ver":1}`} {
+		raw.Send(t, wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, fmt.Sprint(i)).WithBody([]byte(body)))
+		if m := raw.Read(t); m.Value(wire.HeaderResult) != string(wire.ResultRejected) {
+			t.Fatalf("raw %s answered %q", body, m)
+		}
+	}
+}
+
+// TestStateWatchEnds: a watch ends with its context, and an unwatched
+// namespace sends no more deltas.
+func TestStateWatchEnds(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	c := connect(t, e, "alpha")
+	ctx := ctxT(t, 10*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := c.State("ns").Watch(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Initial().Entries) != 0 || w.Initial().Owner != "" {
+		t.Fatalf("a namespace not yet written: %+v", w.Initial())
+	}
+	if _, err := c.State("ns").Set(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if en := nextChange(t, w); en.Key != "k" {
+		t.Fatalf("change %+v", en)
+	}
+	cancel()
+	for range w.Changes() {
+	}
+	if !errors.Is(w.Err(), context.Canceled) {
+		t.Fatalf("err %v", w.Err())
+	}
+}
