@@ -20,6 +20,17 @@ func FuzzRoute(f *testing.F) {
 		wire.New(wire.TypeRequest, wire.CmdHandle).WithHeader(wire.HeaderID, "5").WithBody([]byte("x")),
 		wire.New(wire.TypeResponse, wire.CmdReceipt).WithHeader(wire.HeaderReplyTo, "1").WithHeader(wire.HeaderResult, "ACCEPTED"),
 		wire.New(wire.TypeRequest, wire.CmdDirectory).WithHeader(wire.HeaderID, "6"),
+		wire.New(wire.TypeRequest, wire.CmdAnnounce).WithHeader(wire.HeaderID, "7").WithBody([]byte(`{"service":"svc","version":"1","schemaVersion":2,"meta":{"a":1},"channels":["x"]}`)),
+		wire.New(wire.TypeRequest, wire.CmdWhois).WithHeader(wire.HeaderID, "8").WithBody([]byte("svc")),
+		wire.New(wire.TypeRequest, wire.CmdWatch).WithHeader(wire.HeaderID, "9"),
+		wire.New(wire.TypeRequest, wire.CmdWithdraw).WithHeader(wire.HeaderID, "10").WithBody([]byte("svc")),
+		wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, "11").WithBody([]byte(`{"ns":"n","key":"k","value":{"v":1},"ver":3}`)),
+		wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, "12").WithBody([]byte(`{"ns":"n","key":"k","ver":4,"del":true}`)),
+		wire.New(wire.TypeRequest, wire.CmdStateOpen).WithHeader(wire.HeaderID, "13").WithBody([]byte(`{"ns":"n","key":"k"}`)),
+		wire.New(wire.TypeRequest, wire.CmdStateGet).WithHeader(wire.HeaderID, "14").WithBody([]byte(`{}`)),
+		wire.New(wire.TypeRequest, wire.CmdStateWatch).WithHeader(wire.HeaderID, "15").WithBody([]byte(`{"ns":"n"}`)),
+		wire.New(wire.TypeRequest, wire.CmdStateUnwatch).WithHeader(wire.HeaderID, "16").WithBody([]byte(`{"ns":"n"}`)),
+		wire.New(wire.TypeRequest, "x").WithHeader(wire.HeaderID, "17").WithHeader(wire.HeaderTo, "svc"),
 	} {
 		f.Add(m.ToBytes())
 	}

@@ -31,6 +31,9 @@ const (
 	MaxValueBytes   = 64 << 10 // bytes of a value's JSON encoding
 	MaxKeys         = 16384    // entries (tombstones included) per namespace
 	MaxNamespaceLen = 128      // bytes of a namespace name
+	// MaxVersion is the highest version: 2^53-1, the largest integer a
+	// JavaScript peer (seed 000's bedrock bus) holds exactly.
+	MaxVersion = 1<<53 - 1
 )
 
 // Entry is one key of a namespace as a snapshot carries it (seed 000's
@@ -122,8 +125,8 @@ func (d *Delta) Check() error {
 	if err := CheckKey(d.Key); err != nil {
 		return err
 	}
-	if d.Version == 0 {
-		return fmt.Errorf("%w: version must be at least 1", ErrInvalid)
+	if d.Version == 0 || d.Version > MaxVersion {
+		return fmt.Errorf("%w: version must be 1 to %d", ErrInvalid, uint64(MaxVersion))
 	}
 	if d.Deleted && len(d.Value) > 0 {
 		return fmt.Errorf("%w: a delete carries no value", ErrInvalid)
@@ -207,7 +210,8 @@ func (n *Namespace) Decide(d Delta) (Entry, error) {
 	if err := d.Check(); err != nil {
 		return Entry{}, err
 	}
-	n.clock = max(n.clock, d.Version)
+	// The clock moves only with what is stored (Commit): a refused write
+	// must not push it.
 	cur, exists := n.entries[d.Key]
 	if d.Source != n.owner && (!exists || !cur.Open) {
 		n.refused++

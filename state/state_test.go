@@ -115,6 +115,20 @@ func TestLimits(t *testing.T) {
 	if _, err := n.Apply(Delta{NS: "ns", Key: "zero", Value: json.RawMessage(`1`), Source: "o"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("version 0: %v", err)
 	}
+	if _, err := n.Apply(Delta{NS: "ns", Key: "max", Value: json.RawMessage(`1`), Source: "o", Version: MaxVersion}); err != nil {
+		t.Errorf("version at the limit: %v", err)
+	}
+	if _, err := n.Apply(Delta{NS: "ns", Key: "max", Value: json.RawMessage(`1`), Source: "o", Version: MaxVersion + 1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("version past the limit: %v", err)
+	}
+	// A refused foreign write does not move the clock.
+	m := New("ns", "o")
+	if _, err := m.Apply(Delta{NS: "ns", Key: "k", Value: json.RawMessage(`1`), Source: "o", Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(Delta{NS: "ns", Key: "k", Value: json.RawMessage(`1`), Source: "intruder", Version: MaxVersion}); !errors.Is(err, ErrForeign) || m.Clock() != 1 {
+		t.Errorf("foreign write: %v, clock 1 → %d", err, m.Clock())
+	}
 	for _, ns := range []string{strings.Repeat("n", MaxNamespaceLen), "a.b-c_d"} {
 		if err := CheckName(ns); err != nil {
 			t.Errorf("namespace %q: %v", ns, err)
@@ -173,4 +187,38 @@ func TestFromSnapshotRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b), `"entries":[{"k":"a","v":{"x":1},"ver":3,"src":"o"},{"k":"b","ver":5,"src":"o","del":true},{"k":"c","v":"s","ver":7,"src":"o","open":true}]`) {
 		t.Fatalf("wire form: %s", b)
 	}
+}
+
+// FuzzApply feeds arbitrary deltas (as JSON off the wire) to a namespace:
+// nothing panics, what applies wins over what was stored, and a replica
+// that follows the numbered deltas ends equal to the namespace.
+func FuzzApply(f *testing.F) {
+	f.Add([]byte(`{"ns":"n","key":"k","value":1,"ver":1,"src":"owner"}`), []byte(`{"ns":"n","key":"k","ver":2,"del":true,"src":"x"}`))
+	f.Add([]byte(`{"ns":"n","key":"k","value":"v","ver":5,"src":"owner","open":true}`), []byte(`{"ns":"n","key":"k","value":[1],"ver":5,"src":"zed"}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		n, replica := New("n", "owner"), New("n", "owner")
+		for _, raw := range [][]byte{a, b, a} {
+			var d Delta
+			if json.Unmarshal(raw, &d) != nil {
+				continue
+			}
+			before, had := n.Get(d.Key)
+			e, err := n.Apply(d)
+			if err != nil {
+				if after, _ := n.Get(d.Key); had && !reflect.DeepEqual(after, before) {
+					t.Fatalf("a refused delta changed %q", d.Key)
+				}
+				continue
+			}
+			if had && !Wins(e.Version, e.Source, before.Version, before.Source) {
+				t.Fatalf("%+v replaced the winning %+v", e, before)
+			}
+			if _, _, gap := replica.Follow(n.Delta(e, n.Advance())); gap {
+				t.Fatal("gap in consecutive deltas")
+			}
+		}
+		if !reflect.DeepEqual(replica.Snapshot().Entries, n.Snapshot().Entries) {
+			t.Fatalf("replica %+v, namespace %+v", replica.Snapshot(), n.Snapshot())
+		}
+	})
 }

@@ -338,3 +338,56 @@ func hasAny(nodes []map[string]any, name string) bool {
 	}
 	return false
 }
+
+// TestServeState drives `busbar state` against a serve child, and checks
+// that a restart on the same data directory keeps every namespace.
+func TestServeState(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+	entry := func(out string) map[string]any {
+		t.Helper()
+		var e map[string]any
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatalf("not an entry: %q", out)
+		}
+		return e
+	}
+	watchOut, _ := s.background(t, "state", "watch", "home", "--name", "watcher")
+	s.waitLs(t, "the watcher", func(n []map[string]any) bool { return hasAny(n, "watcher") })
+	code, out, errOut := s.busbar(t, "", "state", "set", "home", "target", "20.5", "--name", "thermostat")
+	if e := entry(out); code != 0 || e["v"] != 20.5 || e["src"] != "thermostat" {
+		t.Fatalf("set: %d %q %s", code, out, errOut)
+	}
+	if code, out, _ := s.busbar(t, "", "state", "set", "home", "mode", "eco mode", "--name", "thermostat"); code != 0 || entry(out)["v"] != "eco mode" {
+		t.Fatalf("a non-JSON value is a string: %d %q", code, out)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "set", "home", "target", "23", "--name", "phone"); code != exitRejected || !strings.Contains(errOut, "belongs to thermostat") {
+		t.Fatalf("foreign write: %d %s", code, errOut)
+	}
+	if code, out, _ := s.busbar(t, "", "state", "open", "home", "target", "--name", "thermostat"); code != 0 || entry(out)["open"] != true {
+		t.Fatalf("open: %d %q", code, out)
+	}
+	if code, out, _ := s.busbar(t, "", "state", "set", "home", "target", "22", "--name", "phone"); code != 0 || entry(out)["src"] != "phone" {
+		t.Fatalf("write to an open key: %d %q", code, out)
+	}
+	if code, out, _ := s.busbar(t, "", "state", "del", "home", "mode", "--name", "thermostat"); code != 0 || entry(out)["del"] != true {
+		t.Fatalf("del: %d %q", code, out)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "get", "home", "nothing"); code != exitFail || !strings.Contains(errOut, "no key") {
+		t.Fatalf("get of a missing key: %d %s", code, errOut)
+	}
+	if code, _, _ := s.busbar(t, "", "state", "frobnicate"); code != exitUsage {
+		t.Fatalf("unknown op: %d", code)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the watch to print every change", func() bool {
+		return strings.Count(watchOut.String(), "\n") == 5 && strings.Contains(watchOut.String(), `"del":true`)
+	})
+	_, before, _ := s.busbar(t, "", "state", "dump")
+
+	s.stop(t)
+	s2 := startServe(t, data)
+	code, after, errOut := s2.busbar(t, "", "state", "dump")
+	if code != 0 || after != before || !strings.Contains(after, `"owner":"thermostat"`) {
+		t.Fatalf("after a restart:\n%s\nbefore:\n%s\n%s", after, before, errOut)
+	}
+}
