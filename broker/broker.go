@@ -190,13 +190,21 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	b.readLoop(c, r)
 	c.finish()
 	b.dir.remove(c)
-	b.leave(c)
-	b.state.leave(c)
+	b.retire(c)
 	b.dropPending(c)
 	c.mu.Lock()
 	reason := c.reason
 	c.mu.Unlock()
 	b.log.Info("node disconnected", "node", c.node, "epoch", c.epoch, "reason", reason)
+}
+
+// retire removes what c announced and watched. It runs when c stops being
+// its node's connection — replaced, lease expired — not only when its
+// serving goroutine ends, which may wait WriteTimeout for a stuck writer;
+// running it twice is harmless.
+func (b *Broker) retire(c *conn) {
+	b.leave(c)
+	b.state.leave(c)
 }
 
 func remote(nc net.Conn) string {

@@ -72,11 +72,11 @@ func (d *directory) subscribers(channel string) []*conn {
 // REPLACED; what was bound to it fails when its serving goroutine ends.
 // An instance id may be reused only by the node that holds it (a
 // reconnection); another node's live one is refused.
-func (d *directory) register(c *conn, queued func(epoch uint64)) error {
+func (d *directory) register(c *conn, queued func(epoch uint64)) (replaced *conn, err error) {
 	d.mu.Lock()
 	if holder := d.iids[c.iid]; holder != nil && holder.node != c.node {
 		d.mu.Unlock()
-		return fmt.Errorf("instance id %q is in use by another node", c.iid)
+		return nil, fmt.Errorf("instance id %q is in use by another node", c.iid)
 	}
 	d.iids[c.iid] = c
 	epoch := d.epochs[c.node] + 1
@@ -89,7 +89,7 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) error {
 	if old != nil {
 		old.closeWith(wire.ResultReplaced, "replaced by a newer connection of the same node")
 	}
-	return nil
+	return old, nil
 }
 
 // remove drops c if it is still its node's connection, and its

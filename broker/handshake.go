@@ -72,12 +72,16 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	// Queue the welcome before registering, so it precedes anything routed
 	// to the node.
 	reply := helloResponse(m).WithHeader(wire.HeaderRC, "0")
-	if err := b.dir.register(c, func(epoch uint64) {
+	old, err := b.dir.register(c, func(epoch uint64) {
 		welcome.Epoch = epoch
 		body, _ := json.Marshal(welcome)
 		c.enqueue(reply.WithBody(body), time.Time{})
-	}); err != nil {
+	})
+	if err != nil {
 		return fail(wire.ResultRejected, "handshake: %v", err)
+	}
+	if old != nil {
+		b.retire(old)
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 			b.stats.leaseExpired.Add(1)
 			b.log.Warn("lease expired; dropping node", "node", c.node, "epoch", c.epoch)
 			c.closeWith(wire.ResultLease, "no frame within the lease of "+b.opts.LeaseTimeout.String())
+			b.retire(c) // now, not when its writer gives up on the dead peer
 			continue
 		}
 		if now.Sub(c.out.LastWrite()) >= b.opts.HeartbeatInterval {
@@ -51,6 +52,8 @@ func (b *Broker) sweepOnce(now time.Time) {
 		}
 	}
 	b.expirePending(now)
+	b.reg.retryLost()
+	b.state.retryLost()
 }
 
 // draining reports whether Shutdown began: new work is refused.

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,7 +28,12 @@ type registry struct {
 	byName   map[string][]*instance // instances of a name, in announcement order
 	byConn   map[*conn][]string     // names each connection announced
 	watchers map[*conn]struct{}
-	seq      uint64 // ids of bus.service events
+	// lost are watchers that missed an event (their queue was full): they
+	// no longer watch, and are owed a "lost" event, which the sweeper
+	// retries until it fits, so the client ends its watches and can watch
+	// again from a fresh snapshot.
+	lost map[*conn]struct{}
+	seq  uint64 // ids of bus.service events
 }
 
 // instance is one connection's record of a service. Records are matched
@@ -44,6 +48,7 @@ func (r *registry) init() {
 	r.byName = map[string][]*instance{}
 	r.byConn = map[*conn][]string{}
 	r.watchers = map[*conn]struct{}{}
+	r.lost = map[*conn]struct{}{}
 }
 
 // announce records (or updates) c's instance of a.Service.
@@ -136,6 +141,7 @@ func (b *Broker) leave(c *conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.watchers, c)
+	delete(r.lost, c)
 	for _, name := range r.byConn[c] {
 		r.dropLocked(c, name)
 	}
@@ -169,12 +175,14 @@ func (r *registry) notifyLocked(op wire.ServiceOp, s *wire.ServiceInfo) {
 	if len(r.watchers) == 0 {
 		return
 	}
-	body, _ := json.Marshal(wire.ServiceEvent{Op: op, Service: *s})
+	body, _ := wire.JSON(wire.ServiceEvent{Op: op, Service: *s})
 	r.seq++
 	m := wire.New(wire.TypeEvent, wire.CmdService).WithHeader(wire.HeaderID, "svc-"+strconv.FormatUint(r.seq, 10)).WithBody(body)
 	for w := range r.watchers {
 		if !w.enqueue(m, time.Time{}) {
-			w.b.log.Warn("registry event dropped: watcher's queue is full", "node", w.node, "service", s.Service, "op", op)
+			w.b.log.Warn("registry event dropped: watcher's queue is full; its watch ends", "node", w.node, "service", s.Service, "op", op)
+			delete(r.watchers, w)
+			r.lost[w] = struct{}{}
 		}
 	}
 }
@@ -223,14 +231,32 @@ func (r *registry) unwatch(c *conn) {
 	delete(r.watchers, c)
 }
 
+// retryLost sends the owed "lost" events that fit now (the sweeper's).
+func (r *registry) retryLost() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lost) == 0 {
+		return
+	}
+	body, _ := wire.JSON(wire.ServiceEvent{Op: wire.ServiceLost})
+	for w := range r.lost {
+		r.seq++
+		m := wire.New(wire.TypeEvent, wire.CmdService).WithHeader(wire.HeaderID, "svc-"+strconv.FormatUint(r.seq, 10)).WithBody(body)
+		if w.enqueue(m, time.Time{}) || w.out.Closing() {
+			delete(r.lost, w)
+		}
+	}
+}
+
 // instances returns the connections announcing name.
 func (r *registry) instances(name string) []*conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	list := r.byName[name]
-	conns := make([]*conn, len(list))
-	for i, in := range list {
-		conns[i] = in.c
+	var conns []*conn
+	for _, in := range r.byName[name] {
+		if !in.c.out.Closing() { // leaving: it cannot answer any more
+			conns = append(conns, in.c)
+		}
 	}
 	return conns
 }

@@ -361,7 +361,7 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 			reply(wire.RCError, wire.ResultRejected, err.Error(), nil)
 			return
 		}
-		body, _ := json.Marshal(info)
+		body, _ := wire.JSON(info)
 		reply(wire.RCSuccess, "", "", body)
 	case wire.CmdWithdraw:
 		if !b.withdraw(c, string(m.Body())) {
@@ -370,7 +370,7 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 		}
 		reply(wire.RCSuccess, "", "", nil)
 	case wire.CmdWhois:
-		body, _ := json.Marshal(b.reg.services(string(m.Body())))
+		body, _ := wire.JSON(b.reg.services(string(m.Body())))
 		if len(body) > b.opts.MaxPayload {
 			reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for one service", nil)
 			return
@@ -379,7 +379,7 @@ func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
 	case wire.CmdWatch:
 		// The answer is queued under the registry's lock, before any event.
 		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
-			body, _ := json.Marshal(now)
+			body, _ := wire.JSON(now)
 			if len(body) > b.opts.MaxPayload {
 				reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit", nil)
 				return false

@@ -25,7 +25,7 @@ const MaxNamespacesPerNode = 64
 // broker restart loses nothing it acknowledged. Watchers of a namespace
 // get its snapshot, then every applied delta numbered in order, all
 // queued under one lock: no gap and no duplicate unless a watcher's queue
-// overflows, which its replica notices by the numbers (and resyncs).
+// overflows: then the watch is dropped and the watcher told to resync.
 type stateService struct {
 	mu       sync.Mutex
 	db       *bolt.DB // nil: in memory only
@@ -33,6 +33,12 @@ type stateService struct {
 	owned    map[string]int                // namespaces per owner node
 	watchers map[string]map[*conn]struct{} // namespace → watching connections
 	watching map[*conn]map[string]struct{} // the reverse, to clean up and to bound
+	// lost are the watches that missed a delta (the watcher's queue was
+	// full): they no longer watch and are owed a bus.state.reset, which
+	// the sweeper retries until it fits; the client then watches again
+	// and merges a fresh snapshot. A replica that stopped receiving at the
+	// end of a burst would otherwise never notice.
+	lost map[*conn]map[string]struct{}
 }
 
 var (
@@ -49,6 +55,7 @@ type nsMeta struct {
 func (s *stateService) open(path string) error {
 	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
 	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
+	s.lost = map[*conn]map[string]struct{}{}
 	if path == "" {
 		return nil
 	}
@@ -113,7 +120,7 @@ func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) er
 		return nil
 	}
 	meta, _ := json.Marshal(nsMeta{Owner: n.Owner(), Seq: seq})
-	raw, _ := json.Marshal(e)
+	raw, _ := wire.JSON(e)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put([]byte(n.Name()), meta); err != nil {
 			return err
@@ -158,16 +165,22 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, er
 	d.Source, d.Seq = c.node, 0
 	if open {
 		// Opening is the owner's write of the key as it stands, one version
-		// past everything the namespace has seen, with the open flag.
+		// past the key's own (versions compare per key, so a writer that
+		// pushed another key's version to the limit cannot stop it).
 		if c.node != n.Owner() {
 			b.stats.stateRefused.Add(1)
 			return state.Result{}, refuse("only %s, the owner of namespace %q, may open its keys", n.Owner(), d.NS)
 		}
-		d.Version, d.Open = n.Clock()+1, true
-		if cur, ok := n.Get(d.Key); ok && !cur.Deleted {
-			d.Value = cur.Value
-		} else {
-			d.Value, d.Deleted = nil, true
+		cur, ok := n.Get(d.Key)
+		if ok && cur.Open {
+			return state.Result{Applied: false, Found: true, Entry: cur}, nil // open already
+		}
+		d.Version, d.Open, d.Value, d.Deleted = 1, true, nil, true
+		if ok {
+			d.Version = cur.Version + 1
+			if !cur.Deleted {
+				d.Value, d.Deleted = cur.Value, false
+			}
 		}
 	}
 	e, err := n.Decide(d)
@@ -201,11 +214,35 @@ func (s *stateService) notifyLocked(d state.Delta) {
 	if len(ws) == 0 {
 		return
 	}
-	body, _ := json.Marshal(d)
+	body, _ := wire.JSON(d)
 	m := wire.New(wire.TypeEvent, wire.CmdStateDelta).WithHeader(wire.HeaderID, "state-"+strconv.FormatUint(d.Seq, 10)).WithBody(body)
 	for w := range ws {
 		if !w.enqueue(m, time.Time{}) {
-			w.b.log.Warn("state delta dropped: watcher's queue is full; its replica will resync", "node", w.node, "ns", d.NS, "seq", d.Seq)
+			w.b.log.Warn("state delta dropped: watcher's queue is full; it will be told to resync", "node", w.node, "ns", d.NS, "seq", d.Seq)
+			s.unwatchLocked(w, d.NS)
+			if s.lost[w] == nil {
+				s.lost[w] = map[string]struct{}{}
+			}
+			s.lost[w][d.NS] = struct{}{}
+		}
+	}
+}
+
+// retryLost sends the owed bus.state.reset events that fit now (the
+// sweeper's).
+func (s *stateService) retryLost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w, spaces := range s.lost {
+		for ns := range spaces {
+			body, _ := wire.JSON(state.Query{NS: ns})
+			m := wire.New(wire.TypeEvent, wire.CmdStateReset).WithHeader(wire.HeaderID, "reset").WithBody(body)
+			if w.enqueue(m, time.Time{}) || w.out.Closing() {
+				delete(spaces, ns)
+			}
+		}
+		if len(spaces) == 0 {
+			delete(s.lost, w)
 		}
 	}
 }
@@ -252,6 +289,9 @@ func (b *Broker) stateWatch(c *conn, ns string, answer func(state.Snapshot) bool
 	s := &b.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.out.Closing() { // retired: it must not watch again
+		return refuse("connection is closing")
+	}
 	mine := s.watching[c]
 	if _, dup := mine[ns]; !dup && len(mine) >= b.opts.MaxRegistrations {
 		return refuse("%d namespaces watched, the limit per connection", b.opts.MaxRegistrations)
@@ -295,6 +335,7 @@ func (s *stateService) leave(c *conn) {
 	for ns := range s.watching[c] {
 		s.unwatchLocked(c, ns)
 	}
+	delete(s.lost, c)
 }
 
 // stateControl handles the bus.state.* requests.
@@ -309,7 +350,7 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, cmd string, reply func(r
 		reply(wire.RCError, kind, err.Error(), nil)
 	}
 	ok := func(v any) bool {
-		body, _ := json.Marshal(v)
+		body, _ := wire.JSON(v)
 		if len(body) > b.opts.MaxPayload {
 			reply(wire.RCError, wire.ResultRejected, "the answer is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for less", nil)
 			return false

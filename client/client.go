@@ -44,14 +44,15 @@ type Client struct {
 	closed       bool
 	closeErr     error // why the connection ended
 
-	lastRead      atomic.Int64  // unix ns of the heartbeat tick that last saw a frame
-	active        atomic.Bool   // a frame arrived since the last tick
-	dropped       atomic.Int64  // stream messages dropped on a full dispatch queue
-	clock         atomic.Int64  // unix ns of the reader's latest clock read (see readClock)
-	stateClock    atomic.Uint64 // the Lamport clock of state writes: the highest version seen
-	streams       []streamItem  // owned by readLoop: stream messages not yet handed to the executor
-	streamsQueued atomic.Int64  // stream messages handed over and not yet run
-	done          chan struct{} // closed when the connection has ended
+	lastRead      atomic.Int64      // unix ns of the heartbeat tick that last saw a frame
+	active        atomic.Bool       // a frame arrived since the last tick
+	dropped       atomic.Int64      // stream messages dropped on a full dispatch queue
+	clock         atomic.Int64      // unix ns of the reader's latest clock read (see readClock)
+	clockMu       sync.Mutex        // guards stateClocks
+	stateClocks   map[string]uint64 // per namespace, the Lamport clock of state writes: the highest version seen
+	streams       []streamItem      // owned by readLoop: stream messages not yet handed to the executor
+	streamsQueued atomic.Int64      // stream messages handed over and not yet run
+	done          chan struct{}     // closed when the connection has ended
 	loops         sync.WaitGroup
 }
 
@@ -82,7 +83,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
-		watches: map[*ServiceWatch]struct{}{}, stateWatches: map[string]map[*StateWatch]struct{}{},
+		watches: map[*ServiceWatch]struct{}{}, stateWatches: map[string]map[*StateWatch]struct{}{}, stateClocks: map[string]uint64{},
 		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
@@ -334,6 +335,8 @@ func (c *Client) dispatch(m *wire.Message) {
 			c.serviceEvent(m)
 		case wire.CmdStateDelta:
 			c.stateDelta(m)
+		case wire.CmdStateReset:
+			c.stateReset(m)
 		default:
 			c.deliverEvent(m)
 		}

@@ -33,7 +33,7 @@ func (c *Client) Announce(ctx context.Context, a wire.Announcement) (wire.Servic
 	if err := a.Check(); err != nil {
 		return wire.ServiceInfo{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 	}
-	body, err := json.Marshal(a)
+	body, err := wire.JSON(a)
 	if err != nil {
 		return wire.ServiceInfo{}, err
 	}
@@ -78,9 +78,10 @@ type ServiceWatch struct {
 	events  chan wire.ServiceEvent
 	live    bool // set by the reader once the snapshot is in; guarded by c.mu
 
-	once sync.Once
-	err  error // why it ended; written once, before events is closed
-	stop func() bool
+	once  sync.Once
+	err   error       // why it ended; guarded by c.mu
+	stop  func() bool // the context's AfterFunc; guarded by c.mu
+	ended bool        // guarded by c.mu
 }
 
 // WatchServices starts a watch. It ends when ctx is done, Close is called,
@@ -124,7 +125,16 @@ func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
 		w.end(nil)
 		return nil, errors.New("client: malformed registry snapshot")
 	}
-	w.stop = context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	stop := context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	c.mu.Lock()
+	ended := w.ended
+	if !ended {
+		w.stop = stop
+	}
+	c.mu.Unlock()
+	if ended {
+		stop()
+	}
 	return w, nil
 }
 
@@ -149,12 +159,12 @@ func (w *ServiceWatch) Close() { w.end(nil) }
 // broker stops sending events when this was the client's last watch.
 func (w *ServiceWatch) end(why error) {
 	w.once.Do(func() {
-		if w.stop != nil {
-			w.stop()
-		}
 		c := w.c
 		c.mu.Lock()
-		w.err = why
+		w.err, w.ended = why, true
+		if w.stop != nil {
+			defer w.stop()
+		}
 		delete(c.watches, w)
 		last := len(c.watches) == 0 && !c.closed
 		if last {
@@ -172,6 +182,22 @@ func (c *Client) serviceEvent(m *wire.Message) {
 	var ev wire.ServiceEvent
 	if err := json.Unmarshal(m.Body(), &ev); err != nil {
 		c.log.Warn("malformed registry event", "err", err)
+		return
+	}
+	if ev.Op == wire.ServiceLost {
+		// The broker dropped events for this client and stopped sending
+		// them: the watches that were live then no longer know the registry.
+		c.mu.Lock()
+		var stale []*ServiceWatch
+		for w := range c.watches {
+			if w.live {
+				stale = append(stale, w)
+			}
+		}
+		c.mu.Unlock()
+		for _, w := range stale {
+			w.end(ErrWatchOverflow)
+		}
 		return
 	}
 	var behind []*ServiceWatch

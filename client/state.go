@@ -45,19 +45,30 @@ type State struct {
 // State returns a handle on namespace ns.
 func (c *Client) State(ns string) *State { return &State{c: c, ns: ns} }
 
-// seen advances the client's Lamport clock past a version it has seen.
-func (c *Client) seen(ver uint64) {
-	for {
-		cur := c.stateClock.Load()
-		if ver <= cur || c.stateClock.CompareAndSwap(cur, ver) {
-			return
-		}
-	}
+// seen advances the Lamport clock of namespace ns past a version it has
+// seen. Clocks are per namespace — versions only ever compare within one
+// key — so a writer that pushed one namespace's versions up cannot stop
+// this client writing another.
+func (c *Client) seen(ns string, ver uint64) {
+	c.clockMu.Lock()
+	c.stateClocks[ns] = max(c.stateClocks[ns], ver)
+	c.clockMu.Unlock()
+}
+
+// tick returns the version of a new write in ns: its clock plus one,
+// capped at state.MaxVersion (a write at the cap still beats every lower
+// version).
+func (c *Client) tick(ns string) uint64 {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	ver := min(c.stateClocks[ns]+1, state.MaxVersion)
+	c.stateClocks[ns] = ver
+	return ver
 }
 
 // stateCall sends a bus.state.* request and decodes its answer into out.
 func (s *State) stateCall(ctx context.Context, cmd string, body any, out any) error {
-	raw, err := json.Marshal(body)
+	raw, err := wire.JSON(body)
 	if err != nil {
 		return err
 	}
@@ -79,20 +90,21 @@ func (s *State) Get(ctx context.Context, key string) (e state.Entry, found bool,
 	if err := s.stateCall(ctx, wire.CmdStateGet, state.Query{NS: s.ns, Key: key}, &r); err != nil {
 		return state.Entry{}, false, err
 	}
-	s.c.seen(r.Entry.Version)
+	s.c.seen(s.ns, r.Entry.Version)
 	return r.Entry, r.Found, nil
 }
 
 // Set writes value (marshalled to JSON; a json.RawMessage is sent as is)
-// and returns the stored entry. Its version is the client's Lamport clock
-// plus one; when it loses to an entry the client had not seen, Set has
-// now seen it and writes once more, as a writer that had read first would
-// have; losing to one it had seen returns a *SupersededError.
+// and returns the stored entry. Its version is the namespace's Lamport
+// clock plus one. A write that loses lost to an entry this client had not
+// seen (else its version would be higher); having now seen it, Set writes
+// once more, as a writer that had read first would have. Losing again (a
+// third writer raced it) returns a *SupersededError.
 func (s *State) Set(ctx context.Context, key string, value any) (state.Entry, error) {
 	raw, ok := value.(json.RawMessage)
 	if !ok {
 		var err error
-		if raw, err = json.Marshal(value); err != nil {
+		if raw, err = wire.JSON(value); err != nil {
 			return state.Entry{}, err
 		}
 	}
@@ -108,8 +120,7 @@ func (s *State) Delete(ctx context.Context, key string) (state.Entry, error) {
 func (s *State) write(ctx context.Context, d state.Delta) (state.Entry, error) {
 	c := s.c
 	for attempt := 0; ; attempt++ {
-		known := c.stateClock.Load()
-		d.Version = c.stateClock.Add(1)
+		d.Version = c.tick(s.ns)
 		if err := d.Check(); err != nil {
 			return state.Entry{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 		}
@@ -117,11 +128,11 @@ func (s *State) write(ctx context.Context, d state.Delta) (state.Entry, error) {
 		if err := s.stateCall(ctx, wire.CmdStateSet, d, &r); err != nil {
 			return state.Entry{}, err
 		}
-		c.seen(r.Entry.Version)
+		c.seen(s.ns, r.Entry.Version)
 		if r.Applied {
 			return r.Entry, nil
 		}
-		if attempt > 0 || r.Entry.Version < known {
+		if attempt > 0 {
 			return state.Entry{}, &SupersededError{Winner: r.Entry}
 		}
 	}
@@ -134,7 +145,7 @@ func (s *State) Open(ctx context.Context, key string) (state.Entry, error) {
 	if err := s.stateCall(ctx, wire.CmdStateOpen, state.Query{NS: s.ns, Key: key}, &r); err != nil {
 		return state.Entry{}, err
 	}
-	s.c.seen(r.Entry.Version)
+	s.c.seen(s.ns, r.Entry.Version)
 	return r.Entry, nil
 }
 
@@ -145,7 +156,7 @@ func (s *State) Snapshot(ctx context.Context) (state.Snapshot, error) {
 		return state.Snapshot{}, err
 	}
 	for _, e := range snap.Entries {
-		s.c.seen(e.Version)
+		s.c.seen(s.ns, e.Version)
 	}
 	return snap, nil
 }
@@ -156,31 +167,45 @@ func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
 	if err := (&State{c: c}).stateCall(ctx, wire.CmdStateGet, state.Query{}, &all); err != nil {
 		return nil, err
 	}
+	for _, snap := range all {
+		for _, e := range snap.Entries {
+			c.seen(snap.NS, e.Version)
+		}
+	}
 	return all, nil
 }
 
 // StateWatch is a live replica of one namespace: Initial is the snapshot
 // the watch started from, then Changes delivers every entry that changes
-// after it, once, in order. When the replica notices it missed a delta (a
-// gap in the broker's numbering), it asks for a fresh snapshot and
-// delivers what differs, so nothing is lost and nothing repeats.
+// after it, once, in order. When the replica notices it missed deltas (a
+// gap in the broker's numbering, or the broker's bus.state.reset after it
+// dropped some for this client), it asks for a fresh snapshot and
+// delivers what differs, so every key's latest value arrives once.
 type StateWatch struct {
 	c       *Client
 	ns      string
 	replica *state.Namespace // owned by the reader goroutine once live
 	initial state.Snapshot
 	changes chan state.Entry
-	live    bool // guarded by c.mu
 	resync  bool // a snapshot request is on its way; reader only
 
+	// Guarded by c.mu:
+	live        bool
+	err         error
+	stop        func() bool // the context's AfterFunc
+	resyncTimer *time.Timer // ends the watch if a resync is never answered
+	ended       bool
+
 	once sync.Once
-	err  error // guarded by c.mu
-	stop func() bool
 }
 
+// ErrResync ends a watch whose replica could not get a fresh snapshot.
+var ErrResync = errors.New("client: state watch could not resync")
+
 // Watch starts a replica of the namespace. It ends when ctx is done,
-// Close is called, the client closes, or the reader falls
-// StateWatchBuffer changes behind (Err then says ErrWatchOverflow).
+// Close is called, the client closes, the reader falls StateWatchBuffer
+// changes behind (Err then says ErrWatchOverflow), or a resync fails
+// (ErrResync).
 func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 	c := s.c
 	w := &StateWatch{c: c, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer)}
@@ -208,7 +233,16 @@ func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 		w.end(nil)
 		return nil, errors.New("client: malformed state snapshot")
 	}
-	w.stop = context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	stop := context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
+	c.mu.Lock()
+	ended := w.ended
+	if !ended {
+		w.stop = stop
+	}
+	c.mu.Unlock()
+	if ended {
+		stop()
+	}
 	return w, nil
 }
 
@@ -231,23 +265,63 @@ func (w *StateWatch) requestLocked(deadline time.Time) (*pending, string, error)
 	return p, id, nil
 }
 
+// resyncNow asks for a fresh snapshot (on the reader). Nobody waits for
+// the answer but install, so a timer ends the watch if none comes.
+func (w *StateWatch) resyncNow() {
+	c := w.c
+	w.resync = true
+	c.mu.Lock()
+	if !w.live {
+		c.mu.Unlock()
+		return
+	}
+	_, _, err := w.requestLocked(c.deadline(context.Background()))
+	if err == nil {
+		if w.resyncTimer != nil {
+			w.resyncTimer.Stop()
+		}
+		w.resyncTimer = time.AfterFunc(c.opts.DefaultTimeout, func() {
+			w.end(fmt.Errorf("%w: no snapshot within %v", ErrResync, c.opts.DefaultTimeout))
+		})
+	}
+	c.mu.Unlock()
+	if err != nil {
+		w.end(fmt.Errorf("%w: %v", ErrResync, err))
+	}
+}
+
 // install takes a snapshot answer on the reader: the first becomes the
-// replica, a later one (a resync) is merged and what changed delivered.
+// replica, a later one (a resync) is merged and what changed delivered. A
+// failed resync ends the watch: the replica can no longer be trusted.
 func (w *StateWatch) install(a *wire.Message) {
 	var snap state.Snapshot
-	if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &snap) != nil {
+	failed := wire.NewReply(a, nil).RC().IsError()
+	if !failed && json.Unmarshal(a.Body(), &snap) != nil {
+		failed = true
+	}
+	if w.replica == nil { // the first answer: Watch reports a failure itself
+		if failed {
+			return
+		}
+		w.initial, w.replica = snap, state.FromSnapshot(snap)
+		w.c.mu.Lock()
+		w.live = true
+		w.c.mu.Unlock()
 		return
 	}
 	c := w.c
-	for _, e := range snap.Entries {
-		c.seen(e.Version)
+	c.mu.Lock()
+	if w.resyncTimer != nil {
+		w.resyncTimer.Stop()
+		w.resyncTimer = nil
 	}
-	if w.replica == nil {
-		w.initial, w.replica = snap, state.FromSnapshot(snap)
-		c.mu.Lock()
-		w.live = true
-		c.mu.Unlock()
+	c.mu.Unlock()
+	if failed {
+		w.end(fmt.Errorf("%w: %s", ErrResync, a.Value(wire.HeaderError)))
 		return
+	}
+	for _, e := range snap.Entries {
+		c.seen(snap.NS, e.Version)
 	}
 	w.resync = false
 	for _, e := range w.replica.Merge(snap) {
@@ -276,6 +350,19 @@ func (w *StateWatch) deliver(e state.Entry) bool {
 	}
 }
 
+// liveStateWatches returns the live watches of ns.
+func (c *Client) liveStateWatches(ns string) []*StateWatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ws []*StateWatch
+	for w := range c.stateWatches[ns] {
+		if w.live {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
 // stateDelta hands a numbered delta to the live watches of its namespace
 // (on the reader).
 func (c *Client) stateDelta(m *wire.Message) {
@@ -284,29 +371,29 @@ func (c *Client) stateDelta(m *wire.Message) {
 		c.log.Warn("malformed state delta", "err", err)
 		return
 	}
-	c.seen(d.Version)
-	c.mu.Lock()
-	var ws []*StateWatch
-	for w := range c.stateWatches[d.NS] {
-		if w.live {
-			ws = append(ws, w)
-		}
-	}
-	c.mu.Unlock()
-	for _, w := range ws {
+	c.seen(d.NS, d.Version)
+	for _, w := range c.liveStateWatches(d.NS) {
 		e, changed, gap := w.replica.Follow(d)
 		switch {
 		case gap && !w.resync:
-			w.resync = true
-			c.mu.Lock()
-			_, _, err := w.requestLocked(c.deadline(context.Background()))
-			c.mu.Unlock()
-			if err != nil {
-				w.end(fmt.Errorf("client: state resync: %w", err))
-			}
+			w.resyncNow()
 		case changed:
 			w.deliver(e)
 		}
+	}
+}
+
+// stateReset is the broker saying it dropped deltas of a namespace for
+// this client and stopped sending them: every watch of it resyncs (on the
+// reader).
+func (c *Client) stateReset(m *wire.Message) {
+	var q state.Query
+	if err := json.Unmarshal(m.Body(), &q); err != nil {
+		c.log.Warn("malformed state reset", "err", err)
+		return
+	}
+	for _, w := range c.liveStateWatches(q.NS) {
+		w.resyncNow()
 	}
 }
 
@@ -330,12 +417,10 @@ func (w *StateWatch) Close() { w.end(nil) }
 
 func (w *StateWatch) end(why error) {
 	w.once.Do(func() {
-		if w.stop != nil {
-			w.stop()
-		}
 		c := w.c
 		c.mu.Lock()
-		w.err, w.live = why, false
+		w.err, w.live, w.ended = why, false, true
+		stop, timer := w.stop, w.resyncTimer
 		set := c.stateWatches[w.ns]
 		delete(set, w)
 		if len(set) == 0 {
@@ -347,6 +432,12 @@ func (w *StateWatch) end(why error) {
 		}
 		close(w.changes)
 		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
 	})
 }
 

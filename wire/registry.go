@@ -100,6 +100,10 @@ const (
 	ServiceUp        ServiceOp = "up"        // announced, re-announced, or its collision ended
 	ServiceDown      ServiceOp = "down"      // withdrawn, or its node left (closed, replaced, lease expired)
 	ServiceCollision ServiceOp = "collision" // another live instance now announces the same name
+	// ServiceLost (no record) tells a watcher that events were dropped
+	// for it (its queue was full) and that it no longer watches: it must
+	// watch again for a fresh snapshot.
+	ServiceLost ServiceOp = "lost"
 )
 
 // ValidIID reports whether s can be an instance id: 1 to MaxIIDLen bytes
@@ -126,4 +130,8 @@ const (
 	CmdStateWatch   = "bus.state.watch"   // request: a namespace's snapshot, then a bus.state.delta event per applied delta
 	CmdStateUnwatch = "bus.state.unwatch" // request: stop those events
 	CmdStateDelta   = "bus.state.delta"   // event, broker → watcher: a numbered state.Delta
+	// CmdStateReset is an event, broker → watcher (body: state.Query): deltas
+	// of the namespace were dropped for it (its queue was full) and it no
+	// longer watches; it must watch again and merge the snapshot.
+	CmdStateReset = "bus.state.reset"
 )
