@@ -282,9 +282,29 @@ func (s *State) onSnapshot(e *Envelope) {
 		s.clock = max(s.clock, min(en.Version, state.MaxVersion))
 	}
 	changed := n.Merge(state.Snapshot{NS: snap.NS, Owner: e.Src, Entries: snap.Entries})
+	// Writes of ours the owner's snapshot lacks (a delta lost on the way
+	// to the owner): only their writer can send them again, since a
+	// delta's source is its envelope's src.
+	var resend []deltaData
+	if n.Owner() != s.bus.SelfID() {
+		theirs := make(map[string]state.Entry, len(snap.Entries))
+		for _, en := range snap.Entries {
+			theirs[en.Key] = en
+		}
+		for _, en := range n.Snapshot().Entries {
+			t, ok := theirs[en.Key]
+			if en.Source == s.bus.SelfID() && (!ok || state.Wins(en.Version, en.Source, t.Version, t.Source)) {
+				resend = append(resend, deltaData{NS: snap.NS, Key: en.Key, Value: en.Value, Ver: en.Version, Del: en.Deleted})
+			}
+		}
+	}
 	s.mu.Unlock()
 	for _, en := range changed {
 		s.changed(snap.NS, en)
+	}
+	for _, d := range resend {
+		body, _ := json.Marshal(d)
+		_, _ = s.bus.Send(SendOptions{Type: TypeStateDelta, Data: body})
 	}
 }
 

@@ -1,0 +1,92 @@
+package bedrock
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLineMediumRPC joins two buses through a pair of pipes, one message
+// per line, on real clocks: the way a Go node talks to a JavaScript
+// runtime over stdin and stdout.
+func TestLineMediumRPC(t *testing.T) {
+	r1, w1 := io.Pipe()
+	r2, w2 := io.Pipe()
+	ma, mb := NewLineMedium(r2, w1), NewLineMedium(r1, w2)
+	clock := NewRealClock()
+	defer clock.Close()
+	a, _ := New(Options{SelfID: "go-node", Medium: ma, Clock: clock})
+	b, _ := New(Options{SelfID: "addon", Medium: mb, Clock: clock})
+	a.Start()
+	b.Start()
+	defer a.Stop()
+	defer b.Stop()
+	NewRPC(b).Handle("upper", func(p json.RawMessage, _ *Envelope) (any, error) {
+		var s string
+		_ = json.Unmarshal(p, &s)
+		return strings.ToUpper(s), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := strings.Repeat("é😀", 2000) // several frames
+	got, err := NewRPC(a).Call(ctx, "addon", "upper", long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if json.Unmarshal(got, &s) != nil || s != strings.ToUpper(long) {
+		t.Fatal("wrong answer")
+	}
+	if _, err := NewRPC(a).Call(ctx, "addon", "nosuch", nil); err == nil || !strings.Contains(err.Error(), "unknown method 'nosuch'") {
+		t.Fatalf("unknown method: %v", err)
+	}
+	_ = w1.Close()
+	_ = w2.Close()
+	if err := ma.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	_ = mb.Wait()
+}
+
+func TestLineMediumLines(t *testing.T) {
+	in := strings.NewReader("first\r\n\n" + strings.Repeat("x", MaxLineBytes+10) + "\nlast")
+	var out strings.Builder
+	m := NewLineMedium(in, &out)
+	var got []string
+	done := make(chan struct{})
+	stop := m.Listen(func(id, msg string) {
+		if id != ChannelID {
+			t.Errorf("id %q", id)
+		}
+		got = append(got, msg)
+		if msg == "last" {
+			close(done)
+		}
+	})
+	defer stop()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no last line")
+	}
+	if err := m.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The listener may have been registered after the first line: what it
+	// got is a suffix of first, last (the over-long line is skipped).
+	if n := len(got); n == 0 || got[n-1] != "last" || n > 2 || n == 2 && got[0] != "first" {
+		t.Fatalf("got %q", got)
+	}
+	if err := m.Send(ChannelID, "a\nb"); err == nil {
+		t.Fatal("a message with a newline was sent")
+	}
+	if err := m.Send("other", "x"); err == nil {
+		t.Fatal("another channel was sent")
+	}
+	if err := m.Send(ChannelID, `{"c":"x"}`); err != nil || out.String() != "{\"c\":\"x\"}\n" {
+		t.Fatalf("wrote %q %v", out.String(), err)
+	}
+}
