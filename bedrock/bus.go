@@ -54,7 +54,8 @@ type Bus struct {
 
 	mu       sync.Mutex
 	handlers map[string][]*handlerReg
-	queue    []string // encoded frames waiting to leave
+	any      []*handlerReg // for every type
+	queue    []string      // encoded frames waiting to leave
 	counter  int64
 	reasm    *Reassembler
 	stats    Stats
@@ -144,6 +145,25 @@ func (b *Bus) On(typ string, h Handler) (unsubscribe func()) {
 		for i, r := range list {
 			if r == reg {
 				b.handlers[typ] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// OnAny registers h for envelopes of every type (after the handlers of
+// the type); the returned function removes it.
+func (b *Bus) OnAny(h Handler) (unsubscribe func()) {
+	reg := &handlerReg{h}
+	b.mu.Lock()
+	b.any = append(b.any, reg)
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for i, r := range b.any {
+			if r == reg {
+				b.any = append(b.any[:i:i], b.any[i+1:]...)
 				break
 			}
 		}
@@ -252,7 +272,7 @@ func (b *Bus) receive(id, message string) {
 // dispatch runs every handler registered for e's type.
 func (b *Bus) dispatch(e *Envelope) {
 	b.mu.Lock()
-	list := append([]*handlerReg(nil), b.handlers[e.Type]...)
+	list := append(append([]*handlerReg(nil), b.handlers[e.Type]...), b.any...)
 	b.stats.Delivered++
 	b.mu.Unlock()
 	for _, r := range list {

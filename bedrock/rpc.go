@@ -30,12 +30,17 @@ type Response struct {
 // a json.RawMessage as is), or an error whose text becomes err.
 type Method func(params json.RawMessage, from *Envelope) (any, error)
 
+// AsyncMethod answers a request later: it must call reply exactly once,
+// from any goroutine. For methods that wait (on the network, say), so the
+// bus's goroutine is not held up.
+type AsyncMethod func(params json.RawMessage, from *Envelope, reply func(any, error))
+
 // RPC is request/response over a Bus: methods this add-on serves, and
 // calls to others (or to itself: loopback).
 type RPC struct {
 	bus     *Bus
 	mu      sync.Mutex
-	methods map[string]Method
+	methods map[string]AsyncMethod
 	calls   map[string]*call
 	stops   []func()
 }
@@ -55,7 +60,7 @@ func (e *RemoteError) Error() string { return "bedrock: remote error: " + e.Text
 
 // NewRPC serves and calls methods on bus; Close unregisters it.
 func NewRPC(bus *Bus) *RPC {
-	r := &RPC{bus: bus, methods: map[string]Method{}, calls: map[string]*call{}}
+	r := &RPC{bus: bus, methods: map[string]AsyncMethod{}, calls: map[string]*call{}}
 	r.stops = []func(){bus.On(TypeRequest, r.serve), bus.On(TypeResponse, r.answer)}
 	return r
 }
@@ -75,34 +80,53 @@ func (r *RPC) Close() {
 	}
 }
 
-// Handle serves method.
+// Handle serves method, answering on the bus's goroutine.
 func (r *RPC) Handle(method string, m Method) {
+	r.HandleAsync(method, func(params json.RawMessage, from *Envelope, reply func(any, error)) {
+		reply(m(params, from))
+	})
+}
+
+// HandleAsync serves method with an AsyncMethod.
+func (r *RPC) HandleAsync(method string, m AsyncMethod) {
 	r.mu.Lock()
 	r.methods[method] = m
 	r.mu.Unlock()
 }
 
 func (r *RPC) serve(e *Envelope) {
-	var req Request
-	res := Response{RID: e.MID}
-	if err := json.Unmarshal(e.Data, &req); err != nil || req.Method == "" {
-		res.Err = "malformed request"
-	} else {
-		r.mu.Lock()
-		m := r.methods[req.Method]
-		r.mu.Unlock()
-		if m == nil {
-			res.Err = fmt.Sprintf("unknown method '%s'", req.Method)
-		} else if v, err := m(req.Params, e); err != nil {
-			res.Err = err.Error()
-		} else if data, err := marshalValue(v); err != nil {
-			res.Err = "unencodable result: " + err.Error()
-		} else {
-			res.OK, res.Data = true, data
-		}
+	respond := func(res Response) {
+		res.RID = e.MID
+		body, _ := json.Marshal(res)
+		_, _ = r.bus.Reply(e, TypeResponse, body)
 	}
-	body, _ := json.Marshal(res)
-	_, _ = r.bus.Reply(e, TypeResponse, body)
+	var req Request
+	if err := json.Unmarshal(e.Data, &req); err != nil || req.Method == "" {
+		respond(Response{Err: "malformed request"})
+		return
+	}
+	r.mu.Lock()
+	m := r.methods[req.Method]
+	r.mu.Unlock()
+	if m == nil {
+		respond(Response{Err: fmt.Sprintf("unknown method '%s'", req.Method)})
+		return
+	}
+	var once sync.Once
+	m(req.Params, e, func(v any, err error) {
+		once.Do(func() {
+			if err != nil {
+				respond(Response{Err: err.Error()})
+				return
+			}
+			data, err := marshalValue(v)
+			if err != nil {
+				respond(Response{Err: "unencodable result: " + err.Error()})
+				return
+			}
+			respond(Response{OK: true, Data: data})
+		})
+	})
 }
 
 func (r *RPC) answer(e *Envelope) {
@@ -196,6 +220,9 @@ func marshalValue(v any) (json.RawMessage, error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
+		if len(v) == 0 {
+			return nil, nil
+		}
 		if !json.Valid(v) {
 			return nil, errors.New("bedrock: not JSON")
 		}

@@ -44,6 +44,7 @@ func init() {
 		"ls":      {"list nodes with their leases, subscriptions and handlers (--services: the registry)", runLs},
 		"state":   {"replicated state: get NS KEY, set NS KEY JSON, del NS KEY, open NS KEY, dump [NS], watch NS", runState},
 		"bench":   {"generate load and measure it: pub, sub, pubsub, req", runBench},
+		"bedrock": {"bedrock bridge: join a bedrock add-on world on stdin/stdout to the broker", runBedrock},
 		"frame":   {"parse or validate a text frame read on stdin", runFrame},
 		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
 		"version": {"print the version", runVersion},
