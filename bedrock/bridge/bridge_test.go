@@ -1,0 +1,170 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"busbar/bedrock"
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/leakcheck"
+	"busbar/internal/testbroker"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// world is a broker, an in-memory bedrock world on a real clock, and a
+// bridge between them.
+type world struct {
+	b      *broker.Broker
+	clock  *bedrock.RealClock
+	w      *bedrock.World
+	bridge *Bridge
+}
+
+func connect(t *testing.T, b *broker.Broker, node string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, client.Options{Node: node, Dial: func(context.Context) (net.Conn, error) { return b.DialInProcess() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newWorld(t *testing.T, opts Options, before func(*broker.Broker)) *world {
+	t.Helper()
+	b, err := broker.New(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	if before != nil {
+		before(b)
+	}
+	clock := bedrock.NewRealClock()
+	t.Cleanup(clock.Close)
+	w := bedrock.NewWorld(clock, bedrock.WorldOptions{})
+	t.Cleanup(w.Close)
+	bus, _ := bedrock.New(bedrock.Options{SelfID: ServiceName, Medium: w, Clock: clock})
+	opts.Client, opts.Bus = connect(t, b, "bridge"), bus
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	br, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(br.Close)
+	return &world{b: b, clock: clock, w: w, bridge: br}
+}
+
+func (w *world) addon(t *testing.T, id string) *bedrock.Bus {
+	t.Helper()
+	bus, _ := bedrock.New(bedrock.Options{SelfID: id, Medium: w.w, Clock: w.clock})
+	bus.Start()
+	t.Cleanup(bus.Stop)
+	return bus
+}
+
+func TestCallCarriesLargePayloads(t *testing.T) {
+	w := newWorld(t, Options{}, nil)
+	lamp := w.addon(t, "lamp")
+	bedrock.NewRPC(lamp).Handle("echo", func(p json.RawMessage, _ *bedrock.Envelope) (any, error) { return p, nil })
+	d := bedrock.NewDiscovery(lamp, bedrock.AnnounceData{Version: "1"}, nil)
+	defer d.Close()
+	c := connect(t, w.b, "caller")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	testbroker.Eventually(t, 10*time.Second, "lamp in the registry", func() bool {
+		list, err := c.Whois(ctx, "lamp")
+		return err == nil && len(list) == 1 && list[0].Address == "lamp.bridge.bus"
+	})
+	big := strings.Repeat("é😀\"\\", 5000) // ~20 frames each way
+	params, _ := json.Marshal(big)
+	body, _ := json.Marshal(callBody{Method: "echo", Params: params})
+	for _, target := range []string{"lamp", "lamp.bridge.bus"} {
+		m, err := c.Scope("s").Channel(CallChannel).Request(ctx, target, body)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		var back string
+		if json.Unmarshal(m.Payload(), &back) != nil || back != big {
+			t.Fatalf("%s: payload changed on the way", target)
+		}
+	}
+	if _, err := c.Scope("s").Channel(CallChannel).Request(ctx, "bridge.bus", body); err == nil {
+		t.Fatal("a target naming no add-on was relayed")
+	}
+}
+
+func TestEventsBothWays(t *testing.T) {
+	w := newWorld(t, Options{ExportEvents: []string{"alerts"}}, nil)
+	lamp := w.addon(t, "lamp")
+	var mu sync.Mutex
+	var heard []string
+	lamp.On("alerts", func(e *bedrock.Envelope) {
+		mu.Lock()
+		heard = append(heard, string(e.Data))
+		mu.Unlock()
+	})
+	c := connect(t, w.b, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan string, 4)
+	if _, err := c.Scope("s").Channel(EventPrefix+"motion").Subscribe(ctx, func(_ context.Context, m *client.Message) {
+		got <- string(m.Payload())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lamp.Send(bedrock.SendOptions{Type: "motion", Data: json.RawMessage(`{"x":1}`)})
+	select {
+	case p := <-got:
+		if p != `{"x":1}` {
+			t.Fatalf("imported %q", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("event not imported")
+	}
+	if err := c.Scope("s").Channel("alerts").Emit(ctx, []byte("fire")); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 5*time.Second, "the exported event", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(heard) == 1 && heard[0] == `"fire"`
+	})
+}
+
+func TestStateExportedToTheMedium(t *testing.T) {
+	var owner *client.Client
+	w := newWorld(t, Options{ExportState: []string{"settings"}}, func(b *broker.Broker) {
+		owner = connect(t, b, "owner")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := owner.State("settings").Set(ctx, "volume", 7); err != nil {
+			t.Fatal(err)
+		}
+	})
+	st := bedrock.NewState(w.addon(t, "lamp"), bedrock.StateOptions{})
+	st.Follow("settings")
+	testbroker.Eventually(t, 10*time.Second, "the exported namespace", func() bool {
+		e, ok := st.Get("settings", "volume")
+		return ok && string(e.Value) == "7"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := owner.State("settings").Set(ctx, "volume", 11); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the change", func() bool {
+		e, ok := st.Get("settings", "volume")
+		return ok && string(e.Value) == "11"
+	})
+}
