@@ -60,6 +60,7 @@ type Bus struct {
 	reasm    *Reassembler
 	stats    Stats
 	stops    []func() // the running loops and listener; nil when stopped
+	starting bool
 }
 
 type handlerReg struct{ h Handler }
@@ -105,11 +106,14 @@ func (b *Bus) Stats() Stats {
 // started bus ignores Start.
 func (b *Bus) Start() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stops != nil {
+	if b.stops != nil || b.starting {
+		b.mu.Unlock()
 		return
 	}
-	b.stops = []func(){
+	b.starting = true
+	b.mu.Unlock()
+	// Outside the lock: a medium may deliver from inside Listen.
+	stops := []func(){
 		b.medium.Listen(b.receive),
 		b.clock.Every(FlushIntervalTicks, b.flush),
 		b.clock.Every(EvictionIntervalTicks, func() {
@@ -118,6 +122,9 @@ func (b *Bus) Start() {
 			b.mu.Unlock()
 		}),
 	}
+	b.mu.Lock()
+	b.stops, b.starting = stops, false
+	b.mu.Unlock()
 }
 
 // Stop tears down the subscription and the loops but keeps the handlers

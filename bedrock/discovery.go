@@ -55,7 +55,13 @@ func NewDiscovery(bus *Bus, self AnnounceData, onChange func(PeerEvent)) *Discov
 	d := &Discovery{bus: bus, self: self, peers: map[[2]string]*Peer{}, onChange: onChange}
 	d.stops = []func(){
 		bus.On(TypeAnnounce, d.heard),
-		bus.On(TypeWhois, func(e *Envelope) { d.announce(e.Src) }),
+		bus.On(TypeWhois, func(e *Envelope) {
+			if e.Src == bus.SelfID() {
+				d.announce("") // a twin asks: a direct answer to our own id would loop back to us
+			} else {
+				d.announce(e.Src)
+			}
+		}),
 		bus.Clock().Every(AnnounceIntervalTicks, func() { d.announce("") }),
 		bus.Clock().Every(EvictionIntervalTicks, d.sweep),
 	}
@@ -80,8 +86,8 @@ func (d *Discovery) announce(dst string) {
 }
 
 func (d *Discovery) heard(e *Envelope) {
-	var a AnnounceData
-	if json.Unmarshal(e.Data, &a) != nil {
+	a, err := decodeAnnounce(e.Data)
+	if err != nil || e.IID == d.bus.InstanceID() {
 		return
 	}
 	var events []PeerEvent
@@ -95,11 +101,15 @@ func (d *Discovery) heard(e *Envelope) {
 	p.AnnounceData, p.LastSeen = a, d.bus.Clock().Now()
 	if !known {
 		events = append(events, PeerEvent{"up", *p})
+		twin := e.Src == d.bus.SelfID() // our own src from another instance
 		for ok := range d.peers {
 			if ok[0] == e.Src && ok[1] != e.IID { // a twin: same src, another instance
-				events = append(events, PeerEvent{"collision", *p})
+				twin = true
 				break
 			}
+		}
+		if twin {
+			events = append(events, PeerEvent{"collision", *p})
 		}
 	}
 	f := d.onChange
@@ -147,9 +157,10 @@ func (d *Discovery) Peers() []Peer {
 	return out
 }
 
-// Collisions returns the srcs heard from more than one instance.
+// Collisions returns the srcs heard from more than one instance, this
+// one counted for its own src.
 func (d *Discovery) Collisions() []string {
-	seen := map[string]int{}
+	seen := map[string]int{d.bus.SelfID(): 1}
 	for _, p := range d.Peers() {
 		seen[p.Src]++
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"unicode/utf16"
 )
 
 // The protocol's constants (seed 000), in ticks of 1/20 s.
@@ -54,20 +55,30 @@ func Overhead(c string) int { return len16(EncodeFrame(Frame{C: c, S: 999999, T:
 func Budget(c string) int { return (MaxMessage - Overhead(c)) / 2 }
 
 // Split cuts an encoded envelope (JSON text) into the frames of group c:
-// slices of Budget(c) code units, the way a JavaScript sender slices the
-// string — a surrogate pair may be split between two frames. An empty
-// envelope is one empty frame; a budget under one unit (a group id too
-// long for any frame) is an error.
+// slices of at most Budget(c) code units. A JavaScript sender slices
+// blindly and may cut a surrogate pair in two; each half is then written
+// as a six-character \udxxx escape, so a frame can exceed MaxMessage by a
+// few characters. Split ends such a slice one unit early instead, so
+// every frame it makes fits; any receiver reassembles either slicing. An
+// empty envelope is one empty frame; a budget under one unit (a group id
+// too long for any frame) is an error.
 func Split(c string, encoded string) ([]Frame, error) {
 	budget := Budget(c)
 	if budget < 1 {
 		return nil, ErrGroupID
 	}
 	u := units(encoded)
-	t := max(1, (len(u)+budget-1)/budget)
-	frames := make([]Frame, t)
-	for s := range t {
-		frames[s] = Frame{C: c, S: s, T: t, P: u[s*budget : min(len(u), (s+1)*budget)]}
+	var frames []Frame
+	for start := 0; start < len(u) || len(frames) == 0; {
+		end := min(start+budget, len(u))
+		if end < len(u) && end-1 > start && utf16.IsSurrogate(rune(u[end-1])) && u[end-1] < 0xdc00 && u[end] >= 0xdc00 && u[end] <= 0xdfff {
+			end-- // keep the pair together (a one-unit budget cannot)
+		}
+		frames = append(frames, Frame{C: c, S: len(frames), P: u[start:end]})
+		start = end
+	}
+	for i := range frames {
+		frames[i].T = len(frames)
 	}
 	return frames, nil
 }

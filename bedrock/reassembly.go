@@ -6,6 +6,9 @@ package bedrock
 const (
 	MaxGroupFrames   = 65536
 	MaxPendingGroups = 1024
+	// MaxPendingUnits bounds the code units buffered in incomplete groups
+	// (8 MiB of UTF-16): a frame past it is ignored.
+	MaxPendingUnits = 4 << 20
 )
 
 // Reassembler buffers the frames of multi-frame groups until they are
@@ -15,6 +18,7 @@ const (
 // discarded by Sweep. It is not safe for concurrent use.
 type Reassembler struct {
 	groups  map[string]*group
+	units   int // buffered in incomplete groups
 	ignored int64
 	expired int64
 }
@@ -57,13 +61,22 @@ func (r *Reassembler) Add(f Frame, now int64) ([]uint16, bool) {
 		r.ignored++
 		return nil, false
 	}
+	if r.units+len(f.P) > MaxPendingUnits {
+		r.ignored++
+		if len(g.parts) == 0 {
+			delete(r.groups, f.C)
+		}
+		return nil, false
+	}
 	g.parts[f.S] = f.P
 	g.size += len(f.P)
+	r.units += len(f.P)
 	g.expires = now + ChunkTTLTicks // each accepted frame renews the group
 	if len(g.parts) < g.t {
 		return nil, false
 	}
 	delete(r.groups, f.C)
+	r.units -= g.size
 	whole := make([]uint16, 0, g.size)
 	for s := range g.t {
 		whole = append(whole, g.parts[s]...)
@@ -76,6 +89,7 @@ func (r *Reassembler) Sweep(now int64) {
 	for c, g := range r.groups {
 		if now >= g.expires {
 			delete(r.groups, c)
+			r.units -= g.size
 			r.expired++
 		}
 	}

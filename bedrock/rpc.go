@@ -100,8 +100,8 @@ func (r *RPC) serve(e *Envelope) {
 		body, _ := json.Marshal(res)
 		_, _ = r.bus.Reply(e, TypeResponse, body)
 	}
-	var req Request
-	if err := json.Unmarshal(e.Data, &req); err != nil || req.Method == "" {
+	req, err := decodeRequest(e.Data)
+	if err != nil {
 		respond(Response{Err: "malformed request"})
 		return
 	}
@@ -130,8 +130,8 @@ func (r *RPC) serve(e *Envelope) {
 }
 
 func (r *RPC) answer(e *Envelope) {
-	var res Response
-	if json.Unmarshal(e.Data, &res) != nil {
+	res, err := decodeResponse(e.Data)
+	if err != nil {
 		return
 	}
 	r.mu.Lock()
@@ -165,9 +165,9 @@ func (r *RPC) Go(dst, method string, params any, timeoutTicks int64, done func(R
 	mid := r.bus.iid + "/" + fmt.Sprint(r.bus.counter)
 	r.bus.mu.Unlock()
 	c := &call{done: done}
+	// Armed and registered under one lock, so Close or a (forged) early
+	// response never finds the call without its timer.
 	r.mu.Lock()
-	r.calls[mid] = c
-	r.mu.Unlock()
 	c.cancel = r.bus.clock.After(timeoutTicks, func() {
 		r.mu.Lock()
 		_, open := r.calls[mid]
@@ -177,6 +177,8 @@ func (r *RPC) Go(dst, method string, params any, timeoutTicks int64, done func(R
 			done(Response{}, ErrRPCTimeout)
 		}
 	})
+	r.calls[mid] = c
+	r.mu.Unlock()
 	if _, err := r.bus.Send(SendOptions{Dst: dst, Type: TypeRequest, MID: mid, Data: body}); err != nil {
 		r.mu.Lock()
 		_, open := r.calls[mid]

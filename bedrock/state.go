@@ -64,6 +64,7 @@ type State struct {
 	mu      sync.Mutex
 	clock   uint64 // Lamport: the highest version seen
 	spaces  map[string]*state.Namespace
+	follow  map[string]bool // namespaces asked for ("": all), asked again at each resync
 	refused int64
 	stops   []func()
 }
@@ -78,7 +79,7 @@ var (
 // namespaces as they are created, answers state-req, and applies deltas
 // and snapshots it hears.
 func NewState(bus *Bus, opts StateOptions) *State {
-	s := &State{bus: bus, opts: opts, spaces: map[string]*state.Namespace{}}
+	s := &State{bus: bus, opts: opts, spaces: map[string]*state.Namespace{}, follow: map[string]bool{}}
 	s.stops = []func(){
 		bus.On(TypeStateDelta, s.onDelta),
 		bus.On(TypeStateRequest, s.onRequest),
@@ -115,12 +116,20 @@ func (s *State) Own(ns string) error {
 		return fmt.Errorf("bedrock: namespace %q belongs to %s", ns, owner)
 	}
 	s.sendSnapshot(ns, "")
+	// A restarted owner starts empty, at clock 0: replicas that hold the
+	// namespace send it back (see onRequest), so it recovers its entries
+	// and its clock, and its next writes win.
+	body, _ := json.Marshal(requestData{NS: ns})
+	_, _ = s.bus.Send(SendOptions{Type: TypeStateRequest, Data: body})
 	return nil
 }
 
 // Follow asks for a snapshot of ns (of every namespace when ns is ""), to
 // replicate it.
 func (s *State) Follow(ns string) {
+	s.mu.Lock()
+	s.follow[ns] = true
+	s.mu.Unlock()
 	body, _ := json.Marshal(requestData{NS: ns})
 	_, _ = s.bus.Send(SendOptions{Type: TypeStateRequest, Data: body})
 }
@@ -216,18 +225,20 @@ func (s *State) changed(ns string, e state.Entry) {
 }
 
 func (s *State) onDelta(e *Envelope) {
-	var d deltaData
-	if json.Unmarshal(e.Data, &d) != nil {
+	d, err := decodeDelta(e.Data)
+	if err != nil {
 		return
 	}
 	s.mu.Lock()
-	s.clock = max(s.clock, min(d.Ver, state.MaxVersion))
 	n := s.spaces[d.NS]
 	if n == nil {
 		s.mu.Unlock()
 		return // not followed, or its owner not known yet
 	}
 	entry, err := n.Apply(state.Delta{NS: d.NS, Key: d.Key, Value: d.Value, Version: d.Ver, Deleted: d.Del, Source: e.Src, Open: d.Open})
+	if err == nil { // only what is stored moves the clock
+		s.clock = max(s.clock, entry.Version)
+	}
 	s.mu.Unlock()
 	if err == nil {
 		s.changed(d.NS, entry)
@@ -235,24 +246,33 @@ func (s *State) onDelta(e *Envelope) {
 }
 
 func (s *State) onRequest(e *Envelope) {
-	var q requestData
-	if len(e.Data) > 0 && json.Unmarshal(e.Data, &q) != nil {
+	q, err := decodeStateRequest(e.Data)
+	if err != nil {
 		return
 	}
 	s.mu.Lock()
-	var mine []string
+	var mine, theirs []string
 	for ns, n := range s.spaces {
-		if n.Owner() == s.bus.SelfID() && (q.NS == "" || q.NS == ns) {
+		if q.NS != "" && q.NS != ns {
+			continue
+		}
+		switch n.Owner() {
+		case s.bus.SelfID():
 			mine = append(mine, ns)
+		case e.Src: // the owner asks for its own namespace: it restarted
+			theirs = append(theirs, ns)
 		}
 	}
 	s.mu.Unlock()
 	for _, ns := range mine {
 		s.sendSnapshot(ns, e.Src)
 	}
+	for _, ns := range theirs {
+		s.sendSnapshot(ns, e.Src)
+	}
 }
 
-// sendSnapshot sends an owned namespace's snapshot to dst ("" broadcasts).
+// sendSnapshot sends a namespace's snapshot to dst ("" broadcasts).
 func (s *State) sendSnapshot(ns, dst string) {
 	s.mu.Lock()
 	n := s.spaces[ns]
@@ -263,8 +283,8 @@ func (s *State) sendSnapshot(ns, dst string) {
 }
 
 func (s *State) onSnapshot(e *Envelope) {
-	var snap snapshotData
-	if json.Unmarshal(e.Data, &snap) != nil || state.CheckName(snap.NS) != nil {
+	snap, err := decodeSnapshot(e.Data)
+	if err != nil || state.CheckName(snap.NS) != nil {
 		return
 	}
 	s.mu.Lock()
@@ -273,6 +293,17 @@ func (s *State) onSnapshot(e *Envelope) {
 	case n == nil:
 		n = state.New(snap.NS, e.Src) // the first snapshot heard names the owner
 		s.spaces[snap.NS] = n
+	case n.Owner() == s.bus.SelfID() && e.Src != s.bus.SelfID():
+		// A replica's copy of our namespace, sent because we asked (a
+		// restart): take back what the rules let it hold — our own
+		// writes and writes to open keys.
+		kept := snap.Entries[:0]
+		for _, en := range snap.Entries {
+			if en.Source == s.bus.SelfID() || en.Open {
+				kept = append(kept, en)
+			}
+		}
+		snap.Entries = kept
 	case n.Owner() != e.Src:
 		s.refused++ // another add-on claims the namespace
 		s.mu.Unlock()
@@ -281,7 +312,7 @@ func (s *State) onSnapshot(e *Envelope) {
 	for _, en := range snap.Entries {
 		s.clock = max(s.clock, min(en.Version, state.MaxVersion))
 	}
-	changed := n.Merge(state.Snapshot{NS: snap.NS, Owner: e.Src, Entries: snap.Entries})
+	changed := n.Merge(state.Snapshot{NS: snap.NS, Owner: n.Owner(), Entries: snap.Entries})
 	// Writes of ours the owner's snapshot lacks (a delta lost on the way
 	// to the owner): only their writer can send them again, since a
 	// delta's source is its envelope's src.
@@ -308,12 +339,19 @@ func (s *State) onSnapshot(e *Envelope) {
 	}
 }
 
-// resync asks for a snapshot of every namespace followed but not owned.
+// resync asks for a snapshot of every namespace followed but not owned,
+// and of those asked for and not heard yet (the request or the answer
+// may have been lost).
 func (s *State) resync() {
 	s.mu.Lock()
 	var follow []string
 	for ns, n := range s.spaces {
-		if n.Owner() != s.bus.SelfID() {
+		if n.Owner() != s.bus.SelfID() && !s.follow[""] {
+			follow = append(follow, ns)
+		}
+	}
+	for ns := range s.follow {
+		if s.spaces[ns] == nil {
 			follow = append(follow, ns)
 		}
 	}

@@ -79,6 +79,10 @@ type Bridge struct {
 	exported  map[string]bool // bedrock namespaces the bridge owns (exports)
 	jobs      []func()        // busbar-bound work, in the order the medium brought it
 	wake      chan struct{}   // signals the worker
+	closing   bool            // Close began: no new work
+
+	scope  *client.Scope // every registration the bridge makes on the client
+	unhook []func()      // bus handlers to remove
 }
 
 // MaxPendingJobs bounds the busbar-bound work (registry updates, state
@@ -98,20 +102,21 @@ func New(ctx context.Context, opts Options) (*Bridge, error) {
 	b := &Bridge{opts: opts, c: opts.Client, bus: opts.Bus, log: opts.Logger,
 		announced: map[string]bool{}, exported: map[string]bool{}, wake: make(chan struct{}, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	scope := b.c.Scope("bedrock-bridge")
-	if _, err := scope.Channel(CallChannel).Handle(ctx, b.call); err != nil {
+	b.scope = b.c.Scope("bedrock-bridge")
+	if _, err := b.scope.Channel(CallChannel).Handle(ctx, b.call); err != nil {
+		_ = b.scope.Close()
 		return nil, fmt.Errorf("bridge: handling %s: %w", CallChannel, err)
 	}
 	b.wg.Go(b.work)
 	b.rpc = bedrock.NewRPC(b.bus)
 	b.rpc.HandleAsync(RequestMethod, b.request)
-	b.state = bedrock.NewState(b.bus, bedrock.StateOptions{OnChange: b.stateChanged, ResyncTicks: 10 * bedrock.TicksPerSecond})
-	b.bus.OnAny(b.importEvent)
+	b.state = bedrock.NewState(b.bus, bedrock.StateOptions{OnChange: b.stateChanged, ResyncTicks: ResyncTicks})
+	b.unhook = append(b.unhook, b.bus.OnAny(b.importEvent))
 	b.bus.Start()
 	b.disc = bedrock.NewDiscovery(b.bus, bedrock.AnnounceData{Version: wire.ProtocolVersion}, b.peer)
 	b.state.Follow("")
 	for _, ch := range opts.ExportEvents {
-		if _, err := scope.Channel(ch).Subscribe(ctx, b.exportEvent); err != nil {
+		if _, err := b.scope.Channel(ch).Subscribe(ctx, b.exportEvent); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("bridge: subscribing to %s: %w", ch, err)
 		}
@@ -125,29 +130,66 @@ func New(ctx context.Context, opts Options) (*Bridge, error) {
 	return b, nil
 }
 
-// Close stops the bridge and its bus.
+// ResyncTicks is how often the bridge asks the medium for every
+// namespace's snapshot (30 s): it repairs mirrored state after a loss.
+const ResyncTicks = 30 * bedrock.TicksPerSecond
+
+// Close stops the bridge and its bus, withdraws the add-ons it announced
+// and releases everything it registered on the client, which stays the
+// caller's.
 func (b *Bridge) Close() {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return
+	}
+	b.closing = true
+	b.mu.Unlock()
 	if b.disc != nil {
 		b.disc.Close()
 	}
 	b.state.Close()
 	b.rpc.Close()
+	for _, u := range b.unhook {
+		u()
+	}
 	b.bus.Stop()
 	b.cancel()
 	b.wg.Wait()
+	b.mu.Lock()
+	announced := make([]string, 0, len(b.announced))
+	for src := range b.announced {
+		announced = append(announced, src)
+	}
+	b.announced = map[string]bool{}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, src := range announced {
+		_ = b.c.Withdraw(ctx, src)
+	}
+	_ = b.scope.Close()
 }
 
 // enqueue adds busbar-bound work; the worker runs it in order, off the
 // bus's goroutine, since the broker round trips may wait.
 func (b *Bridge) enqueue(job func()) {
 	b.mu.Lock()
+	b.enqueueLocked(job)
+	b.mu.Unlock()
+}
+
+// enqueueLocked is enqueue with b.mu held, so work decided under the lock
+// (a registry update) is queued in the order it was decided.
+func (b *Bridge) enqueueLocked(job func()) {
+	if b.closing {
+		return
+	}
 	if len(b.jobs) >= MaxPendingJobs {
-		b.mu.Unlock()
 		b.log.Warn("bridge work dropped: the broker is not keeping up")
 		return
 	}
 	b.jobs = append(b.jobs, job)
-	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -186,25 +228,22 @@ func (b *Bridge) peer(ev bedrock.PeerEvent) {
 		return // not a name busbar can address
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch ev.Op {
 	case "up":
 		if b.announced[src] {
-			b.mu.Unlock()
 			return
 		}
 		b.announced[src] = true
 	case "gone":
 		if !b.announced[src] || b.stillHeard(src) {
-			b.mu.Unlock()
 			return
 		}
 		delete(b.announced, src)
 	default:
-		b.mu.Unlock()
 		return
 	}
-	b.mu.Unlock()
-	b.enqueue(func() {
+	b.enqueueLocked(func() {
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		defer cancel()
 		var err error
@@ -242,8 +281,13 @@ func (b *Bridge) call(ctx context.Context, m *client.Message) ([]byte, error) {
 	if err != nil {
 		return nil, &client.HandlerError{RC: wire.RCFailure, Text: err.Error()}
 	}
+	if addon == b.bus.SelfID() {
+		// The bridge's own methods are for add-ons: a busbar caller must
+		// not act through the bridge's node.
+		return nil, &client.HandlerError{RC: wire.RCFailure, Text: "the bridge itself takes no calls from busbar"}
+	}
 	var body callBody
-	if err := json.Unmarshal(m.Payload(), &body); err != nil || body.Method == "" {
+	if err := exactly(m.Payload(), map[string]any{"method": &body.Method, "params": &body.Params}); err != nil || body.Method == "" {
 		return nil, &client.HandlerError{RC: wire.RCFailure, Text: `a call's body is {"method": "...", "params": ...}`}
 	}
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
@@ -284,15 +328,25 @@ type requestBody struct {
 // request is an add-on calling a busbar service. It answers
 // asynchronously, from its own goroutine, so the bus is not held up.
 func (b *Bridge) request(params json.RawMessage, from *bedrock.Envelope, reply func(any, error)) {
+	if from.IID == b.bus.InstanceID() {
+		reply(nil, errors.New("the bridge does not call busbar on its own behalf"))
+		return
+	}
 	var r requestBody
-	if err := json.Unmarshal(params, &r); err != nil || r.Target == "" || r.Channel == "" {
+	if err := exactly(params, map[string]any{"target": &r.Target, "channel": &r.Channel, "payload": &r.Payload}); err != nil || r.Target == "" || r.Channel == "" {
 		reply(nil, errors.New(`params are {"target", "channel", "payload"}`))
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		reply(nil, errors.New("the bridge is closing"))
 		return
 	}
 	b.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(b.ctx, CallTimeout)
 		defer cancel()
-		m, err := b.c.Scope("bedrock-bridge").Channel(r.Channel).Request(ctx, r.Target, payloadBytes(r.Payload))
+		m, err := b.scope.Channel(r.Channel).Request(ctx, r.Target, payloadBytes(r.Payload))
 		if err != nil {
 			reply(nil, err)
 			return
@@ -313,10 +367,28 @@ func (b *Bridge) importEvent(e *bedrock.Envelope) {
 	b.enqueue(func() {
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		defer cancel()
-		if err := b.c.Scope("bedrock-bridge").Channel(EventPrefix+e.Type).Emit(ctx, payload); err != nil && b.ctx.Err() == nil {
+		if err := b.scope.Channel(EventPrefix+e.Type).Emit(ctx, payload); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("event not imported", "type", e.Type, "from", e.Src, "err", err)
 		}
 	})
+}
+
+// exactly decodes the JSON object raw into fields by exact key, as
+// JavaScript reads an object (json.Unmarshal into a struct would also
+// match "Method" or "METHOD"); other keys are ignored.
+func exactly(raw []byte, fields map[string]any) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return errors.New("not a JSON object")
+	}
+	for k, dst := range fields {
+		if v, ok := obj[k]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
+	}
+	return nil
 }
 
 // payloadBytes is the busbar payload for a JSON value: a JSON string's
