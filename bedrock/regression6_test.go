@@ -1,6 +1,5 @@
 package bedrock
 
-
 // Regression tests from the review of issue 6 (the bedrock bus and its
 // bridge): each test's comment describes the defect it caught; all are
 // fixed. TestReview6RandomEnvelopesMatchJS cross-checks random envelopes
