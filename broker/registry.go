@@ -24,7 +24,7 @@ const MaxServicesPerNode = 64
 // lock that made the change, so what a watcher reads is the snapshot its
 // watch returned, then each change once, in order.
 type registry struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex // read-locked on the routing path (instances)
 	byName   map[string][]*instance // instances of a name, in announcement order
 	byConn   map[*conn][]string     // names each connection announced
 	watchers map[*conn]struct{}
@@ -190,8 +190,8 @@ func (r *registry) notifyLocked(op wire.ServiceOp, s *wire.ServiceInfo) {
 // services returns the instances of name (all when name is ""), sorted by
 // name, then node.
 func (r *registry) services(name string) []wire.ServiceInfo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return r.servicesLocked(name)
 }
 
@@ -250,8 +250,8 @@ func (r *registry) retryLost() {
 
 // instances returns the connections announcing name.
 func (r *registry) instances(name string) []*conn {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var conns []*conn
 	for _, in := range r.byName[name] {
 		if !in.c.out.Closing() { // leaving: it cannot answer any more
