@@ -30,7 +30,14 @@ func Empty() *Message { return &Message{} }
 // New returns a message with the given type and command headers; an empty
 // argument leaves that header out.
 func New(typ, command string) *Message {
-	m := &Message{}
+	// The message and room for its usual headers in one allocation: a
+	// request or a reply is built header by header.
+	b := &struct {
+		m Message
+		h [newHeaders]Header
+	}{}
+	m := &b.m
+	m.hdr = b.h[:0]
 	if command != "" {
 		m.Set(HeaderCommand, command)
 	}
@@ -39,6 +46,10 @@ func New(typ, command string) *Message {
 	}
 	return m
 }
+
+// newHeaders is the header room New allocates with a message: command,
+// type, id, to, from, ttl, reply-to, rc — more grow the slice.
+const newHeaders = 8
 
 // Command returns a request for the named command.
 func Command(command string) *Message { return New(TypeRequest, command) }
