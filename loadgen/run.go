@@ -172,7 +172,7 @@ func (s *Subscriber) receive(_ context.Context, m *client.Message) {
 	now := time.Now().UnixNano()
 	s.first.CompareAndSwap(0, now)
 	s.last.Store(now)
-	p := m.Payload()
+	p := m.Data() // read only
 	if d := AgeAt(p, now); d >= 0 {
 		s.lat.Add(d)
 	}
