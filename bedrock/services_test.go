@@ -282,3 +282,29 @@ func lossyWorld(t *testing.T, seed uint64) {
 		t.Fatalf("%d entries", len(want.Entries))
 	}
 }
+
+// TestStateValuesStoredAsReplicasDecode: a value written with whitespace
+// and HTML characters is stored by the writer exactly as the replicas
+// decode it from the wire.
+func TestStateValuesStoredAsReplicasDecode(t *testing.T) {
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{})
+	owner := NewState(newBus(t, clock, w, "o", "o1"), StateOptions{})
+	rep := NewState(newBus(t, clock, w, "r", "r1"), StateOptions{})
+	if err := owner.Own("n"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3)
+	e, err := owner.Set("n", "k", json.RawMessage(`{ "html": "<b>&</b>",  "n": [1, 2] }`))
+	if err != nil || string(e.Value) != `{"html":"<b>&</b>","n":[1,2]}` {
+		t.Fatalf("stored %s %v", e.Value, err)
+	}
+	clock.Advance(3)
+	got, ok := rep.Get("n", "k")
+	if !ok || !reflect.DeepEqual(got, e) {
+		t.Fatalf("replica %+v, owner %+v", got, e)
+	}
+	if _, err := owner.Set("n", "k", json.RawMessage(`{`)); err == nil {
+		t.Fatal("invalid JSON stored")
+	}
+}

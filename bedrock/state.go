@@ -194,6 +194,18 @@ func (s *State) Open(ns, key string) (state.Entry, error) {
 }
 
 func (s *State) write(d deltaData) (state.Entry, error) {
+	if d.Value != nil {
+		// Store what replicas will decode from the wire: the value as
+		// JavaScript would write it (no whitespace, its escaping).
+		if !json.Valid(d.Value) {
+			return state.Entry{}, fmt.Errorf("%w: value is not JSON", state.ErrInvalid)
+		}
+		v, err := canonical(nil, d.Value)
+		if err != nil {
+			return state.Entry{}, err
+		}
+		d.Value = v
+	}
 	s.mu.Lock()
 	n := s.spaces[d.NS]
 	if n == nil {
