@@ -24,7 +24,7 @@ const MaxServicesPerNode = 64
 // lock that made the change, so what a watcher reads is the snapshot its
 // watch returned, then each change once, in order.
 type registry struct {
-	mu       sync.RWMutex // read-locked on the routing path (instances)
+	mu       sync.RWMutex           // read-locked on the routing path (instances)
 	byName   map[string][]*instance // instances of a name, in announcement order
 	byConn   map[*conn][]string     // names each connection announced
 	watchers map[*conn]struct{}
