@@ -180,6 +180,9 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	}
 	defer b.untrack(c)
 	r := wire.NewReader(nc)
+	// A frame is refused before it is read when it could not be routed
+	// anyway: the payload limit plus room for its headers.
+	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
 	go c.writeLoop()
 	if err := b.handshake(c, r); err != nil {
 		b.log.Info("handshake failed", "remote", remote(nc), "err", err)

@@ -28,8 +28,13 @@ const (
 	StreamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
 	stuckAfter               = 250 * time.Millisecond // a writer without progress this long is not stalled for
 	MaxIDLen                 = 64                     // bytes in a message id
-	sweepInterval            = time.Second
-	maxPayloadCeiling        = wire.MaxMessageBytes - 64<<10
+	// MaxFrameOverhead is what a frame may carry beyond MaxPayload (its
+	// header block): a longer frame closes the connection with TOO_LARGE
+	// before it is read, so a peer cannot make the broker buffer more than
+	// it could route.
+	MaxFrameOverhead  = 64 << 10
+	sweepInterval     = time.Second
+	maxPayloadCeiling = wire.MaxMessageBytes - MaxFrameOverhead
 )
 
 // Options configure a Broker. The zero value of every field means its

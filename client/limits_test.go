@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -237,5 +239,37 @@ func TestMaxConnectionsEdge(t *testing.T) {
 	}
 	if e.Broker.Stats().OverCapacity != 1 {
 		t.Fatal("refusal not counted")
+	}
+}
+
+// TestFrameLimitFollowsMaxPayload: the broker refuses, before reading it,
+// a frame longer than MaxPayload + MaxFrameOverhead; a frame at that size
+// is read (and its too-large payload refused as a message).
+func TestFrameLimitFollowsMaxPayload(t *testing.T) {
+	const maxPayload = 1024
+	e := testbroker.Start(t, "unix", broker.Options{MaxPayload: maxPayload})
+	limit := maxPayload + broker.MaxFrameOverhead
+	frame := func(size int) []byte {
+		t.Helper()
+		m := wire.New(wire.TypeRequest, "x").WithHeader(wire.HeaderID, "r1").WithHeader(wire.HeaderTo, "nobody")
+		base := len(m.ToBytes())
+		b := m.WithBody(bytes.Repeat([]byte("p"), size-base)).ToBytes()
+		if len(b) != size {
+			t.Fatalf("built %d bytes, want %d", len(b), size)
+		}
+		return append(binary.BigEndian.AppendUint32(nil, uint32(size)), b...)
+	}
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "big", "local", e.Secrets["local"])
+	r.SendBytes(t, frame(limit))
+	if m := r.Read(t); m.Value(wire.HeaderReplyTo) != "r1" || m.Value(wire.HeaderResult) != string(wire.ResultRejected) {
+		t.Fatalf("a frame at the limit: %q", m)
+	}
+	r.SendBytes(t, binary.BigEndian.AppendUint32(nil, uint32(limit+1)))
+	if m := r.Read(t); m.Value(wire.HeaderResult) != string(wire.ResultTooLarge) {
+		t.Fatalf("a frame one byte past the limit: %q", m)
+	}
+	if _, err := r.ReadErr(); err == nil {
+		t.Fatal("connection still open after an oversize frame")
 	}
 }

@@ -34,6 +34,18 @@ type Reader struct {
 	prefix [prefixLen]byte
 	buf    []byte // reused by ReadFrame
 	err    error  // sticky: set once the stream is out of sync or ended
+	limit  int    // largest frame accepted; 0: MaxMessageBytes
+}
+
+// SetLimit lowers the largest frame r accepts below MaxMessageBytes (a
+// broker sets its payload limit plus room for headers): a longer one is a
+// *SizeError (ErrTooLarge) before any of it is read. n ≤ 0 or over
+// MaxMessageBytes means MaxMessageBytes.
+func (r *Reader) SetLimit(n int) {
+	if n <= 0 || n > MaxMessageBytes {
+		n = 0
+	}
+	r.limit = n
 }
 
 // NewReader returns a Reader that buffers r.
@@ -51,8 +63,12 @@ func (r *Reader) next() (int, error) {
 		return 0, err // io.EOF at a frame boundary, or the transport's error
 	}
 	n := binary.BigEndian.Uint32(r.prefix[:])
-	if n > MaxMessageBytes {
-		return 0, &SizeError{Size: int(n), Limit: MaxMessageBytes}
+	limit := MaxMessageBytes
+	if r.limit > 0 {
+		limit = r.limit
+	}
+	if int64(n) > int64(limit) {
+		return 0, &SizeError{Size: int(n), Limit: limit}
 	}
 	if n < minFrame {
 		// Consume the bytes so the stream stays in sync.

@@ -349,3 +349,24 @@ func TestFrameReady(t *testing.T) {
 	}
 	_ = pw.Close()
 }
+
+func TestReaderSetLimit(t *testing.T) {
+	m := New(TypeEvent, "c").WithBody(bytes.Repeat([]byte("x"), 100))
+	frame, err := AppendFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := len(frame) - 4
+	for _, c := range []struct {
+		limit int
+		ok    bool
+	}{{size, true}, {size - 1, false}, {0, true}, {MaxMessageBytes + 1, true}} {
+		r := NewReader(bytes.NewReader(frame))
+		r.SetLimit(c.limit)
+		_, err := r.ReadMessage()
+		var se *SizeError
+		if c.ok && err != nil || !c.ok && (!errors.Is(err, ErrTooLarge) || !errors.As(err, &se) || se.Limit != c.limit) {
+			t.Errorf("limit %d: %v", c.limit, err)
+		}
+	}
+}
