@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"busbar/wire"
 )
@@ -78,10 +79,43 @@ type ServiceWatch struct {
 	events  chan wire.ServiceEvent
 	live    bool // set by the reader once the snapshot is in; guarded by c.mu
 
-	once  sync.Once
-	err   error       // why it ended; guarded by c.mu
-	stop  func() bool // the context's AfterFunc; guarded by c.mu
-	ended bool        // guarded by c.mu
+	once sync.Once
+	watchLife
+}
+
+// watchLife is what a watch's end needs, shared by ServiceWatch and
+// StateWatch; its fields are guarded by Client.mu.
+type watchLife struct {
+	err   error       // why it ended
+	stop  func() bool // the context's AfterFunc
+	ended bool
+}
+
+// finishWatch waits for the answer to a watch request and then binds the
+// watch to ctx. installed reports whether the reader took the snapshot;
+// end ends the watch (on any failure, with nil).
+func (c *Client) finishWatch(ctx context.Context, p *pending, id string, deadline time.Time, what string,
+	installed func() bool, life *watchLife, end func(error)) error {
+	a, err := c.await(ctx, p, id, deadline)
+	if err := controlResult(a, err); err != nil {
+		end(nil)
+		return err
+	}
+	if !installed() {
+		end(nil)
+		return errors.New("client: malformed " + what)
+	}
+	stop := context.AfterFunc(ctx, func() { end(ctx.Err()) })
+	c.mu.Lock()
+	ended := life.ended
+	if !ended {
+		life.stop = stop
+	}
+	c.mu.Unlock()
+	if ended {
+		stop()
+	}
+	return nil
 }
 
 // WatchServices starts a watch. It ends when ctx is done, Close is called,
@@ -116,24 +150,8 @@ func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
 		w.end(nil)
 		return nil, callError(err)
 	}
-	a, err := c.await(ctx, p, id, deadline)
-	if err := controlResult(a, err); err != nil {
-		w.end(nil)
+	if err := c.finishWatch(ctx, p, id, deadline, "registry snapshot", func() bool { return w.initial != nil }, &w.watchLife, w.end); err != nil {
 		return nil, err
-	}
-	if w.initial == nil {
-		w.end(nil)
-		return nil, errors.New("client: malformed registry snapshot")
-	}
-	stop := context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
-	c.mu.Lock()
-	ended := w.ended
-	if !ended {
-		w.stop = stop
-	}
-	c.mu.Unlock()
-	if ended {
-		stop()
 	}
 	return w, nil
 }

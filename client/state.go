@@ -191,10 +191,8 @@ type StateWatch struct {
 
 	// Guarded by c.mu:
 	live        bool
-	err         error
-	stop        func() bool // the context's AfterFunc
 	resyncTimer *time.Timer // ends the watch if a resync is never answered
-	ended       bool
+	watchLife
 
 	once sync.Once
 }
@@ -224,24 +222,8 @@ func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 		w.end(nil)
 		return nil, callError(err)
 	}
-	a, err := c.await(ctx, p, id, deadline)
-	if err := controlResult(a, err); err != nil {
-		w.end(nil)
+	if err := c.finishWatch(ctx, p, id, deadline, "state snapshot", func() bool { return w.replica != nil }, &w.watchLife, w.end); err != nil {
 		return nil, err
-	}
-	if w.replica == nil {
-		w.end(nil)
-		return nil, errors.New("client: malformed state snapshot")
-	}
-	stop := context.AfterFunc(ctx, func() { w.end(ctx.Err()) })
-	c.mu.Lock()
-	ended := w.ended
-	if !ended {
-		w.stop = stop
-	}
-	c.mu.Unlock()
-	if ended {
-		stop()
 	}
 	return w, nil
 }
