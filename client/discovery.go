@@ -79,16 +79,41 @@ type ServiceWatch struct {
 	events  chan wire.ServiceEvent
 	live    bool // set by the reader once the snapshot is in; guarded by c.mu
 
-	once sync.Once
 	watchLife
 }
 
-// watchLife is what a watch's end needs, shared by ServiceWatch and
-// StateWatch; its fields are guarded by Client.mu.
+// watchLife is how a watch ends, shared by ServiceWatch and StateWatch:
+// once, recording why, and letting go of its context. Its fields are
+// guarded by mu, the client's.
 type watchLife struct {
+	mu    *sync.Mutex
+	once  sync.Once
 	err   error       // why it ended
 	stop  func() bool // the context's AfterFunc
 	ended bool
+}
+
+// Err is why the watch ended: nil after Close, the context's error,
+// ErrWatchOverflow, ErrResync (a state watch), or the client's error.
+func (l *watchLife) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// endOnce ends the watch the first time it is called: locked runs under
+// mu to take the watch out of the client and close its channel.
+func (l *watchLife) endOnce(why error, locked func()) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.err, l.ended = why, true
+		stop := l.stop
+		locked()
+		l.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	})
 }
 
 // finishWatch waits for the answer to a watch request and then binds the
@@ -122,7 +147,7 @@ func (c *Client) finishWatch(ctx context.Context, p *pending, id string, deadlin
 // the client closes, or the reader falls ServiceWatchBuffer events behind
 // (Err then says ErrWatchOverflow).
 func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
-	w := &ServiceWatch{c: c, events: make(chan wire.ServiceEvent, ServiceWatchBuffer)}
+	w := &ServiceWatch{c: c, events: make(chan wire.ServiceEvent, ServiceWatchBuffer), watchLife: watchLife{mu: &c.mu}}
 	m := controlMessage(wire.CmdWatch, "")
 	id := m.Value(wire.HeaderID)
 	deadline := c.deadline(ctx)
@@ -162,35 +187,20 @@ func (w *ServiceWatch) Initial() []wire.ServiceInfo { return w.initial }
 // Events delivers registry changes; it is closed when the watch ends.
 func (w *ServiceWatch) Events() <-chan wire.ServiceEvent { return w.events }
 
-// Err is why the watch ended: nil after Close, the context's error,
-// ErrWatchOverflow, or the client's error.
-func (w *ServiceWatch) Err() error {
-	w.c.mu.Lock()
-	defer w.c.mu.Unlock()
-	return w.err
-}
-
 // Close ends the watch.
 func (w *ServiceWatch) Close() { w.end(nil) }
 
 // end stops the watch once: no more events, the channel closes, and the
 // broker stops sending events when this was the client's last watch.
 func (w *ServiceWatch) end(why error) {
-	w.once.Do(func() {
+	w.endOnce(why, func() {
 		c := w.c
-		c.mu.Lock()
-		w.err, w.ended = why, true
-		if w.stop != nil {
-			defer w.stop()
-		}
 		delete(c.watches, w)
-		last := len(c.watches) == 0 && !c.closed
-		if last {
+		if len(c.watches) == 0 && !c.closed {
 			// Under c.mu, so a watch started after this is queued after it.
 			c.out.Enqueue(controlMessage(wire.CmdUnwatch, ""), c.deadline(context.Background()))
 		}
 		close(w.events)
-		c.mu.Unlock()
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"busbar/state"
@@ -193,8 +192,6 @@ type StateWatch struct {
 	live        bool
 	resyncTimer *time.Timer // ends the watch if a resync is never answered
 	watchLife
-
-	once sync.Once
 }
 
 // ErrResync ends a watch whose replica could not get a fresh snapshot.
@@ -206,7 +203,7 @@ var ErrResync = errors.New("client: state watch could not resync")
 // (ErrResync).
 func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 	c := s.c
-	w := &StateWatch{c: c, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer)}
+	w := &StateWatch{c: c, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer), watchLife: watchLife{mu: &c.mu}}
 	if err := state.CheckName(s.ns); err != nil {
 		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 	}
@@ -386,23 +383,16 @@ func (w *StateWatch) Initial() state.Snapshot { return w.initial }
 // the watch ends.
 func (w *StateWatch) Changes() <-chan state.Entry { return w.changes }
 
-// Err is why the watch ended: nil after Close, the context's error,
-// ErrWatchOverflow, or the client's error.
-func (w *StateWatch) Err() error {
-	w.c.mu.Lock()
-	defer w.c.mu.Unlock()
-	return w.err
-}
-
 // Close ends the watch.
 func (w *StateWatch) Close() { w.end(nil) }
 
 func (w *StateWatch) end(why error) {
-	w.once.Do(func() {
+	w.endOnce(why, func() {
 		c := w.c
-		c.mu.Lock()
-		w.err, w.live, w.ended = why, false, true
-		stop, timer := w.stop, w.resyncTimer
+		w.live = false
+		if w.resyncTimer != nil {
+			w.resyncTimer.Stop()
+		}
 		set := c.stateWatches[w.ns]
 		delete(set, w)
 		if len(set) == 0 {
@@ -413,13 +403,6 @@ func (w *StateWatch) end(why error) {
 			}
 		}
 		close(w.changes)
-		c.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-		if timer != nil {
-			timer.Stop()
-		}
 	})
 }
 
