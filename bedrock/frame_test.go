@@ -325,3 +325,13 @@ func TestReassemblerUnitCap(t *testing.T) {
 		t.Fatalf("after expiry: %d groups, %d units", r.Pending(), r.units)
 	}
 }
+
+func TestReassemblerGroupFramesEdge(t *testing.T) {
+	r := NewReassembler()
+	if r.Add(Frame{C: "at", S: 0, T: MaxGroupFrames, P: units("x")}, 0); r.Pending() != 1 {
+		t.Fatal("a group of MaxGroupFrames frames was not buffered")
+	}
+	if r.Add(Frame{C: "past", S: 0, T: MaxGroupFrames + 1, P: units("x")}, 0); r.Pending() != 1 || r.Ignored() != 1 {
+		t.Fatal("a group of MaxGroupFrames+1 frames was buffered")
+	}
+}

@@ -470,3 +470,38 @@ func TestLoopbackRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestServiceWatchBufferEdge: a watch whose reader is behind holds
+// ServiceWatchBuffer events; one more ends it with ErrWatchOverflow.
+func TestServiceWatchBufferEdge(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	watcher := connect(t, e, "watcher")
+	alpha := connect(t, e, "alpha")
+	ctx := ctxT(t, 30*time.Second)
+	w, err := watcher.WatchServices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	announce := func(i int) {
+		t.Helper()
+		if _, err := alpha.Announce(ctx, wire.Announcement{Service: "svc", Version: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range client.ServiceWatchBuffer {
+		announce(i) // one "up" event each
+	}
+	testbroker.Eventually(t, 10*time.Second, "a full buffer", func() bool { return len(w.Events()) == client.ServiceWatchBuffer })
+	if err := w.Err(); err != nil {
+		t.Fatalf("ended at the buffer's size: %v", err)
+	}
+	announce(client.ServiceWatchBuffer)
+	testbroker.Eventually(t, 10*time.Second, "the overflow", func() bool { return errors.Is(w.Err(), client.ErrWatchOverflow) })
+	n := 0
+	for range w.Events() {
+		n++
+	}
+	if n != client.ServiceWatchBuffer {
+		t.Fatalf("%d events delivered before the end", n)
+	}
+}

@@ -386,3 +386,28 @@ func TestStateWatchEnds(t *testing.T) {
 		t.Fatalf("err %v", w.Err())
 	}
 }
+
+// TestStateWatchBufferEdge: a replica whose reader is behind holds
+// StateWatchBuffer changes; one more ends it with ErrWatchOverflow.
+func TestStateWatchBufferEdge(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	owner := connect(t, e, "owner")
+	ctx := ctxT(t, 30*time.Second)
+	w, err := connect(t, e, "watcher").State("ns").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range client.StateWatchBuffer {
+		if _, err := owner.State("ns").Set(ctx, "k", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbroker.Eventually(t, 10*time.Second, "a full buffer", func() bool { return len(w.Changes()) == client.StateWatchBuffer })
+	if err := w.Err(); err != nil {
+		t.Fatalf("ended at the buffer's size: %v", err)
+	}
+	if _, err := owner.State("ns").Set(ctx, "k", "one more"); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the overflow", func() bool { return errors.Is(w.Err(), client.ErrWatchOverflow) })
+}

@@ -168,3 +168,33 @@ func TestStateExportedToTheMedium(t *testing.T) {
 		return ok && string(e.Value) == "11"
 	})
 }
+
+// TestPendingJobsEdge: busbar-bound work queues up to MaxPendingJobs while
+// the broker is slow; past it, work is dropped.
+func TestPendingJobsEdge(t *testing.T) {
+	w := newWorld(t, Options{}, nil)
+	br := w.bridge
+	release := make(chan struct{})
+	started := make(chan struct{})
+	br.enqueue(func() { close(started); <-release }) // holds the worker
+	<-started
+	for range MaxPendingJobs {
+		br.enqueue(func() {})
+	}
+	br.mu.Lock()
+	atLimit := len(br.jobs)
+	br.mu.Unlock()
+	br.enqueue(func() { t.Error("a job past MaxPendingJobs ran") })
+	br.mu.Lock()
+	after := len(br.jobs)
+	br.mu.Unlock()
+	close(release)
+	if atLimit != MaxPendingJobs || after != MaxPendingJobs {
+		t.Fatalf("queued %d at the limit, %d after one more", atLimit, after)
+	}
+	testbroker.Eventually(t, 5*time.Second, "the queue to drain", func() bool {
+		br.mu.Lock()
+		defer br.mu.Unlock()
+		return len(br.jobs) == 0
+	})
+}
