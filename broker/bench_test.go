@@ -36,10 +36,7 @@ func benchRoute(b *testing.B, n int) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := wire.ParseView(frame, &v); err != nil {
-			b.Fatal(err)
-		}
-		br.routeView(c, &v)
+		br.dispatch(c, frame, &v)
 	}
 	b.ReportMetric(float64(br.Stats().Dropped)/float64(b.N), "drops/op")
 }

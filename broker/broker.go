@@ -41,25 +41,6 @@ type Broker struct {
 	stats stats
 }
 
-// stats are monotonically increasing counters, exposed by Stats.
-type stats struct {
-	expiredInQueue, droppedReplies, malformed, refused, slowConsumers, leaseExpired, overCapacity, dropped, stateRefused atomic.Int64
-}
-
-// Stats is a snapshot of the broker's counters.
-type Stats struct {
-	Nodes          int   // registered nodes
-	ExpiredInQueue int64 // messages dropped because their deadline passed in a queue
-	DroppedReplies int64 // replies and receipts that matched no open call
-	Malformed      int64 // frames refused as malformed
-	Refused        int64 // messages refused by permissions or limits
-	SlowConsumers  int64 // connections closed because they stopped reading
-	LeaseExpired   int64 // nodes removed for silence
-	OverCapacity   int64 // connections closed at once because MaxConnections were served
-	Dropped        int64 // stream messages refused or dropped on a full queue
-	StateRefused   int64 // state writes refused: foreign writes to closed keys, opens by non-owners
-}
-
 // New returns a broker with opts (see Options for defaults).
 func New(opts Options) (*Broker, error) {
 	if err := opts.setDefaults(); err != nil {
@@ -86,33 +67,6 @@ func New(opts Options) (*Broker, error) {
 
 // Name is the broker's own node name.
 func (b *Broker) Name() string { return b.opts.Name }
-
-// Stats returns the broker's counters.
-func (b *Broker) Stats() Stats {
-	return Stats{
-		Nodes:          b.dir.count(),
-		ExpiredInQueue: b.stats.expiredInQueue.Load() + b.expiredInQueues(),
-		DroppedReplies: b.stats.droppedReplies.Load(),
-		Malformed:      b.stats.malformed.Load(),
-		Refused:        b.stats.refused.Load(),
-		SlowConsumers:  b.stats.slowConsumers.Load(),
-		LeaseExpired:   b.stats.leaseExpired.Load(),
-		OverCapacity:   b.stats.overCapacity.Load(),
-		Dropped:        b.stats.dropped.Load(),
-		StateRefused:   b.stats.stateRefused.Load(),
-	}
-}
-
-// expiredInQueues sums the expiry counters of the live connections.
-func (b *Broker) expiredInQueues() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var n int64
-	for c := range b.conns {
-		n += c.out.Expired()
-	}
-	return n
-}
 
 // Serve accepts connections from ln until ln fails or Shutdown closes it.
 // It returns ErrClosed after Shutdown.
@@ -247,9 +201,10 @@ func (b *Broker) untrack(c *conn) {
 	b.serving.Done()
 }
 
-// readLoop reads frames until the connection fails or closes. A malformed
-// frame leaves the stream in sync, so the node gets a bus.error and stays;
-// an oversize or truncated frame ends the connection.
+// readLoop reads frames until the connection fails or closes, and hands
+// each to dispatch. An oversize or truncated frame ends the connection; a
+// malformed one leaves the stream in sync, so dispatch answers it and the
+// node stays.
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 	var v wire.View
 	for {
@@ -257,20 +212,14 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 			c.readAt.Store(0) // the next frame may need a read
 		}
 		frame, err := r.ReadFrame()
-		if err == nil {
-			err = wire.ParseView(frame, &v)
-		}
 		switch {
 		case err == nil:
-		case errors.Is(err, wire.ErrMalformed):
-			b.stats.malformed.Add(1)
-			b.log.Warn("malformed frame", "node", c.node, "err", err)
-			c.enqueue(errorFrame(wire.ResultMalformed, err.Error()), time.Time{})
+		case errors.Is(err, wire.ErrMalformed): // the stream is in sync
+			b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 			continue
 		case errors.Is(err, wire.ErrTooLarge):
-			b.stats.malformed.Add(1)
 			b.log.Warn("oversize frame; closing", "node", c.node, "err", err)
-			c.closeWith(wire.ResultTooLarge, err.Error())
+			b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultTooLarge, err.Error()))
 			return
 		default:
 			c.close(wire.ResultDisconnect)
@@ -280,8 +229,6 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 			return // replaced, expired or shutting down: route nothing more as this node
 		}
 		c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
-		if !v.IsHeartbeat() {
-			b.routeView(c, &v)
-		}
+		b.dispatch(c, frame, &v)
 	}
 }

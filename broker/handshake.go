@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"busbar/auth"
@@ -28,13 +27,11 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		c.closeWith(wire.ResultMalformed, "handshake: "+err.Error())
 		return err
 	}
+	// A refused hello is answered, and the connection closed.
+	s := subject{kind: kindHello, id: helloID(m)}
 	fail := func(res wire.Result, format string, args ...any) error {
 		err := fmt.Errorf(format, args...)
-		c.enqueue(helloResponse(m).
-			WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCFailure))).
-			WithHeader(wire.HeaderResult, string(res)).
-			WithHeader(wire.HeaderError, err.Error()), time.Time{})
-		c.close(res)
+		b.answer(c, s, refuse(res, err.Error()))
 		return err
 	}
 	if m.Value(wire.HeaderCommand) != wire.CmdHello || m.Value(wire.HeaderType) != wire.TypeRequest {
@@ -71,7 +68,10 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	}
 	// Queue the welcome before registering, so it precedes anything routed
 	// to the node.
-	reply := helloResponse(m).WithHeader(wire.HeaderRC, "0")
+	reply := wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithHeader(wire.HeaderRC, "0")
+	if s.id != "" {
+		reply.Set(wire.HeaderReplyTo, s.id)
+	}
 	old, err := b.dir.register(c, func(epoch uint64) {
 		welcome.Epoch = epoch
 		body, _ := json.Marshal(welcome)
@@ -93,12 +93,13 @@ func newIID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func helloResponse(req *wire.Message) *wire.Message {
-	m := wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion)
-	if id := req.Value(wire.HeaderID); id != "" && len(id) <= MaxIDLen {
-		m.Set(wire.HeaderReplyTo, id)
+// helloID is the id a hello response replies to: none when the hello's
+// is unusable.
+func helloID(req *wire.Message) string {
+	if id := req.Value(wire.HeaderID); validID(id) {
+		return id
 	}
-	return m
+	return ""
 }
 
 // authenticate checks the hello's credential and node name. In-process
@@ -118,7 +119,7 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	p, err := b.opts.Auth.Authenticate(auth.Credential{Principal: h.Principal, Secret: h.Secret, Signature: h.Signature}, h.Node, nonce)
 	if err != nil {
-		b.log.Warn("authentication refused", "node", h.Node, "principal", h.Principal, "reason", auth.Reason(err), "remote", remote(c.nc))
+		b.log.Warn("authentication refused", "node", clip(h.Node), "principal", clip(h.Principal), "reason", auth.Reason(err), "remote", remote(c.nc))
 		return nil, err
 	}
 	return &p.Permissions, nil

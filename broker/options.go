@@ -25,7 +25,7 @@ const (
 	DefaultMaxConnections    = 10000                  // connections served at once, handshaking ones included
 	DefaultMaxRegistrations  = 1024                   // subscriptions plus handlers one connection may hold
 	MaxPublishCandidates     = 256                    // seed 003: a publication reaching more nodes is refused whole
-	StreamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
+	streamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
 	stuckAfter               = 250 * time.Millisecond // a writer without progress this long is not stalled for
 	MaxIDLen                 = 64                     // bytes in a message id
 	// MaxFrameOverhead is what a frame may carry beyond MaxPayload (its

@@ -156,7 +156,7 @@ func (b *Broker) dropPending(c *conn) {
 		case callReceipt:
 			b.sendReceipt(f.cl.origin, f.id, c.addr, wire.Failed)
 		case callRequest:
-			b.sendRequestError(f.cl.origin, f.id, "", wire.ResultDisconnect, c.node+" disconnected before it replied")
+			b.answer(f.cl.origin, subject{kind: kindRequest, id: f.id}, refuse(wire.ResultDisconnect, c.node+" disconnected before it replied"))
 		case callPublish:
 			b.recordPub(f.cl.pub, c.node, wire.Failed)
 		}
@@ -215,9 +215,7 @@ func (b *Broker) sendPublished(pub *publication) {
 		WithHeader(wire.HeaderReplyTo, pub.id).
 		WithHeader(wire.HeaderRC, "0").
 		WithBody(body)
-	if !pub.origin.enqueue(m, time.Time{}) {
-		b.stats.droppedReplies.Add(1)
-	}
+	b.post(pub.origin, m)
 }
 
 // openRequests counts calls still waiting for a response, for Shutdown.

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,19 +50,19 @@ func (r *registry) init() {
 }
 
 // announce records (or updates) c's instance of a.Service.
-func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, error) {
+func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, *refusal) {
 	if err := a.Check(); err != nil {
-		return wire.ServiceInfo{}, err
+		return wire.ServiceInfo{}, rejectf("%v", err)
 	}
 	if len(a.Channels) > b.opts.MaxRegistrations {
-		return wire.ServiceInfo{}, fmt.Errorf("%d channels, over the limit of %d", len(a.Channels), b.opts.MaxRegistrations)
+		return wire.ServiceInfo{}, rejectf("%d channels, over the limit of %d", len(a.Channels), b.opts.MaxRegistrations)
 	}
 	for _, ch := range a.Channels {
 		if err := auth.ValidChannel(ch); err != nil {
-			return wire.ServiceInfo{}, err
+			return wire.ServiceInfo{}, rejectf("%v", err)
 		}
-		if !c.allows(auth.ActionHandle, ch) {
-			return wire.ServiceInfo{}, errors.New("not permitted to handle " + ch)
+		if r := permit(c, auth.ActionHandle, ch); r != nil {
+			return wire.ServiceInfo{}, r
 		}
 	}
 	a.Channels = slices.Compact(slices.Sorted(slices.Values(a.Channels)))
@@ -80,7 +78,7 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, error
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.out.Closing() {
-		return wire.ServiceInfo{}, errors.New("connection is closing")
+		return wire.ServiceInfo{}, rejectf("connection is closing")
 	}
 	// A node's replaced connection may not have left yet: its record is
 	// stale, not a collision.
@@ -98,7 +96,7 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, error
 		return in.info, nil
 	}
 	if len(r.byConn[c]) >= MaxServicesPerNode {
-		return wire.ServiceInfo{}, fmt.Errorf("%d services announced, the limit per connection", MaxServicesPerNode)
+		return wire.ServiceInfo{}, rejectf("%d services announced, the limit per connection", MaxServicesPerNode)
 	}
 	r.byConn[c] = append(r.byConn[c], a.Service)
 	list = append(list, in)

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,224 +8,346 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
-// route handles one frame from a registered node.
-func (b *Broker) route(c *conn, m *wire.Message) {
-	cmd := m.Value(wire.HeaderCommand)
+// Routing is one pipeline for every frame a registered node sends. The
+// reader parses a frame into a wire.View over its reusable buffer (no
+// copy); dispatch picks the handler by type; the handler decides with the
+// View's strings and returns a *refusal, or forwards. What is forwarded is
+// encoded once, with the authenticated source and the remaining deadline
+// stamped in, and that one frame is shared by every destination's queue:
+// routing a message to N nodes allocates nothing in steady state. Strings
+// from the View alias the read buffer, so whatever outlives the frame is
+// cloned. Control commands (bus.*) are decoded into a wire.Message first:
+// they are rare, and their bodies are parsed anyway. The path of one
+// message is drawn in docs/ARCHITECTURE.md.
+
+// dispatch routes one frame read from c.
+func (b *Broker) dispatch(c *conn, frame []byte, v *wire.View) {
+	if err := wire.ParseView(frame, v); err != nil {
+		// The stream is still in sync: the node hears why and stays.
+		b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
+		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+		return
+	}
+	if v.IsHeartbeat() {
+		return
+	}
+	cmd := v.Value(wire.HeaderCommand)
 	if strings.HasPrefix(cmd, wire.ControlPrefix) {
-		b.control(c, m, cmd)
+		b.control(c, v, cmd)
 		return
 	}
-	switch m.Value(wire.HeaderType) {
+	switch v.Value(wire.HeaderType) {
+	case wire.TypeStream:
+		b.routeStream(c, v, cmd)
 	case wire.TypeEvent:
-		if _, hasTo := m.Get(wire.HeaderTo); hasTo {
-			b.viaView(c, m)
-			return
+		if _, ok := v.Get(wire.HeaderTo); ok {
+			b.routeCall(c, v, cmd, kindSend)
+		} else {
+			b.routeCall(c, v, cmd, kindPublish)
 		}
-		id := m.Value(wire.HeaderID)
-		if !validID(id) {
-			b.refuseFrame(c, "an event needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
-			return
-		}
-		b.publish(c, m, id, cmd)
-	case wire.TypeRequest, wire.TypeStream:
-		b.viaView(c, m)
+	case wire.TypeRequest:
+		b.routeCall(c, v, cmd, kindRequest)
 	case wire.TypeResponse:
-		b.routeResponse(c, m)
+		b.routeResponse(c, v)
 	default:
-		b.stats.malformed.Add(1)
-		c.enqueue(errorFrame(wire.ResultMalformed, "message type must be event, request, response or stream"), time.Time{})
+		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, "message type must be event, request, response or stream"))
 	}
 }
 
-// viaView routes a decoded message of a kind the hot path handles, so
-// sends, requests and streams have one implementation (fastpath.go).
-func (b *Broker) viaView(c *conn, m *wire.Message) {
-	var v wire.View
-	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
-		b.refuseFrame(c, err.Error())
-		return
-	}
-	b.routeView(c, &v)
-}
-
-// admit checks what every event and request must satisfy and stamps the
-// authenticated source. It returns the deadline, or a refusal text.
-func (b *Broker) admit(c *conn, m *wire.Message, channel string) (time.Time, string) {
-	ttl, hasTTL := m.Get(wire.HeaderTTL)
-	deadline, refusal := b.admitParts(c.now(), ttl, hasTTL, channel, len(m.Body()))
-	if refusal == "" {
-		// The source is whoever authenticated; a client's own "from" is overwritten.
-		m.Set(wire.HeaderFrom, c.addr)
-	}
-	return deadline, refusal
-}
-
-// admitParts is the admission both paths share: the ttl (capped at
-// MaxTTL), the channel's syntax, the payload limit, and no shutdown under
-// way. It returns the deadline, or a refusal text.
-func (b *Broker) admitParts(now time.Time, ttl string, hasTTL bool, channel string, bodyLen int) (time.Time, string) {
+// admit checks what every stream, send, request and publication must
+// satisfy: the ttl (capped at MaxTTL), the channel's syntax, the payload
+// limit, and no shutdown under way. It returns the message's deadline.
+func (b *Broker) admit(c *conn, v *wire.View, channel string) (time.Time, *refusal) {
+	now := c.now()
 	budget := b.opts.MaxTTL
-	if hasTTL {
+	if ttl, ok := v.Get(wire.HeaderTTL); ok {
 		ms, err := strconv.ParseUint(ttl, 10, 32)
 		if err != nil {
-			return now, "ttl must be a number of milliseconds"
+			return now, rejectf("ttl must be a number of milliseconds")
 		}
 		budget = min(budget, time.Duration(ms)*time.Millisecond)
 	}
 	if err := auth.ValidChannel(channel); err != nil {
-		return now, err.Error()
+		return now, rejectf("%v", err)
 	}
-	if bodyLen > b.opts.MaxPayload {
-		return now, "payload of " + strconv.Itoa(bodyLen) + " bytes exceeds the limit of " + strconv.Itoa(b.opts.MaxPayload)
+	if n := len(v.Body()); n > b.opts.MaxPayload {
+		return now, rejectf("payload of %d bytes exceeds the limit of %d", n, b.opts.MaxPayload)
 	}
 	if b.draining() {
-		return now, "broker is shutting down"
+		return now, rejectf("broker is shutting down")
 	}
-	return now.Add(budget), ""
+	return now.Add(budget), nil
+}
+
+// permit checks the sender's permission for action on channel.
+func permit(c *conn, action auth.Action, channel string) *refusal {
+	if !c.allows(action, channel) {
+		return rejectf("not permitted to %s on %s", action, channel)
+	}
+	return nil
+}
+
+// errStampedTooLarge refuses a message that fit the frame limit as sent
+// but not once the broker stamped its source and deadline into it.
+var errStampedTooLarge = refuse(wire.ResultTooLarge, "frame too large once stamped")
+
+// frameFrom encodes v once for every destination, from c, with a ttl slot
+// when the message has a deadline.
+func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, *refusal) {
+	f := sendq.NewFrame()
+	f.B, f.TTLOff = wire.AppendForward(f.B, v, c.addr, withTTL)
+	if wire.FrameLen(f.B) > wire.MaxMessageBytes {
+		f.Release()
+		return nil, errStampedTooLarge
+	}
+	return f, nil
+}
+
+// routeStream delivers a fire-and-forget message to the subscribers of its
+// channel (or to its target's, when it has one). Nobody is answered: what
+// is not delivered is counted as a drop, with its reason.
+func (b *Broker) routeStream(c *conn, v *wire.View, channel string) {
+	if r := b.deliverStream(c, v, channel); r != nil {
+		b.answer(c, subject{kind: kindStream, command: channel}, r)
+	}
+}
+
+func (b *Broker) deliverStream(c *conn, v *wire.View, channel string) *refusal {
+	deadline, r := b.admit(c, v, channel)
+	if r != nil {
+		return r
+	}
+	to, hasTo := v.Get(wire.HeaderTo)
+	if !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
+		return rejectf("not permitted to publish on %s", channel)
+	}
+	f, r := frameFrom(c, v, true)
+	if r != nil {
+		return r
+	}
+	defer f.Release()
+	deliver := func(d *conn) {
+		if !d.allows(auth.ActionSubscribe, channel) {
+			return
+		}
+		if reason, ok := d.enqueueStream(f, deadline); !ok {
+			b.stats.drop(reason)
+		}
+	}
+	if !hasTo {
+		for _, d := range b.dir.subscribers(channel) {
+			deliver(d)
+		}
+	} else if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
+		deliver(dest)
+	}
+	return nil
+}
+
+// enqueueStream queues a stream frame for c. When c's queue is full and
+// c's writer is making progress, it stalls the producer (up to streamStall
+// per message) for room, as nats-server stalls fast producers: a
+// subscriber that is merely slower paces the publisher through TCP instead
+// of losing messages. When c's writer has completed nothing for
+// stuckAfter, the frame is dropped at once, so a stuck node cannot slow
+// its publishers down.
+func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
+	if c.out.EnqueueFrame(f, deadline) {
+		return 0, true
+	}
+	if time.Since(c.out.LastWrite()) > stuckAfter {
+		return DropStuckReader, false
+	}
+	return DropQueueFull, c.out.EnqueueFrameWithin(f, deadline, streamStall)
+}
+
+// routeCall routes a message that opens a call: a send (its receipt), a
+// request (its response) or a publication (one receipt per candidate).
+// Every refusal is answered in the form the kind calls for.
+func (b *Broker) routeCall(c *conn, v *wire.View, channel string, k kind) {
+	id := v.Value(wire.HeaderID)
+	if !validID(id) {
+		what := "an event"
+		if k == kindRequest {
+			what = "a request"
+		}
+		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, what+" needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes"))
+		return
+	}
+	s := subject{kind: k, id: strings.Clone(id), command: strings.Clone(channel)}
+	var r *refusal
+	switch k {
+	case kindSend:
+		s.from = strings.Clone(v.Value(wire.HeaderTo))
+		r = b.deliverSend(c, v, &s)
+	case kindRequest:
+		r = b.deliverRequest(c, v, s, strings.Clone(v.Value(wire.HeaderTo)))
+	case kindPublish:
+		r = b.deliverPublish(c, v, s)
+	}
+	if r != nil {
+		b.answer(c, s, r)
+	}
 }
 
 // validID reports whether id can key an open call.
 func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
 
+// deliverSend forwards an event to its target node, whose receipt will
+// answer it. s.from is the target as given, and becomes the destination's
+// address once it is known.
+func (b *Broker) deliverSend(c *conn, v *wire.View, s *subject) *refusal {
+	deadline, r := b.admit(c, v, s.command)
+	if r == nil {
+		r = permit(c, auth.ActionSend, s.command)
+	}
+	if r != nil {
+		return r
+	}
+	node, dest, r := b.resolve(s.from)
+	switch {
+	case r != nil:
+		return r
+	case dest == nil && node == b.opts.Name:
+		return refuse(wire.NoSubscriber, "")
+	case dest == nil:
+		return refuse(wire.NotConnected, "")
+	}
+	s.from = dest.addr
+	switch {
+	case !dest.allows(auth.ActionSubscribe, s.command):
+		return rejectf("%s may not receive on %s", node, s.command)
+	case !dest.hasSub(s.command):
+		return refuse(wire.NoSubscriber, "")
+	}
+	return b.forwardCall(c, dest, v, s, callReceipt, deadline)
+}
+
+// deliverRequest forwards a request to the one handler of its channel on
+// the target node.
+func (b *Broker) deliverRequest(c *conn, v *wire.View, s subject, to string) *refusal {
+	deadline, r := b.admit(c, v, s.command)
+	if r == nil {
+		r = permit(c, auth.ActionRequest, s.command)
+	}
+	if r == nil && to == "" {
+		r = rejectf("a request needs a target")
+	}
+	if r != nil {
+		return r
+	}
+	node, dest, r := b.resolve(to)
+	switch {
+	case r != nil:
+		return r
+	case dest == nil && node == b.opts.Name:
+		return refuse(wire.ResultNoHandler, "no handler for "+s.command+" on "+node)
+	case dest == nil:
+		return refuse(wire.ResultNoHandler, node+" is not connected")
+	case !dest.allows(auth.ActionHandle, s.command):
+		return rejectf("%s is not permitted to handle %s", node, s.command)
+	case !dest.hasHandler(s.command):
+		return refuse(wire.ResultNoHandler, "no handler for "+s.command+" on "+node)
+	}
+	return b.forwardCall(c, dest, v, &s, callRequest, deadline)
+}
+
+// forwardCall opens the call dest must answer and queues v for dest. A
+// send's answer maps OVERLOAD to BACKPRESSURED (see answer).
+func (b *Broker) forwardCall(c, dest *conn, v *wire.View, s *subject, k callKind, deadline time.Time) *refusal {
+	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+		return b.tooManyCalls()
+	}
+	f, r := frameFrom(c, v, true)
+	if r != nil {
+		return r
+	}
+	defer f.Release()
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline}) {
+		return rejectf("a call with this id is already open")
+	}
+	if !dest.out.EnqueueFrame(f, deadline) {
+		b.pend.take(dest, s.id, k)
+		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
+	}
+	return nil
+}
+
+func (b *Broker) tooManyCalls() *refusal {
+	return refuse(wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
+}
+
 // resolve finds the connection of a target. A bare name is a service in
-// the registry (seed 004): one live instance is its node; several are
-// ambiguous; none falls back to the node of that name, so every node stays
-// reachable by its name. It returns the node name, the connection (nil
-// when not connected), and the kind and text of a refusal.
-func (b *Broker) resolve(to string) (string, *conn, wire.Result, string) {
+// the registry (docs/discovery.md#targets): one live instance is its
+// node; several are ambiguous; none falls back to the node of that name,
+// so every node stays reachable by its name. It returns the node name and
+// its connection, nil when not connected.
+func (b *Broker) resolve(to string) (string, *conn, *refusal) {
 	t, err := wire.ParseTarget(to)
 	if err != nil {
-		return "", nil, wire.ResultRejected, err.Error()
+		return "", nil, rejectf("%v", err)
 	}
 	var node string
 	switch t.Kind {
 	case wire.TargetCrossMesh:
-		return "", nil, wire.ResultRejected, wire.ErrCrossMesh.Error()
+		return "", nil, rejectf("%v", wire.ErrCrossMesh)
 	case wire.TargetService:
 		switch conns := b.reg.instances(t.Service); len(conns) {
 		case 0:
 			node = t.Service
 		case 1:
-			return conns[0].node, conns[0], "", ""
+			return conns[0].node, conns[0], nil
 		default:
 			nodes := make([]string, len(conns))
 			for i, c := range conns {
 				nodes[i] = c.node
 			}
 			slices.Sort(nodes)
-			return "", nil, wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus",
-				t.Service, len(conns), strings.Join(nodes, ", "), t.Service)
+			return "", nil, refuse(wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus",
+				t.Service, len(conns), strings.Join(nodes, ", "), t.Service))
 		}
 	default:
 		node = t.Addr.Node
 	}
-	return node, b.dir.lookup(node), "", ""
+	return node, b.dir.lookup(node), nil
 }
 
-// routeResponse forwards a response to the call it answers. A response that
-// matches no open call (late, or forged) is dropped and counted.
-func (b *Broker) routeResponse(c *conn, m *wire.Message) {
-	id := m.Value(wire.HeaderReplyTo)
-	cl := b.pend.take(c, id, callRequest)
-	if cl == nil {
-		b.stats.droppedReplies.Add(1)
-		return
+// deliverPublish fans an event out to the broker and every connected node
+// permitted to receive the channel, the publisher included
+// (docs/messaging.md#results), and answers with one result per candidate
+// once every candidate answered or the deadline passed.
+func (b *Broker) deliverPublish(c *conn, v *wire.View, s subject) *refusal {
+	deadline, r := b.admit(c, v, s.command)
+	if r == nil {
+		r = permit(c, auth.ActionPublish, s.command)
 	}
-	if n := len(m.Body()); n > b.opts.MaxPayload {
-		b.refused(c, "reply", m.Value(wire.HeaderCommand), "reply payload over the limit")
-		b.sendRequestError(cl.origin, id, m.Value(wire.HeaderCommand), wire.ResultHandler,
-			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload))
-		return
+	if r != nil {
+		return r
 	}
-	m.Set(wire.HeaderFrom, c.addr)
-	normalizeResult(m)
-	if !cl.origin.enqueue(m, time.Time{}) {
-		b.stats.droppedReplies.Add(1)
+	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+		return b.tooManyCalls()
 	}
-}
-
-// normalizeResult keeps a node from passing its failure off as the
-// broker's (a DISCONNECT or TIMEOUT it never had): a node may only report
-// that it has no handler, is overloaded, or that its handler failed.
-func normalizeResult(m *wire.Message) {
-	if !wire.NewReply(m, nil).RC().IsError() {
-		m.Del(wire.HeaderResult)
-		return
-	}
-	switch wire.Result(m.Value(wire.HeaderResult)) {
-	case wire.ResultNoHandler, wire.ResultOverload, wire.ResultHandler:
-	default:
-		m.Set(wire.HeaderResult, string(wire.ResultHandler))
-	}
-}
-
-// receipt forwards a destination's receipt to the sender, or records it in
-// its publication.
-func (b *Broker) receipt(c *conn, m *wire.Message) {
-	id := m.Value(wire.HeaderReplyTo)
-	cl := b.pend.take(c, id, callReceipt, callPublish)
-	if cl == nil {
-		b.stats.droppedReplies.Add(1)
-		return
-	}
-	r := wire.Result(m.Value(wire.HeaderResult))
-	switch r {
-	case wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected:
-	default:
-		r = wire.Failed // a node may only report what it did
-	}
-	switch cl.kind {
-	case callReceipt:
-		b.sendReceipt(cl.origin, id, c.addr, r)
-	case callPublish:
-		b.recordPub(cl.pub, c.node, r)
-	default:
-		b.stats.droppedReplies.Add(1)
-	}
-}
-
-// publish fans an event out to the broker and every connected node
-// permitted to receive the channel, the publisher included (seed 003), and
-// answers with one result per candidate.
-func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
-	deadline, refusal := b.admit(c, m, channel)
-	if refusal == "" && !c.allows(auth.ActionPublish, channel) {
-		refusal = "not permitted to publish on " + channel
-	}
-	if refusal == "" && c.inflight.Load() >= int64(b.opts.MaxInflight) {
-		b.sendPublishRefused(c, id, wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
-		return
-	}
-	var cands []*conn
+	cands := b.candidates(s.command)
 	selfConnected := b.dir.lookup(b.opts.Name) != nil
-	if refusal == "" {
-		cands = b.candidates(channel)
-		n := len(cands)
-		if !selfConnected {
-			n++ // the broker is a candidate even with no code embedded
-		}
-		if n > MaxPublishCandidates {
-			refusal = "publication would reach " + strconv.Itoa(n) + " nodes, more than " + strconv.Itoa(MaxPublishCandidates)
-		}
-	}
-	if refusal != "" {
-		b.refused(c, "publish", channel, refusal)
-		b.sendPublishRefused(c, id, wire.ResultRejected, refusal)
-		return
-	}
-	pub := &publication{origin: c, id: id, deadline: deadline}
+	n := len(cands)
 	if !selfConnected {
-		// The broker is always a candidate; with no code embedded it has no
-		// subscribers.
+		n++ // the broker is a candidate even with no code embedded
+	}
+	if n > MaxPublishCandidates {
+		return rejectf("publication would reach %d nodes, more than %d", n, MaxPublishCandidates)
+	}
+	pub := &publication{origin: c, id: s.id, deadline: deadline}
+	if !selfConnected {
 		pub.results = append(pub.results, wire.NodeResult{Node: b.opts.Name, Result: wire.NoSubscriber})
 	}
 	var deliver []*conn
 	for _, d := range cands {
 		res := wire.NodeResult{Node: d.node}
-		if d.hasSub(channel) {
+		if d.hasSub(s.command) {
 			deliver = append(deliver, d)
 			pub.remaining++
 		} else {
@@ -237,18 +357,24 @@ func (b *Broker) publish(c *conn, m *wire.Message, id, channel string) {
 	}
 	if pub.remaining == 0 {
 		b.sendPublished(pub)
-		return
+		return nil
 	}
+	f, r := frameFrom(c, v, true)
+	if r != nil {
+		return r
+	}
+	defer f.Release()
 	b.pend.openPub(pub)
 	for _, d := range deliver {
 		switch {
-		case !b.pend.add(d, id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
+		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
 			b.recordPub(pub, d.node, wire.Rejected)
-		case !d.enqueue(m, deadline):
-			b.pend.take(d, id, callPublish)
+		case !d.out.EnqueueFrame(f, deadline):
+			b.pend.take(d, s.id, callPublish)
 			b.recordPub(pub, d.node, wire.Backpressured)
 		}
 	}
+	return nil
 }
 
 // candidates returns the connected nodes permitted to receive channel.
@@ -262,6 +388,119 @@ func (b *Broker) candidates(channel string) []*conn {
 	return out
 }
 
+// routeResponse forwards a response to the call it answers. A response
+// that matches no open call (late, or forged) is dropped and counted.
+func (b *Broker) routeResponse(c *conn, v *wire.View) {
+	id := v.Value(wire.HeaderReplyTo)
+	cl := b.pend.take(c, id, callRequest)
+	if cl == nil {
+		b.stats.drop(DropUnmatchedAnswer)
+		return
+	}
+	s := subject{kind: kindRequest, id: strings.Clone(id), command: strings.Clone(v.Value(wire.HeaderCommand))}
+	if n := len(v.Body()); n > b.opts.MaxPayload {
+		b.logRefused(c, "reply", s.command, "reply payload over the limit")
+		b.answer(cl.origin, s, refuse(wire.ResultHandler,
+			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
+		return
+	}
+	var fixed wire.View
+	if !resultAllowed(v) {
+		v = normalizeResult(v, &fixed)
+	}
+	f, r := frameFrom(c, v, false)
+	if r != nil {
+		b.answer(cl.origin, s, refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+		return
+	}
+	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
+		b.stats.drop(DropAnswerUndeliverable)
+	}
+	f.Release()
+}
+
+// resultAllowed reports whether a response may pass with the result it
+// carries: a node may only report that it has no handler, is overloaded,
+// or that its handler failed, and only with an error rc. It may not pass
+// its failure off as the broker's (a DISCONNECT or TIMEOUT it never had).
+func resultAllowed(v *wire.View) bool {
+	res, ok := v.Get(wire.HeaderResult)
+	if !ok {
+		return true
+	}
+	switch wire.Result(res) {
+	case wire.ResultNoHandler, wire.ResultOverload, wire.ResultHandler:
+		rc, err := wire.ParseRC(v.Value(wire.HeaderRC))
+		return err == nil && rc.IsError()
+	}
+	return false
+}
+
+// normalizeResult rewrites a response whose result is not allowed: a
+// success loses its result, a failure's becomes HANDLER_FAILED. It is the
+// rare path, so it decodes and re-encodes; the result is parsed into into.
+func normalizeResult(v *wire.View, into *wire.View) *wire.View {
+	m, err := v.Message()
+	if err != nil { // cannot happen: v parsed
+		return v
+	}
+	if !responseRC(m).IsError() {
+		m.Del(wire.HeaderResult)
+	} else if !resultAllowedKind(wire.Result(m.Value(wire.HeaderResult))) {
+		m.Set(wire.HeaderResult, string(wire.ResultHandler))
+	}
+	if err := wire.ParseView(m.ToBytes(), into); err != nil {
+		return v
+	}
+	return into
+}
+
+func resultAllowedKind(r wire.Result) bool {
+	return r == wire.ResultNoHandler || r == wire.ResultOverload || r == wire.ResultHandler
+}
+
+// responseRC is a response's return code: success without an rc header,
+// failure when the header is malformed (a response we cannot read is not
+// a success).
+func responseRC(m *wire.Message) wire.RC {
+	v, ok := m.Get(wire.HeaderRC)
+	if !ok {
+		return wire.RCSuccess
+	}
+	rc, err := wire.ParseRC(v)
+	if err != nil {
+		return wire.RCFailure
+	}
+	return rc
+}
+
+// routeReceipt forwards a destination's receipt to the sender, or records
+// it in its publication.
+func (b *Broker) routeReceipt(c *conn, v *wire.View) {
+	id := v.Value(wire.HeaderReplyTo)
+	cl := b.pend.take(c, id, callReceipt, callPublish)
+	if cl == nil {
+		b.stats.drop(DropUnmatchedAnswer)
+		return
+	}
+	// A node may only report what it did. The constant, not the header:
+	// that aliases the read buffer.
+	r := wire.Failed
+	for _, ok := range [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected} {
+		if v.Value(wire.HeaderResult) == string(ok) {
+			r = ok
+		}
+	}
+	switch cl.kind {
+	case callReceipt:
+		b.sendReceipt(cl.origin, strings.Clone(id), c.addr, r)
+	case callPublish:
+		b.recordPub(cl.pub, c.node, r)
+	}
+}
+
+// sendReceipt tells to the result of its send id; from is the node the
+// result is about, when known.
 func (b *Broker) sendReceipt(to *conn, id, from string, r wire.Result) {
 	m := wire.New(wire.TypeResponse, wire.CmdReceipt).
 		WithHeader(wire.HeaderReplyTo, id).
@@ -269,163 +508,5 @@ func (b *Broker) sendReceipt(to *conn, id, from string, r wire.Result) {
 	if from != "" {
 		m.Set(wire.HeaderFrom, from)
 	}
-	if !to.enqueue(m, time.Time{}) {
-		b.stats.droppedReplies.Add(1)
-	}
-}
-
-func (b *Broker) sendRequestError(to *conn, id, channel string, kind wire.Result, text string) {
-	m := wire.New(wire.TypeResponse, channel).
-		WithHeader(wire.HeaderReplyTo, id).
-		WithHeader(wire.HeaderFrom, b.opts.Name+".bus").
-		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCFailure))).
-		WithHeader(wire.HeaderResult, string(kind)).
-		WithHeader(wire.HeaderError, text)
-	if !to.enqueue(m, time.Time{}) {
-		b.stats.droppedReplies.Add(1)
-	}
-}
-
-func (b *Broker) sendPublishRefused(to *conn, id string, kind wire.Result, text string) {
-	m := wire.New(wire.TypeResponse, wire.CmdPublished).
-		WithHeader(wire.HeaderReplyTo, id).
-		WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCError))).
-		WithHeader(wire.HeaderResult, string(kind)).
-		WithHeader(wire.HeaderError, text)
-	if !to.enqueue(m, time.Time{}) {
-		b.stats.droppedReplies.Add(1)
-	}
-}
-
-// refuseFrame answers a frame that cannot be routed at all (no id to answer).
-func (b *Broker) refuseFrame(c *conn, text string) {
-	b.stats.malformed.Add(1)
-	c.enqueue(errorFrame(wire.ResultMalformed, text), time.Time{})
-}
-
-func (b *Broker) refused(c *conn, op, channel, why string) {
-	b.stats.refused.Add(1)
-	b.log.Warn("refused", "node", c.node, "op", op, "channel", channel, "why", why)
-}
-
-// control handles bus.* commands addressed to the broker itself.
-func (b *Broker) control(c *conn, m *wire.Message, cmd string) {
-	if cmd == wire.CmdReceipt {
-		b.receipt(c, m)
-		return
-	}
-	id := m.Value(wire.HeaderID)
-	reply := func(rc wire.RC, res wire.Result, text string, body []byte) {
-		r := wire.New(wire.TypeResponse, cmd).WithHeader(wire.HeaderReplyTo, id).
-			WithHeader(wire.HeaderRC, strconv.Itoa(int(rc))).WithBody(body)
-		if res != "" {
-			r.Set(wire.HeaderResult, string(res))
-			r.Set(wire.HeaderError, text)
-		}
-		c.enqueue(r, time.Time{})
-	}
-	if !validID(id) || m.Value(wire.HeaderType) != wire.TypeRequest {
-		b.refuseFrame(c, cmd+" must be a request with an id")
-		return
-	}
-	switch cmd {
-	case wire.CmdSubscribe, wire.CmdUnsub, wire.CmdHandle, wire.CmdUnhandle:
-		channel := string(m.Body())
-		if err := b.register(c, cmd, channel); err != nil {
-			b.refused(c, cmd, channel, err.Error())
-			reply(wire.RCError, wire.ResultRejected, err.Error(), nil)
-			return
-		}
-		reply(wire.RCSuccess, "", "", nil)
-	case wire.CmdDirectory:
-		// The body may name one node; the answer must fit one message.
-		nodes := b.Directory()
-		if want := string(m.Body()); want != "" {
-			nodes = slices.DeleteFunc(nodes, func(n wire.NodeInfo) bool { return n.Node != want })
-		}
-		body, _ := json.Marshal(nodes)
-		if len(body) > b.opts.MaxPayload {
-			reply(wire.RCError, wire.ResultRejected, "the directory is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for one node", nil)
-			return
-		}
-		reply(wire.RCSuccess, "", "", body)
-	case wire.CmdAnnounce:
-		var a wire.Announcement
-		if err := json.Unmarshal(m.Body(), &a); err != nil {
-			reply(wire.RCError, wire.ResultRejected, "announcement: "+err.Error(), nil)
-			return
-		}
-		info, err := b.announce(c, a)
-		if err != nil {
-			b.refused(c, cmd, a.Service, err.Error())
-			reply(wire.RCError, wire.ResultRejected, err.Error(), nil)
-			return
-		}
-		body, _ := wire.JSON(info)
-		reply(wire.RCSuccess, "", "", body)
-	case wire.CmdWithdraw:
-		if !b.withdraw(c, string(m.Body())) {
-			reply(wire.RCError, wire.ResultRejected, "this connection announced no service "+strconv.Quote(string(m.Body())), nil)
-			return
-		}
-		reply(wire.RCSuccess, "", "", nil)
-	case wire.CmdWhois:
-		body, _ := wire.JSON(b.reg.services(string(m.Body())))
-		if len(body) > b.opts.MaxPayload {
-			reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for one service", nil)
-			return
-		}
-		reply(wire.RCSuccess, "", "", body)
-	case wire.CmdWatch:
-		// The answer is queued under the registry's lock, before any event.
-		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
-			body, _ := wire.JSON(now)
-			if len(body) > b.opts.MaxPayload {
-				reply(wire.RCError, wire.ResultRejected, "the registry is "+strconv.Itoa(len(body))+" bytes, over the payload limit", nil)
-				return false
-			}
-			reply(wire.RCSuccess, "", "", body)
-			return true
-		})
-	case wire.CmdUnwatch:
-		b.reg.unwatch(c)
-		reply(wire.RCSuccess, "", "", nil)
-	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
-		b.stateControl(c, m, cmd, reply)
-	default:
-		reply(wire.RCError, wire.ResultRejected, "unknown control command "+cmd, nil)
-	}
-}
-
-// register records a subscription or handler after checking the receive
-// permission, which is independent of the sending ones.
-func (b *Broker) register(c *conn, cmd, channel string) error {
-	if err := auth.ValidChannel(channel); err != nil {
-		return err
-	}
-	set, action := c.subs, auth.ActionSubscribe
-	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
-		set, action = c.handles, auth.ActionHandle
-	}
-	adding := cmd == wire.CmdSubscribe || cmd == wire.CmdHandle
-	if adding && !c.allows(action, channel) {
-		return errors.New("not permitted to " + string(action) + " on " + channel)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !adding {
-		delete(set, channel)
-		if action == auth.ActionSubscribe {
-			b.dir.unsubscribe(c, channel)
-		}
-		return nil
-	}
-	if _, ok := set[channel]; !ok && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
-		return errors.New("too many registrations on this connection (limit " + strconv.Itoa(b.opts.MaxRegistrations) + ")")
-	}
-	set[channel] = struct{}{}
-	if action == auth.ActionSubscribe {
-		b.dir.subscribe(c, channel)
-	}
-	return nil
+	b.post(to, m)
 }

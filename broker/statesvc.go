@@ -133,32 +133,20 @@ func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) er
 	})
 }
 
-// stateError is a refusal with its request error kind.
-type stateError struct {
-	kind wire.Result
-	text string
-}
-
-func (e *stateError) Error() string { return e.text }
-
-func refuse(format string, args ...any) error {
-	return &stateError{kind: wire.ResultRejected, text: fmt.Sprintf(format, args...)}
-}
-
 // write applies d from c: the namespace is created, owned by c's node, by
 // its first write. A foreign write is refused and counted; a stale one is
 // answered with the winner (Applied false).
-func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, error) {
+func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *refusal) {
 	s := &b.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := state.CheckName(d.NS); err != nil {
-		return state.Result{}, refuse("%v", err)
+		return state.Result{}, rejectf("%v", err)
 	}
 	n := s.spaces[d.NS]
 	if n == nil {
 		if s.owned[c.node] >= MaxNamespacesPerNode {
-			return state.Result{}, refuse("%s owns %d namespaces, the limit", c.node, MaxNamespacesPerNode)
+			return state.Result{}, rejectf("%s owns %d namespaces, the limit", c.node, MaxNamespacesPerNode)
 		}
 		n = state.New(d.NS, c.node)
 	}
@@ -169,7 +157,7 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, er
 		// pushed another key's version to the limit cannot stop it).
 		if c.node != n.Owner() {
 			b.stats.stateRefused.Add(1)
-			return state.Result{}, refuse("only %s, the owner of namespace %q, may open its keys", n.Owner(), d.NS)
+			return state.Result{}, rejectf("only %s, the owner of namespace %q, may open its keys", n.Owner(), d.NS)
 		}
 		cur, ok := n.Get(d.Key)
 		if ok && cur.Open {
@@ -189,14 +177,14 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, er
 		return state.Result{Applied: false, Found: true, Entry: e}, nil
 	case errors.Is(err, state.ErrForeign):
 		b.stats.stateRefused.Add(1)
-		return state.Result{}, refuse("namespace %q belongs to %s and key %q is not open for other writers", d.NS, n.Owner(), d.Key)
+		return state.Result{}, rejectf("namespace %q belongs to %s and key %q is not open for other writers", d.NS, n.Owner(), d.Key)
 	case err != nil:
-		return state.Result{}, refuse("%v", err)
+		return state.Result{}, rejectf("%v", err)
 	}
 	seq := n.Seq() + 1
 	if err := s.persist(n, e, seq); err != nil {
 		b.log.Error("state store write failed", "ns", d.NS, "key", d.Key, "err", err)
-		return state.Result{}, &stateError{kind: wire.ResultHandler, text: "the broker could not store the write: " + err.Error()}
+		return state.Result{}, refuse(wire.ResultHandler, "the broker could not store the write: "+err.Error())
 	}
 	if s.spaces[d.NS] == nil {
 		s.spaces[d.NS] = n
@@ -257,7 +245,7 @@ func (s *stateService) snapshotLocked(ns string) state.Snapshot {
 }
 
 // get answers bus.state.get.
-func (s *stateService) get(q state.Query) (any, error) {
+func (s *stateService) get(q state.Query) (any, *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q.NS == "" {
@@ -268,7 +256,7 @@ func (s *stateService) get(q state.Query) (any, error) {
 		return all, nil
 	}
 	if err := state.CheckName(q.NS); err != nil {
-		return nil, refuse("%v", err)
+		return nil, rejectf("%v", err)
 	}
 	if q.Key == "" {
 		return s.snapshotLocked(q.NS), nil
@@ -282,19 +270,19 @@ func (s *stateService) get(q state.Query) (any, error) {
 
 // watch registers c for ns's deltas; answer runs under the lock with the
 // snapshot, so it is queued before any delta that follows it.
-func (b *Broker) stateWatch(c *conn, ns string, answer func(state.Snapshot) bool) error {
+func (b *Broker) stateWatch(c *conn, ns string, answer func(state.Snapshot) bool) *refusal {
 	if err := state.CheckName(ns); err != nil {
-		return refuse("%v", err)
+		return rejectf("%v", err)
 	}
 	s := &b.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.out.Closing() { // retired: it must not watch again
-		return refuse("connection is closing")
+		return rejectf("connection is closing")
 	}
 	mine := s.watching[c]
 	if _, dup := mine[ns]; !dup && len(mine) >= b.opts.MaxRegistrations {
-		return refuse("%d namespaces watched, the limit per connection", b.opts.MaxRegistrations)
+		return rejectf("%d namespaces watched, the limit per connection", b.opts.MaxRegistrations)
 	}
 	if !answer(s.snapshotLocked(ns)) {
 		return nil
@@ -338,67 +326,50 @@ func (s *stateService) leave(c *conn) {
 	delete(s.lost, c)
 }
 
-// stateControl handles the bus.state.* requests.
-func (b *Broker) stateControl(c *conn, m *wire.Message, cmd string, reply func(rc wire.RC, res wire.Result, text string, body []byte)) {
-	fail := func(err error) {
-		kind := wire.ResultRejected
-		var se *stateError
-		if errors.As(err, &se) {
-			kind = se.kind
-		}
-		b.refused(c, cmd, "", err.Error())
-		reply(wire.RCError, kind, err.Error(), nil)
-	}
-	ok := func(v any) bool {
-		body, _ := wire.JSON(v)
-		if len(body) > b.opts.MaxPayload {
-			reply(wire.RCError, wire.ResultRejected, "the answer is "+strconv.Itoa(len(body))+" bytes, over the payload limit; ask for less", nil)
-			return false
-		}
-		reply(wire.RCSuccess, "", "", body)
-		return true
-	}
-	switch cmd {
-	case wire.CmdStateSet:
+// stateControl handles the bus.state.* requests; on success it has
+// answered.
+func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
+	answer := func(v any) *refusal { return b.replyJSON(c, s, v, "the answer", "ask for less") }
+	if s.command == wire.CmdStateSet {
 		var d state.Delta
 		if err := json.Unmarshal(m.Body(), &d); err != nil {
-			fail(refuse("state delta: %v", err))
-			return
+			return rejectf("state delta: %v", err)
 		}
-		r, err := b.stateWrite(c, d, false)
-		if err != nil {
-			fail(err)
-			return
+		r, no := b.stateWrite(c, d, false)
+		if no != nil {
+			return no
 		}
-		ok(r)
-	case wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
-		var q state.Query
-		if err := json.Unmarshal(m.Body(), &q); err != nil {
-			fail(refuse("state query: %v", err))
-			return
-		}
-		switch cmd {
-		case wire.CmdStateOpen:
-			r, err := b.stateWrite(c, state.Delta{NS: q.NS, Key: q.Key}, true)
-			if err != nil {
-				fail(err)
-				return
-			}
-			ok(r)
-		case wire.CmdStateGet:
-			v, err := b.state.get(q)
-			if err != nil {
-				fail(err)
-				return
-			}
-			ok(v)
-		case wire.CmdStateWatch:
-			if err := b.stateWatch(c, q.NS, func(s state.Snapshot) bool { return ok(s) }); err != nil {
-				fail(err)
-			}
-		case wire.CmdStateUnwatch:
-			b.state.unwatch(c, q.NS)
-			ok(nil)
-		}
+		return answer(r)
 	}
+	var q state.Query
+	if err := json.Unmarshal(m.Body(), &q); err != nil {
+		return rejectf("state query: %v", err)
+	}
+	switch s.command {
+	case wire.CmdStateOpen:
+		r, no := b.stateWrite(c, state.Delta{NS: q.NS, Key: q.Key}, true)
+		if no != nil {
+			return no
+		}
+		return answer(r)
+	case wire.CmdStateGet:
+		v, no := b.state.get(q)
+		if no != nil {
+			return no
+		}
+		return answer(v)
+	case wire.CmdStateWatch:
+		// The snapshot is answered under the state lock, before any delta.
+		return b.stateWatch(c, q.NS, func(snap state.Snapshot) bool {
+			no := answer(snap)
+			if no != nil {
+				b.answer(c, s, no)
+			}
+			return no == nil
+		})
+	case wire.CmdStateUnwatch:
+		b.state.unwatch(c, q.NS)
+		return answer(nil)
+	}
+	return rejectf("unknown control command %s", s.command)
 }

@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// control handles the bus.* commands a node addresses to the broker
+// itself. Each is a request with an id; its handler answers success itself
+// (some must answer under a lock, before any event that follows) and
+// returns a refusal, which is answered here.
+func (b *Broker) control(c *conn, v *wire.View, cmd string) {
+	if cmd == wire.CmdReceipt {
+		b.routeReceipt(c, v)
+		return
+	}
+	m, err := v.Message()
+	if err != nil { // cannot happen: the view parsed
+		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+		return
+	}
+	cmd = m.Value(wire.HeaderCommand) // the message's own copy: cmd aliased the read buffer
+	id := m.Value(wire.HeaderID)
+	if !validID(id) || m.Value(wire.HeaderType) != wire.TypeRequest {
+		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, cmd+" must be a request with an id"))
+		return
+	}
+	s := subject{kind: kindControl, id: id, command: cmd}
+	if r := b.command(c, m, s); r != nil {
+		b.answer(c, s, r)
+	}
+}
+
+// command runs one control command; on success it has answered.
+func (b *Broker) command(c *conn, m *wire.Message, s subject) *refusal {
+	switch s.command {
+	case wire.CmdSubscribe, wire.CmdUnsub, wire.CmdHandle, wire.CmdUnhandle:
+		if r := b.register(c, s.command, string(m.Body())); r != nil {
+			return r
+		}
+		b.reply(c, s, nil)
+	case wire.CmdDirectory:
+		// The body may name one node; the answer must fit one message.
+		nodes := b.Directory()
+		if want := string(m.Body()); want != "" {
+			nodes = slices.DeleteFunc(nodes, func(n wire.NodeInfo) bool { return n.Node != want })
+		}
+		return b.replyJSON(c, s, nodes, "the directory", "ask for one node")
+	case wire.CmdAnnounce:
+		var a wire.Announcement
+		if err := json.Unmarshal(m.Body(), &a); err != nil {
+			return rejectf("announcement: %v", err)
+		}
+		info, r := b.announce(c, a)
+		if r != nil {
+			return r
+		}
+		return b.replyJSON(c, s, info, "the announcement", "")
+	case wire.CmdWithdraw:
+		if !b.withdraw(c, string(m.Body())) {
+			return rejectf("this connection announced no service %s", strconv.Quote(string(m.Body())))
+		}
+		b.reply(c, s, nil)
+	case wire.CmdWhois:
+		return b.replyJSON(c, s, b.reg.services(string(m.Body())), "the registry", "ask for one service")
+	case wire.CmdWatch:
+		// The answer is queued under the registry's lock, before any event.
+		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
+			r := b.replyJSON(c, s, now, "the registry", "")
+			if r != nil {
+				b.answer(c, s, r)
+			}
+			return r == nil
+		})
+	case wire.CmdUnwatch:
+		b.reg.unwatch(c)
+		b.reply(c, s, nil)
+	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
+		return b.stateControl(c, m, s)
+	default:
+		return rejectf("unknown control command %s", s.command)
+	}
+	return nil
+}
+
+// replyJSON answers s with v as JSON, or refuses when it would not fit
+// one message (hint says what to ask for instead).
+func (b *Broker) replyJSON(c *conn, s subject, v any, what, hint string) *refusal {
+	body, r := b.fitAnswer(v, what, hint)
+	if r != nil {
+		return r
+	}
+	b.reply(c, s, body)
+	return nil
+}
+
+// register records a subscription or handler after checking the receive
+// permission, which is independent of the sending ones.
+func (b *Broker) register(c *conn, cmd, channel string) *refusal {
+	if err := auth.ValidChannel(channel); err != nil {
+		return rejectf("%v", err)
+	}
+	set, action := c.subs, auth.ActionSubscribe
+	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
+		set, action = c.handles, auth.ActionHandle
+	}
+	adding := cmd == wire.CmdSubscribe || cmd == wire.CmdHandle
+	if adding {
+		if r := permit(c, action, channel); r != nil {
+			return r
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !adding {
+		delete(set, channel)
+		if action == auth.ActionSubscribe {
+			b.dir.unsubscribe(c, channel)
+		}
+		return nil
+	}
+	if _, ok := set[channel]; !ok && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
+		return rejectf("too many registrations on this connection (limit %d)", b.opts.MaxRegistrations)
+	}
+	set[channel] = struct{}{}
+	if action == auth.ActionSubscribe {
+		b.dir.subscribe(c, channel)
+	}
+	return nil
+}

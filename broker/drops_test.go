@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"busbar/wire"
+)
+
+// Every message the broker discards without an answer is counted under
+// its reason: a refused stream, a subscriber whose queue stayed full, a
+// subscriber whose writer is stuck, an answer matching no call, and an
+// answer its asker's full queue could not take. The sums Dropped and
+// DroppedReplies add them up.
+func TestDropsAreCountedByReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, secret := newTestBroker(t, Options{MaxQueueMessages: 2, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
+		pub := join(t, b, secret, "pub")
+		sub := join(t, b, secret, "sub")
+		t.Cleanup(func() {
+			_ = pub.nc.Close()
+			_ = sub.nc.Close()
+			if err := b.Shutdown(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		sub.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
+		if m, err := sub.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("subscribe: %v %v", err, m)
+		}
+		synctest.Wait()
+		// From here on sub never reads: its writer blocks on the first
+		// frame and its queue holds two more.
+		pc, sc := b.dir.lookup("pub"), b.dir.lookup("sub")
+		var v wire.View
+		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+		b.dispatch(pc, stream, &v)
+		synctest.Wait() // the writer took it, and blocks
+		b.dispatch(pc, stream, &v)
+		b.dispatch(pc, stream, &v)
+		if got := b.Stats().Drops; got != ([numDropReasons]int64{}) {
+			t.Fatalf("drops before the queue is full: %v", got)
+		}
+		b.dispatch(pc, stream, &v) // full, writer recently active: waits streamStall, then drops
+		want := [numDropReasons]int64{}
+		want[DropQueueFull] = 1
+		checkDrops(t, b, want)
+
+		time.Sleep(stuckAfter + time.Millisecond) // virtual time: the writer is now stuck
+		b.dispatch(pc, stream, &v)
+		want[DropStuckReader] = 1
+		checkDrops(t, b, want)
+
+		b.dispatch(pc, wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderTTL, "soon").ToBytes(), &v)
+		want[DropStreamRefused] = 1
+		checkDrops(t, b, want)
+
+		b.dispatch(pc, wire.New(wire.TypeResponse, "ch").WithHeader(wire.HeaderReplyTo, "no-such-call").ToBytes(), &v)
+		want[DropUnmatchedAnswer] = 1
+		checkDrops(t, b, want)
+
+		// sub asks for something the broker refuses; its full queue cannot take the answer.
+		b.dispatch(sc, wire.New(wire.TypeRequest, "ch").WithHeader(wire.HeaderID, "q").ToBytes(), &v)
+		want[DropAnswerUndeliverable] = 1
+		checkDrops(t, b, want)
+
+		s := b.Stats()
+		if s.Dropped != 3 || s.DroppedReplies != 2 {
+			t.Fatalf("Dropped %d, DroppedReplies %d; want 3 and 2", s.Dropped, s.DroppedReplies)
+		}
+	})
+}
+
+func checkDrops(t *testing.T, b *Broker, want [numDropReasons]int64) {
+	t.Helper()
+	if got := b.Stats().Drops; got != want {
+		for _, r := range DropReasons() {
+			if got[r] != want[r] {
+				t.Errorf("%s: %d drops, want %d", r, got[r], want[r])
+			}
+		}
+		t.FailNow()
+	}
+}
+
+func TestDropReasonNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range DropReasons() {
+		n := r.String()
+		if n == "" || n == "unknown" || seen[n] {
+			t.Errorf("reason %d has name %q", r, n)
+		}
+		seen[n] = true
+	}
+	if len(seen) != int(numDropReasons) {
+		t.Fatalf("%d names for %d reasons", len(seen), numDropReasons)
+	}
+	if DropReason(numDropReasons).String() != "unknown" {
+		t.Fatal("a reason past the last has a name")
+	}
+}
+
+func TestClipAtAndPastItsLimit(t *testing.T) {
+	at := strings.Repeat("a", MaxLoggedString)
+	if clip(at) != at {
+		t.Fatal("a string of exactly MaxLoggedString bytes was cut")
+	}
+	if got, want := clip(at+"b"), at+"…(257 bytes)"; got != want {
+		t.Fatalf("clip of %d bytes: %q", len(at)+1, got)
+	}
+}
+
+// A peer cannot make the broker write a log line as long as its frame:
+// what it supplies is clipped, whether in a hello that fails to
+// authenticate (a 900 KB principal name) or in a refused command.
+func TestPeerStringsAreClippedInTheLog(t *testing.T) {
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	h := slog.NewTextHandler(lockedWriter{&mu, &logged}, nil)
+	b, secret := newTestBroker(t, Options{Logger: slog.New(h)})
+	defer func() { _ = b.Shutdown(context.Background()) }()
+
+	cl, srv := net.Pipe()
+	go b.ServeConn(srv)
+	r, w := wire.NewReader(cl), wire.NewWriter(cl)
+	if _, err := r.ReadMessage(); err != nil { // bus.info
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(wire.Hello{Node: "n", Principal: strings.Repeat("p", 900<<10), Secret: secret})
+	if err := w.WriteMessage(wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithHeader(wire.HeaderID, "h").WithBody(body)); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Flush()
+	if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderResult) != string(wire.ResultAuth) {
+		t.Fatalf("hello with an unknown principal: %v %v", err, m)
+	}
+	_ = cl.Close()
+
+	n := join(t, b, secret, "n")
+	defer func() { _ = n.nc.Close() }()
+	n.send(t, wire.New(wire.TypeRequest, "bus.no"+strings.Repeat("x", 900<<10)).WithHeader(wire.HeaderID, "s"))
+	if m, err := n.r.ReadMessage(); err != nil || m.Value(wire.HeaderResult) != string(wire.ResultRejected) {
+		t.Fatalf("unknown command: %v %v", err, m)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for line := range strings.Lines(logged.String()) {
+		if len(line) > 4*MaxLoggedString {
+			t.Fatalf("a log line of %d bytes: %.200q…", len(line), line)
+		}
+	}
+	for _, want := range []string{"authentication refused", "refused"} {
+		if !strings.Contains(logged.String(), want) {
+			t.Fatalf("%q was not logged: %q", want, logged.String())
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
