@@ -107,7 +107,8 @@ func (b *Broker) ServeConn(nc net.Conn) { b.serveConn(nc, false) }
 
 // DialInProcess returns a connection to this broker that never leaves the
 // process. Its node is trusted: no credential is checked, every permission
-// is granted, and it may use the broker's own name (seed 003's proxy).
+// is granted, and it may use the broker's own name (the broker as an
+// endpoint, docs/messaging.md#the-model).
 func (b *Broker) DialInProcess() (net.Conn, error) {
 	cl, srv, err := transport.Pipe()
 	if err != nil {

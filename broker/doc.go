@@ -1,7 +1,7 @@
 // Package broker is busbar's broker: it takes authenticated connections
 // from nodes (processes), keeps a directory of them with heartbeat leases,
 // and routes events, requests, replies and publications between them with
-// the guarantees of the channel messaging contract (seed 003).
+// the guarantees of the channel messaging contract (docs/messaging.md).
 //
 // # Shape
 //

@@ -24,7 +24,7 @@ const (
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultMaxConnections    = 10000                  // connections served at once, handshaking ones included
 	DefaultMaxRegistrations  = 1024                   // subscriptions plus handlers one connection may hold
-	MaxPublishCandidates     = 256                    // seed 003: a publication reaching more nodes is refused whole
+	MaxPublishCandidates     = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
 	streamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
 	stuckAfter               = 250 * time.Millisecond // a writer without progress this long is not stalled for
 	MaxIDLen                 = 64                     // bytes in a message id
@@ -41,7 +41,7 @@ const (
 // default.
 type Options struct {
 	// Name is the broker's own node name: the endpoint that embedded code
-	// connects as (seed 003's proxy). Only in-process connections may use it.
+	// connects as (docs/messaging.md#the-model). Only in-process connections may use it.
 	Name string
 
 	// Auth authenticates connections. Required, except that in-process

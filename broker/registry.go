@@ -14,7 +14,7 @@ import (
 // MaxServicesPerNode bounds the services one connection may announce.
 const MaxServicesPerNode = 64
 
-// registry is the broker's service registry (seed 004): what each live
+// registry is the broker's service registry (docs/discovery.md): what each live
 // connection announced. A record lives exactly as long as the connection
 // that announced it (closed, replaced or expired, it goes), so the
 // registry is always complete and a whois needs nobody to re-announce.
