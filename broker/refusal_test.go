@@ -32,7 +32,7 @@ func TestRefusalsAreAnsweredInTheFormTheirMessageCallsFor(t *testing.T) {
 	}{
 		{"send to a node not connected", ev("e1").WithHeader(wire.HeaderTo, "nobody"), wire.CmdReceipt, "e1", "", string(wire.NotConnected), "nobody"},
 		{"send with a bad ttl", ev("e2").WithHeader(wire.HeaderTo, "nobody").WithHeader(wire.HeaderTTL, "x"), wire.CmdReceipt, "e2", "", string(wire.Rejected), "nobody"},
-		{"send to an ambiguous target maps to REJECTED", ev("e3").WithHeader(wire.HeaderTo, "a@b"), wire.CmdReceipt, "e3", "", string(wire.Rejected), "a@b"},
+		{"send to a cross-mesh target", ev("e3").WithHeader(wire.HeaderTo, "a@b"), wire.CmdReceipt, "e3", "", string(wire.Rejected), "a@b"},
 		{"request to a node not connected", req("r1").WithHeader(wire.HeaderTo, "nobody"), "ch", "r1", "20", string(wire.ResultNoHandler), "broker.bus"},
 		{"request without a target", req("r2"), "ch", "r2", "20", string(wire.ResultRejected), "broker.bus"},
 		{"publication with a bad ttl", ev("p1").WithHeader(wire.HeaderTTL, "x"), wire.CmdPublished, "p1", "10", string(wire.ResultRejected), ""},
