@@ -100,12 +100,14 @@ func (m *Message) Deadline() time.Time { return m.deadline }
 
 // Receipt is the outcome of Send (seed 003): ACCEPTED means the destination
 // node queued the event for its handlers, not that they finished. A
-// TIMED_OUT or FAILED receipt cannot prove the event was not handled.
+// TIMED_OUT or FAILED receipt cannot prove the event was not handled. A
+// call refused before anything was sent has no receipt: Send returns an
+// error and a zero Receipt.
 type Receipt struct {
 	ID     string      // the message id
 	Result wire.Result // ACCEPTED, NO_SUBSCRIBER, NOT_CONNECTED, BACKPRESSURED, REJECTED, TIMED_OUT, FAILED
 	Node   string      // the destination, as the broker resolved it
-	Reason string      // for a refusal made locally, why
+	Reason string      // for a result decided by this client (BACKPRESSURED by its own queue, FAILED), why
 }
 
 // PublishResult is one result per candidate node: the broker and every
