@@ -33,7 +33,9 @@ func TestChannelRefusalsArePlainErrors(t *testing.T) {
 		do   func(ch *client.Channel) (client.Receipt, error)
 	}
 	send := func(target string, payload []byte) func(ch *client.Channel) (client.Receipt, error) {
-		return func(ch *client.Channel) (client.Receipt, error) { return ch.Send(ctxT(t, 5*time.Second), target, payload) }
+		return func(ch *client.Channel) (client.Receipt, error) {
+			return ch.Send(ctxT(t, 5*time.Second), target, payload)
+		}
 	}
 	request := func(target string, payload []byte) func(ch *client.Channel) (client.Receipt, error) {
 		return func(ch *client.Channel) (client.Receipt, error) {
@@ -51,7 +53,9 @@ func TestChannelRefusalsArePlainErrors(t *testing.T) {
 		}
 	}
 	emit := func(payload []byte) func(ch *client.Channel) (client.Receipt, error) {
-		return func(ch *client.Channel) (client.Receipt, error) { return client.Receipt{}, ch.Emit(ctxT(t, 5*time.Second), payload) }
+		return func(ch *client.Channel) (client.Receipt, error) {
+			return client.Receipt{}, ch.Emit(ctxT(t, 5*time.Second), payload)
+		}
 	}
 	big := make([]byte, 1025)
 	for _, c := range []struct {
