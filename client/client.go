@@ -59,7 +59,7 @@ type Client struct {
 	// Owned by the read loop.
 	streams []streamItem // stream messages not yet handed to the executor
 
-	// Atomics, each written by one side and read by others.
+	// Atomics, shared without a lock.
 	active        atomic.Bool  // a frame arrived since the heartbeat's last tick: set by the reader, swapped by heartbeat
 	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
 	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
