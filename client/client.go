@@ -81,9 +81,11 @@ func (c *Client) closing() bool {
 }
 
 // pending is a call waiting for its answer.
+// All its fields are set once by registerLocked; read-only after. Whoever
+// takes it out of Client.calls (under mu) sends the one answer.
 type pending struct {
 	answer chan *wire.Message // 1-slot; nil message: the connection ended
-	scope  *Scope
+	scope  *Scope             // nil for control calls
 	// onAnswer, when set, runs on the reader with the answer before
 	// anything read after it is handled (a watch starts there).
 	onAnswer func(*wire.Message)
