@@ -46,7 +46,7 @@ func BenchmarkSendReceipt(b *testing.B) {
 	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := ch.Send(ctx, "server", payload); r.Result != "ACCEPTED" {
+		if r, _ := ch.Send(ctx, "server", payload); r.Result != "ACCEPTED" {
 			b.Fatal(r)
 		}
 	}

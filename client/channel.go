@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
+	"fmt"
 	"time"
 
 	"busbar/auth"
@@ -12,15 +12,66 @@ import (
 	"busbar/wire"
 )
 
-// check is what every call checks before anything is queued.
+// Channel is a named channel seen from one scope: what a plugin uses to
+// send and receive on it.
+//
+// Every method reports failure the same way:
+//
+//   - A call refused before anything is sent returns a plain error, as it
+//     is: auth.ErrBadChannel (a malformed or reserved channel name),
+//     wire.ErrBadAddress or wire.ErrCrossMesh (a malformed or missing
+//     target), ErrPayloadTooLarge (over the broker's limit),
+//     ErrScopeClosed (the scope is closed), or the client's Err (it has
+//     ended: ErrClosed after Close, an error matching ErrDisconnect when
+//     the connection was lost). Nothing left the process.
+//   - What became of a message that was sent is said in its kind's own
+//     terms: Send's Receipt (ACCEPTED … FAILED, including the outcomes
+//     decided on this side: BACKPRESSURED by the client's own full queue,
+//     TIMED_OUT, FAILED when the connection ends while it waits), and a
+//     *RequestError for Request, Publish, Subscribe and Handle (what the
+//     broker or a handler answered, or TIMEOUT, OVERLOAD, DISCONNECT for
+//     the answer that never came). Emit has no answer: once queued it
+//     succeeded.
+//   - A scope closed while a call waits fails it with ErrScopeClosed.
+//
+// So errors.As(err, &*RequestError) is true exactly when the broker or a
+// handler was asked, and errors.Is with the sentinels above tells the
+// local refusals apart.
+type Channel struct {
+	s    *Scope
+	name string
+}
+
+// Name is the channel's name.
+func (ch *Channel) Name() string { return ch.name }
+
+// usable is nil, or why the channel can start no work: the client ended
+// (its Err) or the scope is closed.
+func (ch *Channel) usable() error {
+	if e := ch.s.c.end.Load(); e != nil && e.closed {
+		return e.err
+	}
+	if ch.s.closed.Load() {
+		return ErrScopeClosed
+	}
+	return nil
+}
+
+// check is what every call checks before anything is queued; its errors
+// are the plain refusals of the Channel doc.
 func (ch *Channel) check(payload []byte) error {
 	if err := auth.ValidChannel(ch.name); err != nil {
 		return err
 	}
 	if n, limit := len(payload), ch.s.c.welcome.MaxPayload; n > limit {
-		return errors.New("payload of " + strconv.Itoa(n) + " bytes exceeds the broker's limit of " + strconv.Itoa(limit))
+		return fmt.Errorf("%w: %d bytes exceeds the broker's limit of %d", ErrPayloadTooLarge, n, limit)
 	}
-	return ch.s.open(func() {})
+	return ch.usable()
+}
+
+// noTarget refuses a send or request without a target.
+func noTarget(what string) error {
+	return &wire.AddressError{Reason: "a " + what + " needs a target (Publish reaches every node)"}
 }
 
 // prepare checks a call before anything is queued and builds its message.
@@ -46,45 +97,48 @@ func (ch *Channel) prepare(typ, target string, payload []byte) (*wire.Message, e
 // Send sends an event to one node (target: a node name or address) and
 // returns its receipt. The deadline (ctx's, else Options.DefaultTimeout)
 // covers queueing, delivery and the receipt.
-func (ch *Channel) Send(ctx context.Context, target string, payload []byte) Receipt {
+//
+// The error is nil whenever there is a receipt, whatever its result. It is
+// a plain refusal (see Channel) when nothing was sent, with a zero
+// Receipt, or ErrScopeClosed when the scope closed while Send waited, with
+// Receipt.ID naming the event, which may have been handled.
+func (ch *Channel) Send(ctx context.Context, target string, payload []byte) (Receipt, error) {
 	if target == "" {
 		// An event without a target is a publication on the wire.
-		return Receipt{Result: wire.Rejected, Reason: "a send needs a target (use Publish to reach every node)"}
+		return Receipt{}, noTarget("send")
 	}
 	m, err := ch.prepare(wire.TypeEvent, target, payload)
 	if err != nil {
-		return Receipt{Result: wire.Rejected, Reason: err.Error()}
+		return Receipt{}, err
 	}
 	id := m.Value(wire.HeaderID)
 	c := ch.s.c
 	a, err := c.call(ctx, ch.s, m, c.deadline(ctx))
 	switch {
-	case errors.Is(err, errDeadline):
-		return Receipt{ID: id, Result: wire.TimedOut, Node: m.Value(wire.HeaderTo)}
-	case errors.Is(err, errQueueFull):
-		return Receipt{ID: id, Result: wire.Backpressured, Reason: err.Error()}
+	case err == nil:
+		return Receipt{ID: id, Result: wire.Result(a.Value(wire.HeaderResult)), Node: a.Value(wire.HeaderFrom)}, nil
 	case errors.Is(err, ErrScopeClosed):
-		return Receipt{ID: id, Result: wire.Failed, Reason: err.Error()}
-	case err != nil:
-		return Receipt{ID: id, Result: wire.Failed, Reason: err.Error()}
+		return Receipt{ID: id}, err
+	case errors.Is(err, errDeadline):
+		return Receipt{ID: id, Result: wire.TimedOut, Node: m.Value(wire.HeaderTo)}, nil
+	case errors.Is(err, errQueueFull):
+		return Receipt{ID: id, Result: wire.Backpressured, Reason: err.Error()}, nil
+	default: // the connection ended
+		return Receipt{ID: id, Result: wire.Failed, Reason: err.Error()}, nil
 	}
-	return Receipt{ID: id, Result: wire.Result(a.Value(wire.HeaderResult)), Node: a.Value(wire.HeaderFrom)}
 }
 
 // Request sends a request to the target's handler for this channel and
 // returns the reply, or a *RequestError (NO_HANDLER, OVERLOAD, TIMEOUT,
-// DISCONNECT, REJECTED, HANDLER_FAILED). A timeout cannot prove the
-// handler did not run.
+// DISCONNECT, REJECTED, HANDLER_FAILED), or a plain refusal when nothing
+// was sent (see Channel). A timeout cannot prove the handler did not run.
 func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (*Message, error) {
 	if target == "" {
-		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: "a request needs a target"}
+		return nil, noTarget("request")
 	}
 	m, err := ch.prepare(wire.TypeRequest, target, payload)
 	if err != nil {
-		if errors.Is(err, ErrScopeClosed) {
-			return nil, err
-		}
-		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+		return nil, err
 	}
 	c := ch.s.c
 	var a *wire.Message
@@ -102,7 +156,8 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	return newMessage(a, Reply, time.Time{}), nil
 }
 
-// callError maps why a call got no answer to a request error.
+// callError maps why a call got no answer to a request error; a closed
+// scope stays ErrScopeClosed.
 func callError(err error) error {
 	switch {
 	case errors.Is(err, errDeadline):
@@ -123,7 +178,8 @@ func callError(err error) error {
 // any, travels as the message's ttl; without one the broker's MaxTTL
 // applies (Options.DefaultTimeout does not: Emit has no answer to wait for). Delivery is best
 // effort: a full queue on the way drops the message, counted by the broker
-// (Stats().Dropped) and the receiving node (Client.Dropped).
+// (Stats().Dropped) and the receiving node (Client.Dropped). Its errors
+// are ctx's, or the plain refusals of the Channel doc.
 func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err // done before it started, even if the queue has room
@@ -158,15 +214,14 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 
 // Publish fans an event out to the broker and every connected node
 // permitted to receive the channel, this node included, and returns one
-// result per candidate. A publication that would reach more than 256 nodes
-// is refused whole (a *RequestError matching ErrRejected).
+// result per candidate. What the broker refuses (a permission; more than
+// 256 candidate nodes, which refuses the publication whole) is a
+// *RequestError matching ErrRejected; what the client refuses before
+// sending is a plain error, with a zero PublishResult (see Channel).
 func (ch *Channel) Publish(ctx context.Context, payload []byte) (PublishResult, error) {
 	m, err := ch.prepare(wire.TypeEvent, "", payload)
 	if err != nil {
-		if errors.Is(err, ErrScopeClosed) {
-			return PublishResult{}, err
-		}
-		return PublishResult{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
+		return PublishResult{}, err
 	}
 	id := m.Value(wire.HeaderID)
 	c := ch.s.c

@@ -20,46 +20,72 @@ import (
 
 // Client is one process's connection to a broker. It is safe for
 // concurrent use.
+//
+// Its state is split by feature, each part with its own lock (doc.go has
+// the lock order): messaging and the call table here under mu, discovery
+// (registry watches) in discovery, replicated state in state.
 type Client struct {
+	// Set once in Connect before the loops start; read-only after.
 	opts    Options
 	log     *slog.Logger
 	nc      net.Conn
-	out     *sendq.Queue
+	out     *sendq.Queue // safe for concurrent use; its lock is taken last
 	welcome wire.Welcome
 	exec    Executor
-	pool    *pool // the default executor, owned; nil when the caller gave one
+	pool    *pool           // the default executor, owned; nil when the caller gave one
+	ctx     context.Context // cancelled by shutdown: callbacks' contexts derive from it
+	cancel  context.CancelFunc
+	done    chan struct{} // closed by shutdown, once
 
-	ctx    context.Context // cancelled by Close: callbacks' contexts derive from it
-	cancel context.CancelFunc
+	// end is why the connection ends: nil while it is up; set (not
+	// closed) when the broker said why it is about to close it; closed
+	// once shutdown has begun. Stored under mu, so registering a call and
+	// shutting down exclude each other; loaded anywhere without a lock.
+	end atomic.Pointer[ending]
 
-	mu      sync.Mutex // guards the fields below
-	watches map[*ServiceWatch]struct{}
-	// stateWatches are the live state replicas per namespace.
-	stateWatches map[string]map[*StateWatch]struct{}
-	calls        map[string]*pending
-	subs         map[string][]*Subscription
-	subReg       map[string]*regWait // the broker's verdict on the current subscriber set of a channel
-	handlers     map[string]*Registration
-	scopes       map[*Scope]struct{}
-	closed       bool
-	closeErr     error // why the connection ended
+	// Messaging and the call table: guarded by mu. Control messages
+	// queued under mu (bus.sub, bus.unsub, bus.handle, bus.unhandle)
+	// leave in the order they were decided.
+	mu       sync.Mutex
+	calls    map[string]*pending // every open call: messaging, discovery and state
+	scopes   map[*Scope]struct{}
+	subs     map[string][]*Subscription // copy-on-write: a slice read under mu may be used after
+	subReg   map[string]*regWait        // the broker's verdict on the current subscriber set of a channel
+	handlers map[string]*Registration
 
-	lastRead      atomic.Int64      // unix ns of the heartbeat tick that last saw a frame
-	active        atomic.Bool       // a frame arrived since the last tick
-	dropped       atomic.Int64      // stream messages dropped on a full dispatch queue
-	clock         atomic.Int64      // unix ns of the reader's latest clock read (see readClock)
-	clockMu       sync.Mutex        // guards stateClocks
-	stateClocks   map[string]uint64 // per namespace, the Lamport clock of state writes: the highest version seen
-	streams       []streamItem      // owned by readLoop: stream messages not yet handed to the executor
-	streamsQueued atomic.Int64      // stream messages handed over and not yet run
-	done          chan struct{}     // closed when the connection has ended
-	loops         sync.WaitGroup
+	discovery discovery   // registry watches: its own lock
+	state     stateClient // replicated state's watches and clocks: its own locks
+
+	// Owned by the read loop.
+	streams []streamItem // stream messages not yet handed to the executor
+
+	// Atomics, shared without a lock.
+	active        atomic.Bool  // a frame arrived since the heartbeat's last tick: set by the reader, swapped by heartbeat
+	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
+	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
+	drops         drops        // what was dropped rather than block, by reason (Stats)
+
+	loops sync.WaitGroup // the writer, reader and heartbeat goroutines
+}
+
+// ending is why the connection ends (Client.end).
+type ending struct {
+	err    error // what Err returns
+	closed bool  // shutdown has begun: no call starts, every open call fails
+}
+
+// closing reports whether shutdown has begun.
+func (c *Client) closing() bool {
+	e := c.end.Load()
+	return e != nil && e.closed
 }
 
 // pending is a call waiting for its answer.
+// All its fields are set once by registerLocked; read-only after. Whoever
+// takes it out of Client.calls (under mu) sends the one answer.
 type pending struct {
 	answer chan *wire.Message // 1-slot; nil message: the connection ended
-	scope  *Scope
+	scope  *Scope             // nil for control calls
 	// onAnswer, when set, runs on the reader with the answer before
 	// anything read after it is handled (a watch starts there).
 	onAnswer func(*wire.Message)
@@ -83,11 +109,12 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
-		watches: map[*ServiceWatch]struct{}{}, stateWatches: map[string]map[*StateWatch]struct{}{}, stateClocks: map[string]uint64{},
 		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
 	}
+	c.discovery.init(c)
+	c.state.init(c)
 	r := wire.NewReader(nc)
 	if err := c.handshake(ctx, r); err != nil {
 		_ = nc.Close()
@@ -100,7 +127,6 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.out = sendq.New(nc, sendq.Limits{MaxBytes: opts.MaxQueueBytes, MaxMessages: opts.MaxQueueMessages, WriteTimeout: opts.WriteTimeout})
-	c.lastRead.Store(time.Now().UnixNano())
 	c.loops.Add(3)
 	go func() { defer c.loops.Done(); _ = c.out.Run() }()
 	go func() { defer c.loops.Done(); c.readLoop(r) }()
@@ -211,9 +237,10 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Err is why the connection ended, or nil while it is up.
 func (c *Client) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closeErr
+	if e := c.end.Load(); e != nil {
+		return e.err
+	}
+	return nil
 }
 
 // Close ends the connection: every scope closes, open calls fail, and Close
@@ -236,12 +263,11 @@ func (c *Client) Close() error {
 // shutdown ends the connection once, failing every open call.
 func (c *Client) shutdown(why error) {
 	c.mu.Lock()
-	if c.closed {
+	if c.closing() {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
-	c.closeErr = why
+	c.end.Store(&ending{err: why, closed: true})
 	calls := c.calls
 	c.calls = map[string]*pending{}
 	scopes := make([]*Scope, 0, len(c.scopes))
@@ -252,8 +278,8 @@ func (c *Client) shutdown(why error) {
 	for _, p := range calls {
 		p.answer <- nil
 	}
-	c.endWatches(why)
-	c.endStateWatches(why)
+	c.discovery.endAll(why)
+	c.state.endAll(why)
 	for _, s := range scopes {
 		// Revoke, so callbacks still queued in the executor do not run.
 		subs, regs := s.markClosed()
@@ -313,10 +339,8 @@ func (c *Client) readLoop(r *wire.Reader) {
 
 // endReason keeps the broker's stated reason (bus.error) over the I/O error.
 func (c *Client) endReason(err error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closeErr != nil {
-		return c.closeErr
+	if e := c.end.Load(); e != nil {
+		return e.err
 	}
 	return fmt.Errorf("%w: %v", ErrDisconnect, err)
 }
@@ -332,11 +356,11 @@ func (c *Client) dispatch(m *wire.Message) {
 		case wire.CmdGoodbye:
 			c.log.Info("broker is shutting down")
 		case wire.CmdService:
-			c.serviceEvent(m)
+			c.discovery.serviceEvent(m)
 		case wire.CmdStateDelta:
-			c.stateDelta(m)
+			c.state.delta(m)
 		case wire.CmdStateReset:
-			c.stateReset(m)
+			c.state.reset(m)
 		default:
 			c.deliverEvent(m)
 		}
@@ -353,8 +377,8 @@ func (c *Client) brokerSays(m *wire.Message) {
 		return // the connection stays up
 	}
 	c.mu.Lock()
-	if c.closeErr == nil && !c.closed {
-		c.closeErr = fmt.Errorf("%w: broker closed the connection: %s: %s", ErrDisconnect, res, text)
+	if c.end.Load() == nil {
+		c.end.Store(&ending{err: fmt.Errorf("%w: broker closed the connection: %s: %s", ErrDisconnect, res, text)})
 	}
 	c.mu.Unlock()
 }
@@ -385,20 +409,25 @@ func (c *Client) heartbeat() {
 	}
 	t := time.NewTicker(interval / 4)
 	defer t.Stop()
+	lastRead := time.Now() // the last tick that saw a frame; owned here
 	for {
 		select {
 		case <-c.done:
 			return
 		case now := <-t.C:
 			if c.active.Swap(false) {
-				c.lastRead.Store(now.UnixNano())
+				lastRead = now
 			}
-			if now.Sub(time.Unix(0, c.lastRead.Load())) > lease {
+			if now.Sub(lastRead) > lease {
 				c.shutdown(fmt.Errorf("%w: broker silent for %v", ErrDisconnect, lease))
 				return
 			}
 			if now.Sub(c.out.LastWrite()) >= interval {
-				c.out.Enqueue(wire.Empty(), time.Time{})
+				// Dropped, counted, when the queue is full: frames are then
+				// waiting to be written, which tells the broker as much, and
+				// a writer that cannot write them ends the connection
+				// (WriteTimeout).
+				c.queueOrCount(wire.Empty(), time.Time{}, &c.drops.heartbeats)
 			}
 		}
 	}
@@ -408,9 +437,7 @@ func (c *Client) heartbeat() {
 // and why none came.
 func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline time.Time) (*wire.Message, error) {
 	id := m.Value(wire.HeaderID)
-	c.mu.Lock()
-	p, err := c.registerLocked(s, id)
-	c.mu.Unlock()
+	p, err := c.register(s, id, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +454,7 @@ func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline t
 // messages decided under the lock leave in that order.
 func (c *Client) startLocked(s *Scope, m *wire.Message, deadline time.Time) (*pending, error) {
 	id := m.Value(wire.HeaderID)
-	p, err := c.registerLocked(s, id)
+	p, err := c.registerLocked(s, id, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -438,15 +465,26 @@ func (c *Client) startLocked(s *Scope, m *wire.Message, deadline time.Time) (*pe
 	return p, nil
 }
 
-// registerLocked opens a call waiting for the answer to id.
-func (c *Client) registerLocked(s *Scope, id string) (*pending, error) {
-	if c.closed {
-		return nil, c.closeErr
+// register opens a call waiting for the answer to id (see registerLocked).
+// Discovery and state register their calls here, before they take their
+// own lock, so that lock and mu are never held together.
+func (c *Client) register(s *Scope, id string, onAnswer func(*wire.Message)) (*pending, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registerLocked(s, id, onAnswer)
+}
+
+// registerLocked opens a call waiting for the answer to id; onAnswer, if
+// not nil, runs on the reader with the answer. A call cannot open once
+// shutdown has begun (it fails with Err) or on a closed scope.
+func (c *Client) registerLocked(s *Scope, id string, onAnswer func(*wire.Message)) (*pending, error) {
+	if e := c.end.Load(); e != nil && e.closed {
+		return nil, e.err
 	}
-	if s != nil && s.isClosed.Load() {
+	if s != nil && s.closed.Load() {
 		return nil, ErrScopeClosed
 	}
-	p := &pending{answer: make(chan *wire.Message, 1), scope: s}
+	p := &pending{answer: make(chan *wire.Message, 1), scope: s, onAnswer: onAnswer}
 	c.calls[id] = p
 	return p, nil
 }

@@ -116,10 +116,10 @@ func TestStalledHandlerDoesNotStallConnection(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { _, err := bs.Channel("slow").Request(ctxT(t, 10*time.Second), "alpha", nil); first <- err }()
 	<-started // the one worker is stuck
-	if r := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.Accepted {
+	if r, _ := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.Accepted {
 		t.Fatalf("event into the free queue slot: %+v", r)
 	}
-	if r := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.Backpressured {
+	if r, _ := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.Backpressured {
 		t.Fatalf("event into a full queue: %+v", r)
 	}
 	if _, err := bs.Channel("slow").Request(ctxT(t, 5*time.Second), "alpha", nil); !errors.Is(err, client.ErrOverload) {
@@ -157,7 +157,8 @@ func TestSlowReaderIsDisconnected(t *testing.T) {
 	results := make(chan wire.Result, n)
 	for range n {
 		go func() {
-			results <- b.Scope("s").Channel("flood").Send(ctxT(t, 3*time.Second), "frozen", payload).Result
+			r, _ := b.Scope("s").Channel("flood").Send(ctxT(t, 3*time.Second), "frozen", payload)
+			results <- r.Result
 		}()
 	}
 	sawBackpressure := false
@@ -218,7 +219,7 @@ func TestScopeCloseIsIndependent(t *testing.T) {
 		t.Fatalf("open call: %v", err)
 	}
 	bs := b.Scope("s")
-	if r := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", []byte("1")); r.Result != wire.Accepted {
+	if r, _ := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", []byte("1")); r.Result != wire.Accepted {
 		t.Fatalf("send after p1 closed: %+v", r)
 	}
 	testbroker.Eventually(t, 5*time.Second, "p2 still receives", func() bool { return in2.len() == 1 })
@@ -233,8 +234,8 @@ func TestScopeCloseIsIndependent(t *testing.T) {
 	if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in1.handler); !errors.Is(err, client.ErrScopeClosed) {
 		t.Fatalf("subscribe after close: %v", err)
 	}
-	if r := ch.Send(ctxT(t, 5*time.Second), "beta", nil); r.Result != wire.Rejected {
-		t.Fatalf("send after close: %+v", r)
+	if _, err := ch.Send(ctxT(t, 5*time.Second), "beta", nil); !errors.Is(err, client.ErrScopeClosed) {
+		t.Fatalf("send after close: %v", err)
 	}
 	if _, err := ch.Publish(ctxT(t, 5*time.Second), nil); !errors.Is(err, client.ErrScopeClosed) {
 		t.Fatalf("publish after close: %v", err)
@@ -316,7 +317,7 @@ func TestDisconnectWithoutReplay(t *testing.T) {
 	if err := <-res; !errors.Is(err, client.ErrDisconnect) {
 		t.Fatalf("pending request: %v", err)
 	}
-	if r := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.NotConnected {
+	if r, _ := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", nil); r.Result != wire.NotConnected {
 		t.Fatalf("send while away: %+v", r)
 	}
 	var in inbox
@@ -443,10 +444,10 @@ func TestPermissions(t *testing.T) {
 	}
 	// Sending side.
 	ss := s.Scope("s")
-	if r := ss.Channel("orders.created").Send(ctxT(t, 5*time.Second), "full", nil); r.Result != wire.Accepted {
+	if r, _ := ss.Channel("orders.created").Send(ctxT(t, 5*time.Second), "full", nil); r.Result != wire.Accepted {
 		t.Fatalf("permitted send: %+v", r)
 	}
-	if r := ss.Channel("billing.x").Send(ctxT(t, 5*time.Second), "full", nil); r.Result != wire.Rejected {
+	if r, _ := ss.Channel("billing.x").Send(ctxT(t, 5*time.Second), "full", nil); r.Result != wire.Rejected {
 		t.Fatalf("forbidden send: %+v", r)
 	}
 	if _, err := ss.Channel("orders.created").Publish(ctxT(t, 5*time.Second), nil); !errors.Is(err, client.ErrRejected) {
@@ -465,7 +466,7 @@ func TestPermissions(t *testing.T) {
 	if _, err := d.Scope("s").Channel("rpc.x").Handle(ctxT(t, 5*time.Second), echo); !errors.Is(err, client.ErrRejected) {
 		t.Fatalf("forbidden handle: %v", err)
 	}
-	if r := full.Scope("s").Channel("orders.other").Send(ctxT(t, 5*time.Second), "deaf", nil); r.Result != wire.Rejected {
+	if r, _ := full.Scope("s").Channel("orders.other").Send(ctxT(t, 5*time.Second), "deaf", nil); r.Result != wire.Rejected {
 		t.Fatalf("send to a node that may not receive: %+v", r)
 	}
 	// Publish candidates are the nodes permitted to receive: not "deaf" for orders.other.

@@ -38,7 +38,9 @@ func (c *Client) deliverEvent(m *wire.Message) {
 	receipt := wire.New(wire.TypeResponse, wire.CmdReceipt).
 		WithHeader(wire.HeaderReplyTo, m.Value(wire.HeaderID)).
 		WithHeader(wire.HeaderResult, string(result))
-	c.out.Enqueue(receipt, time.Time{})
+	// The reader must never wait for room: a receipt the full queue
+	// refuses is dropped, counted, and its sender reads TIMED_OUT.
+	c.queueOrCount(receipt, time.Time{}, &c.drops.receipts)
 	if gate != nil {
 		close(gate)
 	}
@@ -92,7 +94,7 @@ func (c *Client) flushStreams() {
 	c.streams = make([]streamItem, 0, maxStreamBatch)
 	if room := int64(c.opts.DispatchQueue) - c.streamsQueued.Load(); int64(len(batch)) > room {
 		keep := max(0, room)
-		c.dropped.Add(int64(len(batch)) - keep)
+		c.drops.streams.Add(int64(len(batch)) - keep)
 		batch = batch[:keep]
 		if keep == 0 {
 			return
@@ -106,22 +108,34 @@ func (c *Client) flushStreams() {
 		}
 	}) {
 		c.streamsQueued.Add(-int64(len(batch)))
-		c.dropped.Add(int64(len(batch)))
+		c.drops.streams.Add(int64(len(batch)))
 	}
 }
 
 // runStreamSubscribers runs the subscribers of a stream message with the
 // client's context: a per-message deadline context (a timer each) would
 // cost more than many stream messages; m.Deadline() still tells it.
-func (c *Client) runStreamSubscribers(subs []*Subscription, m *Message) {
-	if !m.deadline.IsZero() && m.deadline.Before(c.readClock()) {
+func (c *Client) runStreamSubscribers(subs []*Subscription, msg *Message) {
+	if !msg.deadline.IsZero() && msg.deadline.Before(c.readClock()) {
 		return // expired while queued: never dispatched
 	}
-	for _, s := range subs {
+	for i, s := range subs {
 		if s.active() {
+			m := receiverCopy(msg, i, len(subs))
 			c.protect(func() { s.h(c.ctx, m) })
 		}
 	}
+}
+
+// receiverCopy is the Message for the i-th of n subscribers: each gets one
+// of its own (Message.Payload is the receiver's to keep or modify). The
+// last gets msg itself, so a lone subscriber costs no copy; the others get
+// copies made before msg is handed to anyone.
+func receiverCopy(msg *Message, i, n int) *Message {
+	if i == n-1 {
+		return msg
+	}
+	return msg.copyForReceiver()
 }
 
 // readClock is the latest time the reader read the clock: a cheap "now"
@@ -133,19 +147,16 @@ func (c *Client) readClock() time.Time {
 	return time.Now()
 }
 
-// Dropped counts stream messages this node dropped because its dispatch
-// queue was full.
-func (c *Client) Dropped() int64 { return c.dropped.Load() }
-
 func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
 		return // expired while queued: never dispatched
 	}
 	ctx, cancel := c.callbackContext(msg.deadline)
 	defer cancel()
-	for _, s := range subs {
+	for i, s := range subs {
 		if s.active() {
-			c.protect(func() { s.h(ctx, msg) })
+			m := receiverCopy(msg, i, len(subs))
+			c.protect(func() { s.h(ctx, m) })
 		}
 	}
 }
@@ -229,18 +240,24 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, 
 }
 
 // replyQueued answers a request with a failure from the reader goroutine,
-// which must never block on the socket: always through the queue.
+// which must never block on the socket: always through the queue, and an
+// answer the full queue refuses is dropped, counted (the requester times
+// out).
 func (c *Client) replyQueued(req *wire.Message, kind wire.Result, text string) {
-	c.out.Enqueue(replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{})
+	c.queueOrCount(replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{}, &c.drops.replies)
 }
 
 // sendReply sends a handler's response to the broker.
 func (c *Client) sendReply(m *wire.Message) {
 	// Replies leave from the handler's worker (never a network goroutine):
 	// write through when the connection is idle.
-	if !c.out.WriteThrough(m, time.Time{}) {
-		c.out.Enqueue(m, time.Time{})
+	if c.out.WriteThrough(m, time.Time{}) {
+		return
 	}
+	// Dropped, counted, when the queue is full: the handler has returned
+	// and nobody is left to tell but the requester, whose deadline ends its
+	// wait; a worker waiting for room would stall the dispatch pool.
+	c.queueOrCount(m, time.Time{}, &c.drops.replies)
 }
 
 func replyMessage(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) *wire.Message {

@@ -70,27 +70,45 @@ func (c *Client) Whois(ctx context.Context, service string) ([]wire.ServiceInfo,
 	return out, nil
 }
 
+// discovery is the client's part for registry watches. Its lock is its
+// own: it is never held together with Client.mu or the state's locks
+// (calls are registered with Client.register before mu is taken).
+type discovery struct {
+	c *Client // set once in Connect; read-only after
+
+	// mu guards watches and every ServiceWatch's live flag and watchLife.
+	// bus.watch and bus.unwatch are queued under it, so they leave in the
+	// order the watches came and went.
+	mu      sync.Mutex
+	watches map[*ServiceWatch]struct{}
+}
+
+func (d *discovery) init(c *Client) {
+	d.c = c
+	d.watches = map[*ServiceWatch]struct{}{}
+}
+
 // ServiceWatch follows the registry: Initial is the registry when the
 // watch started, then Events delivers every change after it, once, in
 // order (no gap, no duplicate).
 type ServiceWatch struct {
-	c       *Client
-	initial []wire.ServiceInfo
-	events  chan wire.ServiceEvent
-	live    bool // set by the reader once the snapshot is in; guarded by c.mu
+	d       *discovery             // set once; read-only after
+	initial []wire.ServiceInfo     // set by the reader before the watch is live; read-only after
+	events  chan wire.ServiceEvent // sent to under d.mu, never blocking; closed by end
+	live    bool                   // the reader installed the snapshot; guarded by d.mu
 
-	watchLife
+	watchLife // guarded by d.mu
 }
 
 // watchLife is how a watch ends, shared by ServiceWatch and StateWatch:
 // once, recording why, and letting go of its context. Its fields are
-// guarded by mu, the client's.
+// guarded by mu, the lock of the watch's part of the client (discovery's
+// or state's).
 type watchLife struct {
-	mu    *sync.Mutex
-	once  sync.Once
+	mu    *sync.Mutex // set once; read-only after
+	ended bool        // end ran: the single flag that makes it run once
 	err   error       // why it ended
 	stop  func() bool // the context's AfterFunc
-	ended bool
 }
 
 // Err is why the watch ended: nil after Close, the context's error,
@@ -104,16 +122,18 @@ func (l *watchLife) Err() error {
 // endOnce ends the watch the first time it is called: locked runs under
 // mu to take the watch out of the client and close its channel.
 func (l *watchLife) endOnce(why error, locked func()) {
-	l.once.Do(func() {
-		l.mu.Lock()
-		l.err, l.ended = why, true
-		stop := l.stop
-		locked()
+	l.mu.Lock()
+	if l.ended {
 		l.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-	})
+		return
+	}
+	l.err, l.ended = why, true
+	stop := l.stop
+	locked()
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // finishWatch waits for the answer to a watch request and then binds the
@@ -131,12 +151,12 @@ func (c *Client) finishWatch(ctx context.Context, p *pending, id string, deadlin
 		return errors.New("client: malformed " + what)
 	}
 	stop := context.AfterFunc(ctx, func() { end(ctx.Err()) })
-	c.mu.Lock()
+	life.mu.Lock()
 	ended := life.ended
 	if !ended {
 		life.stop = stop
 	}
-	c.mu.Unlock()
+	life.mu.Unlock()
 	if ended {
 		stop()
 	}
@@ -147,30 +167,31 @@ func (c *Client) finishWatch(ctx context.Context, p *pending, id string, deadlin
 // the client closes, or the reader falls ServiceWatchBuffer events behind
 // (Err then says ErrWatchOverflow).
 func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
-	w := &ServiceWatch{c: c, events: make(chan wire.ServiceEvent, ServiceWatchBuffer), watchLife: watchLife{mu: &c.mu}}
+	d := &c.discovery
+	w := &ServiceWatch{d: d, events: make(chan wire.ServiceEvent, ServiceWatchBuffer), watchLife: watchLife{mu: &d.mu}}
 	m := controlMessage(wire.CmdWatch, "")
 	id := m.Value(wire.HeaderID)
 	deadline := c.deadline(ctx)
-	c.mu.Lock()
-	p, err := c.registerLocked(nil, id)
-	if err == nil {
-		// Activated by the reader as it reads the snapshot: events read
-		// before it are in the snapshot, events read after it are not.
-		p.onAnswer = func(a *wire.Message) {
-			if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
-				return
-			}
-			c.mu.Lock()
-			w.live = true
-			c.mu.Unlock()
+	// Activated by the reader as it reads the snapshot: events read before
+	// it are in the snapshot, events read after it are not.
+	p, err := c.register(nil, id, func(a *wire.Message) {
+		if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
+			return
 		}
-		c.watches[w] = struct{}{}
-		if !c.out.Enqueue(m, deadline) {
-			delete(c.calls, id)
+		d.mu.Lock()
+		w.live = true
+		d.mu.Unlock()
+	})
+	if err == nil {
+		d.mu.Lock()
+		d.watches[w] = struct{}{}
+		queued := c.out.Enqueue(m, deadline)
+		d.mu.Unlock()
+		if !queued {
+			c.forget(id)
 			err = errQueueFull
 		}
 	}
-	c.mu.Unlock()
 	if err != nil {
 		w.end(nil)
 		return nil, callError(err)
@@ -194,11 +215,13 @@ func (w *ServiceWatch) Close() { w.end(nil) }
 // broker stops sending events when this was the client's last watch.
 func (w *ServiceWatch) end(why error) {
 	w.endOnce(why, func() {
-		c := w.c
-		delete(c.watches, w)
-		if len(c.watches) == 0 && !c.closed {
-			// Under c.mu, so a watch started after this is queued after it.
-			c.out.Enqueue(controlMessage(wire.CmdUnwatch, ""), c.deadline(context.Background()))
+		d := w.d
+		delete(d.watches, w)
+		if len(d.watches) == 0 && !d.c.closing() {
+			// Under d.mu, so a watch started after this is queued after it.
+			// A bus.unwatch the full queue refuses is dropped, counted: the
+			// broker then keeps sending events no watch takes (Stats).
+			d.c.queueOrCount(controlMessage(wire.CmdUnwatch, ""), d.c.deadline(context.Background()), &d.c.drops.withdrawals)
 		}
 		close(w.events)
 	})
@@ -206,31 +229,31 @@ func (w *ServiceWatch) end(why error) {
 
 // serviceEvent hands a bus.service event to every live watch (on the
 // reader: it never blocks).
-func (c *Client) serviceEvent(m *wire.Message) {
+func (d *discovery) serviceEvent(m *wire.Message) {
 	var ev wire.ServiceEvent
 	if err := json.Unmarshal(m.Body(), &ev); err != nil {
-		c.log.Warn("malformed registry event", "err", err)
+		d.c.log.Warn("malformed registry event", "err", err)
 		return
 	}
 	if ev.Op == wire.ServiceLost {
 		// The broker dropped events for this client and stopped sending
 		// them: the watches that were live then no longer know the registry.
-		c.mu.Lock()
+		d.mu.Lock()
 		var stale []*ServiceWatch
-		for w := range c.watches {
+		for w := range d.watches {
 			if w.live {
 				stale = append(stale, w)
 			}
 		}
-		c.mu.Unlock()
+		d.mu.Unlock()
 		for _, w := range stale {
 			w.end(ErrWatchOverflow)
 		}
 		return
 	}
 	var behind []*ServiceWatch
-	c.mu.Lock()
-	for w := range c.watches {
+	d.mu.Lock()
+	for w := range d.watches {
 		if !w.live {
 			continue
 		}
@@ -240,20 +263,20 @@ func (c *Client) serviceEvent(m *wire.Message) {
 			behind = append(behind, w)
 		}
 	}
-	c.mu.Unlock()
+	d.mu.Unlock()
 	for _, w := range behind {
 		w.end(ErrWatchOverflow)
 	}
 }
 
-// endWatches ends every watch when the client closes.
-func (c *Client) endWatches(why error) {
-	c.mu.Lock()
-	ws := make([]*ServiceWatch, 0, len(c.watches))
-	for w := range c.watches {
+// endAll ends every watch when the client closes.
+func (d *discovery) endAll(why error) {
+	d.mu.Lock()
+	ws := make([]*ServiceWatch, 0, len(d.watches))
+	for w := range d.watches {
 		ws = append(ws, w)
 	}
-	c.mu.Unlock()
+	d.mu.Unlock()
 	for _, w := range ws {
 		w.end(why)
 	}

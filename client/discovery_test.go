@@ -257,7 +257,7 @@ func TestBareTargetResolution(t *testing.T) {
 	if _, err := alpha.Scope("s").Channel("news").Subscribe(ctx, in.handler); err != nil {
 		t.Fatal(err)
 	}
-	if r := caller.Scope("c").Channel("news").Send(ctx, "calc", []byte("x")); r.Result != wire.Accepted || r.Node != "alpha.bus" {
+	if r, _ := caller.Scope("c").Channel("news").Send(ctx, "calc", []byte("x")); r.Result != wire.Accepted || r.Node != "alpha.bus" {
 		t.Fatalf("send to calc: %+v", r)
 	}
 }

@@ -5,10 +5,15 @@
 //	c, err := client.Connect(ctx, client.Options{Server: "unix:///path/busbar.sock", Node: "billing", Credential: cred})
 //	scope := c.Scope("invoices")           // one per plugin; Close revokes only its work
 //	ch := scope.Channel("orders.created")
-//	sub, err := ch.Subscribe(func(ctx context.Context, m *client.Message) { ... })
-//	rcpt := ch.Send(ctx, "shipping", payload) // ACCEPTED, NO_SUBSCRIBER, NOT_CONNECTED, ...
+//	sub, err := ch.Subscribe(ctx, func(ctx context.Context, m *client.Message) { ... })
+//	rcpt, err := ch.Send(ctx, "shipping", payload) // ACCEPTED, NO_SUBSCRIBER, NOT_CONNECTED, ...
 //	reply, err := ch.Request(ctx, "shipping", payload)
 //	res, err := ch.Publish(ctx, payload)  // one result per candidate node
+//
+// A call the client refuses before sending anything (a malformed channel
+// or target, a payload over the limit, a closed scope or client) returns a
+// plain error; what the broker or a handler answered is a Receipt result
+// or a *RequestError. Channel's doc has the rule.
 //
 // Callbacks never run on the connection's goroutines: they run on an
 // Executor (by default a bounded pool of workers fed by a bounded dispatch
@@ -19,4 +24,41 @@
 // wait: the remaining budget travels with the message (its ttl), and a
 // message whose deadline passed while queued is never sent or dispatched.
 // Messaging is live-only: nothing is replayed across connections.
+//
+// # Goroutines and ownership
+//
+// A Client runs three goroutines, started by Connect and joined by Close:
+// the writer (the outbound queue's Run), the reader (readLoop: it owns the
+// stream batch and every StateWatch's replica) and heartbeat. Callbacks run
+// on the Executor. Struct fields say who owns them: "guarded by mu", "owned
+// by the reader", "set once …; read-only after".
+//
+// State is split by feature, each part owning its maps under its own lock:
+//
+//   - messaging and the call table: Client.mu (calls, scopes, subs,
+//     subReg, handlers);
+//   - discovery: discovery.mu (the ServiceWatches);
+//   - replicated state: stateClient.mu (the StateWatches) and
+//     stateClient.clockMu (the write clocks).
+//
+// # Lock order
+//
+// A lock may be held while taking only the locks after it on its line:
+//
+//	Scope.mu       → Client.mu → the outbound queue's lock
+//	discovery.mu   → the outbound queue's lock
+//	stateClient.mu → the outbound queue's lock
+//
+// Client.mu, discovery.mu and stateClient.mu are never held together:
+// discovery and state open their calls with Client.register, which takes
+// and releases Client.mu, before they take their own lock. The leaves are
+// never held while taking another lock: stateClient.clockMu, a
+// Subscription's or Registration's closed flag (atomic), the default
+// pool's lock, and the outbound queue's own lock (inside package sendq).
+// What is done under a lock never blocks: queueing is Enqueue (it refuses
+// rather than waits), sends to a watch's channel are non-blocking, and no
+// callback, Executor.Execute or socket write runs with any of these locks
+// held. The client's end (Client.end) and a scope's closed flag are atomics
+// written under their owner's lock and read anywhere, so no part needs
+// another part's lock to ask whether the client or a scope is closed.
 package client

@@ -35,7 +35,7 @@ func TestBrokerAsEndpoint(t *testing.T) {
 	if err != nil || string(r.Payload()) != "noon" || r.From() != e.Broker.Name()+".bus" {
 		t.Fatalf("request to the broker: %v %+v", err, r)
 	}
-	if rc := a.Scope("s").Channel("audit").Send(ctxT(t, 5*time.Second), e.Broker.Name()+".bus", []byte("x")); rc.Result != wire.Accepted {
+	if rc, _ := a.Scope("s").Channel("audit").Send(ctxT(t, 5*time.Second), e.Broker.Name()+".bus", []byte("x")); rc.Result != wire.Accepted {
 		t.Fatalf("send to the broker: %+v", rc)
 	}
 	res, err := a.Scope("s").Channel("audit").Publish(ctxT(t, 5*time.Second), []byte("y"))

@@ -7,13 +7,19 @@ import (
 	"busbar/wire"
 )
 
-// Errors of the client itself.
+// Errors of the client itself. A call refused before anything is sent
+// returns one of these (or auth.ErrBadChannel, wire.ErrBadAddress,
+// wire.ErrCrossMesh for a malformed channel or target) as it is, never
+// dressed as a *RequestError: see Channel.
 var (
-	ErrClosed        = errors.New("client: closed")
-	ErrScopeClosed   = errors.New("client: scope closed")
-	ErrHandlerExists = errors.New("client: a request handler is already registered for this channel on this node")
-	ErrIncompatible  = errors.New("client: incompatible protocol version")
-	ErrAuth          = errors.New("client: authentication refused")
+	ErrClosed      = errors.New("client: closed")
+	ErrScopeClosed = errors.New("client: scope closed")
+	// ErrPayloadTooLarge: a payload over the broker's limit (its welcome's
+	// max_payload), refused before it is sent.
+	ErrPayloadTooLarge = errors.New("client: payload too large")
+	ErrHandlerExists   = errors.New("client: a request handler is already registered for this channel on this node")
+	ErrIncompatible    = errors.New("client: incompatible protocol version")
+	ErrAuth            = errors.New("client: authentication refused")
 )
 
 // Request error kinds (seed 003): a failed Request returns a *RequestError

@@ -45,7 +45,10 @@ func Example() {
 		panic(err)
 	}
 	fmt.Printf("reply %q from %s\n", reply.Payload(), reply.From())
-	receipt := orders.Channel("orders.created").Send(ctx, "billing", []byte("order-8"))
+	receipt, err := orders.Channel("orders.created").Send(ctx, "billing", []byte("order-8"))
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("receipt", receipt.Result)
 	fmt.Println(<-got)
 	// Output:

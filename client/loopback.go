@@ -29,7 +29,7 @@ func (c *Client) localRequest(ctx context.Context, s *Scope, m *wire.Message) (*
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	if s.isClosed.Load() {
+	if s.closed.Load() {
 		return nil, ErrScopeClosed
 	}
 	m.Set(wire.HeaderFrom, c.Addr())

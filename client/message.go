@@ -18,8 +18,12 @@ const (
 	Reply   Kind = "REPLY"
 )
 
-// Message is an immutable message as a handler or caller sees it. Its
-// payload was copied on the way in; Payload returns another copy.
+// Message is a message as one receiver sees it: a handler, a subscriber,
+// or the caller a reply is for. Each receiver gets a Message of its own
+// (two subscribers of one event on this node get two), made when the
+// message arrived by copying it out of the connection's buffers, so
+// nothing the sender or the connection does later changes it (seed 003's
+// defensively copied payload). Its header fields never change.
 type Message struct {
 	id, channel, from, to, replyTo string
 	kind                           Kind
@@ -33,6 +37,14 @@ func newMessage(m *wire.Message, kind Kind, deadline time.Time) *Message {
 		from: m.Value(wire.HeaderFrom), to: m.Value(wire.HeaderTo), replyTo: m.Value(wire.HeaderReplyTo),
 		kind: kind, payload: bytes.Clone(m.Body()), deadline: deadline,
 	}
+}
+
+// copyForReceiver returns m for one more receiver: the same header fields
+// (immutable strings, shared) and a payload of its own.
+func (m *Message) copyForReceiver() *Message {
+	o := *m
+	o.payload = bytes.Clone(m.payload)
+	return &o
 }
 
 // messageFromView copies what a Message keeps out of a View (which aliases
@@ -77,26 +89,25 @@ func (m *Message) To() string { return m.to }
 // ReplyTo is, on a reply, the id of the request it answers.
 func (m *Message) ReplyTo() string { return m.replyTo }
 
-// Payload returns a copy of the payload.
-func (m *Message) Payload() []byte { return bytes.Clone(m.payload) }
-
-// Data returns the payload itself, not a copy: nothing else writes to it,
-// so it is safe to read from any goroutine for as long as it is kept, but
-// it must never be modified (use Payload for a copy of your own). It saves
-// an allocation and a copy per message on hot paths.
-func (m *Message) Data() []byte { return m.payload }
+// Payload returns the payload: the receiver's own copy, made once when the
+// message arrived and shared with no other receiver, so it may be kept and
+// even modified without affecting anyone else. Payload does not copy it
+// again: every call returns the same bytes.
+func (m *Message) Payload() []byte { return m.payload }
 
 // Deadline is when the sender stops waiting (zero when unknown).
 func (m *Message) Deadline() time.Time { return m.deadline }
 
 // Receipt is the outcome of Send (seed 003): ACCEPTED means the destination
 // node queued the event for its handlers, not that they finished. A
-// TIMED_OUT or FAILED receipt cannot prove the event was not handled.
+// TIMED_OUT or FAILED receipt cannot prove the event was not handled. A
+// call refused before anything was sent has no receipt: Send returns an
+// error and a zero Receipt.
 type Receipt struct {
 	ID     string      // the message id
 	Result wire.Result // ACCEPTED, NO_SUBSCRIBER, NOT_CONNECTED, BACKPRESSURED, REJECTED, TIMED_OUT, FAILED
 	Node   string      // the destination, as the broker resolved it
-	Reason string      // for a refusal made locally, why
+	Reason string      // for a result decided by this client (BACKPRESSURED by its own queue, FAILED), why
 }
 
 // PublishResult is one result per candidate node: the broker and every

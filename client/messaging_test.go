@@ -54,7 +54,7 @@ func TestSendReceipts(t *testing.T) {
 			}
 		}
 		payload := []byte("order 1")
-		r := b.Scope("p").Channel("orders.created").Send(ctxT(t, 5*time.Second), "alpha", payload)
+		r, _ := b.Scope("p").Channel("orders.created").Send(ctxT(t, 5*time.Second), "alpha", payload)
 		payload[0] = 'X' // the caller may reuse its buffer at once
 		if r.Result != wire.Accepted || r.ID == "" || r.Node != "alpha.bus" {
 			t.Fatalf("receipt = %+v", r)
@@ -74,14 +74,14 @@ func TestSendReceipts(t *testing.T) {
 			{"gamma", "orders.created", wire.NotConnected},
 			{"alpha", "orders.deleted", wire.NoSubscriber},
 			{e.Broker.Name(), "orders.created", wire.NoSubscriber},
-			{"alpha.bus@mesh.example.com", "orders.created", wire.Rejected},
-			{"Alpha", "orders.created", wire.Rejected},
-			{"alpha", "bus.sneaky", wire.Rejected},
+			{"alpha.bus@mesh.example.com", "orders.created", ""}, // "": refused before sending, an error and no receipt
+			{"Alpha", "orders.created", ""},
+			{"alpha", "bus.sneaky", ""},
 		}
 		for _, c := range cases {
-			r := b.Scope("p").Channel(c.channel).Send(ctxT(t, 5*time.Second), c.target, nil)
-			if r.Result != c.want {
-				t.Errorf("send to %s on %s = %+v, want %s", c.target, c.channel, r, c.want)
+			r, err := b.Scope("p").Channel(c.channel).Send(ctxT(t, 5*time.Second), c.target, nil)
+			if r.Result != c.want || (err != nil) != (c.want == "") {
+				t.Errorf("send to %s on %s = %+v, %v, want %q", c.target, c.channel, r, err, c.want)
 			}
 		}
 	})

@@ -30,10 +30,10 @@ func TestRegressionSendEmptyTargetPublishes(t *testing.T) {
 	if _, err := a.Scope("s").Channel("orders.x").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
 		t.Fatal(err)
 	}
-	r := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "", []byte("p"))
+	r, err := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "", []byte("p"))
 	time.Sleep(200 * time.Millisecond)
-	if r.Result != wire.Rejected || in.len() != 0 {
-		t.Fatalf("Send with an empty target: receipt %+v, delivered to %d subscriber(s); want REJECTED and no delivery", r, in.len())
+	if !errors.Is(err, wire.ErrBadAddress) || in.len() != 0 {
+		t.Fatalf("Send with an empty target: receipt %+v, %v, delivered to %d subscriber(s); want ErrBadAddress and no delivery", r, err, in.len())
 	}
 }
 
@@ -56,7 +56,7 @@ func TestRegressionPublishIgnoresMaxInflight(t *testing.T) {
 		t.Fatalf("first publication: %q", m)
 	}
 	// The limit is reached: a send is refused...
-	if rc := ch.Send(ctxT(t, 2*time.Second), "sink", nil); rc.Result != wire.Backpressured {
+	if rc, _ := ch.Send(ctxT(t, 2*time.Second), "sink", nil); rc.Result != wire.Backpressured {
 		t.Fatalf("send at the inflight limit: %+v", rc)
 	}
 	// ...but a second publication is dispatched anyway.
@@ -142,11 +142,11 @@ func TestRegressionClientCloseRunsQueuedCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := b.Scope("s").Channel("ev")
-	if r := ch.Send(ctxT(t, 5*time.Second), "alpha", []byte("block")); r.Result != wire.Accepted {
+	if r, _ := ch.Send(ctxT(t, 5*time.Second), "alpha", []byte("block")); r.Result != wire.Accepted {
 		t.Fatal(r)
 	}
 	<-entered
-	if r := ch.Send(ctxT(t, 5*time.Second), "alpha", []byte("queued")); r.Result != wire.Accepted {
+	if r, _ := ch.Send(ctxT(t, 5*time.Second), "alpha", []byte("queued")); r.Result != wire.Accepted {
 		t.Fatal(r)
 	}
 	closing.Store(true)
@@ -244,7 +244,7 @@ func TestRegressionReceiptLostWhenCallbackClosesClient(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		r := b.Scope("s").Channel("news").Send(ctxT(t, 5*time.Second), node, nil)
+		r, _ := b.Scope("s").Channel("news").Send(ctxT(t, 5*time.Second), node, nil)
 		<-closed
 		if r.Result != wire.Accepted {
 			t.Fatalf("attempt %d: an event its subscriber handled got receipt %+v, want ACCEPTED", i, r)
@@ -307,7 +307,7 @@ func TestRegressionWrongKindAnswerIsIgnored(t *testing.T) {
 	r.Send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ev")))
 	r.Read(t)
 	got := make(chan client.Receipt, 1)
-	go func() { got <- b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "sink", nil) }()
+	go func() { r, _ := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "sink", nil); got <- r }()
 	ev := r.Read(t)
 	r.Send(t, wire.New(wire.TypeResponse, "ev").WithHeader(wire.HeaderID, "x").WithHeader(wire.HeaderReplyTo, ev.Value(wire.HeaderID)))
 	r.Send(t, wire.New(wire.TypeResponse, wire.CmdReceipt).WithHeader(wire.HeaderReplyTo, ev.Value(wire.HeaderID)).WithHeader(wire.HeaderResult, string(wire.Accepted)))

@@ -16,23 +16,26 @@ import (
 // revokes only its registrations and fails only its open calls; handles
 // kept after Close cannot start new work.
 type Scope struct {
+	// Set once by Client.Scope; read-only after.
 	c     *Client
 	label string
+	done  chan struct{} // closed when the scope closes: its open calls return ErrScopeClosed
 
-	mu       sync.Mutex
-	closed   bool
-	isClosed atomic.Bool // closed, readable under Client.mu (lock order: Scope.mu before Client.mu)
-	subs     []*Subscription
-	regs     []*Registration
-	done     chan struct{} // closed by Close: its open calls return ErrScopeClosed
+	// closed is set once, under mu (with done closed alongside), and read
+	// anywhere without a lock: under Client.mu, which may not take mu.
+	closed atomic.Bool
+
+	mu   sync.Mutex // guards subs and regs; held while work starts (open)
+	subs []*Subscription
+	regs []*Registration
 }
 
 // Scope returns a new scope labelled for logs (a plugin's name).
 func (c *Client) Scope(label string) *Scope {
 	s := &Scope{c: c, label: label, done: make(chan struct{})}
 	c.mu.Lock()
-	if c.closed {
-		s.closed = true
+	if c.closing() {
+		s.closed.Store(true)
 		close(s.done)
 	} else {
 		c.scopes[s] = struct{}{}
@@ -68,36 +71,27 @@ func (s *Scope) Close() error {
 func (s *Scope) markClosed() ([]*Subscription, []*Registration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, nil
 	}
-	s.closed = true
-	s.isClosed.Store(true)
+	s.closed.Store(true)
 	close(s.done)
 	subs, regs := s.subs, s.regs
 	s.subs, s.regs = nil, nil
 	return subs, regs
 }
 
-// open runs f under the scope's lock if the scope is open.
+// open runs f under the scope's lock if the scope is open, so the scope
+// cannot close half-way through f (f may take Client.mu).
 func (s *Scope) open(f func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return ErrScopeClosed
 	}
 	f()
 	return nil
 }
-
-// Channel is a named channel seen from one scope.
-type Channel struct {
-	s    *Scope
-	name string
-}
-
-// Name is the channel's name.
-func (ch *Channel) Name() string { return ch.name }
 
 // EventHandler receives events. ctx ends at the sender's deadline or when
 // the client closes.
@@ -110,23 +104,23 @@ type RequestHandler func(ctx context.Context, m *Message) ([]byte, error)
 
 // Subscription is one registered event handler.
 type Subscription struct {
-	ch     *Channel
-	h      EventHandler
-	mu     sync.Mutex
-	closed bool
+	ch     *Channel     // set once; read-only after
+	h      EventHandler // set once; read-only after
+	closed atomic.Bool  // set once, by Close
 }
 
-func (s *Subscription) active() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.closed
-}
+func (s *Subscription) active() bool { return !s.closed.Load() }
 
 // Subscribe registers h for events on the channel. Several subscribers per
 // node are allowed. The broker checks the receive permission; a refusal is
-// a *RequestError matching ErrRejected.
+// a *RequestError matching ErrRejected, and no verdict before ctx's
+// deadline one matching ErrTimeout. Refusals made before asking are plain
+// errors (see Channel).
 func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription, error) {
 	if err := auth.ValidChannel(ch.name); err != nil {
+		return nil, err
+	}
+	if err := ch.usable(); err != nil {
 		return nil, err
 	}
 	c := ch.s.c
@@ -169,8 +163,9 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 	select {
 	case <-w.done:
 	case <-ctx.Done():
+		// As when this subscriber's own registration gets no verdict in time.
 		sub.Close()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("subscribe %s: %w", ch.name, callError(errDeadline))
 	}
 	if w.err != nil {
 		sub.Close()
@@ -188,13 +183,9 @@ type regWait struct {
 
 // Close withdraws the subscription.
 func (s *Subscription) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.closed.CompareAndSwap(false, true) {
 		return
 	}
-	s.closed = true
-	s.mu.Unlock()
 	c, name := s.ch.s.c, s.ch.name
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -202,8 +193,8 @@ func (s *Subscription) Close() {
 	if len(left) == 0 {
 		delete(c.subs, name)
 		delete(c.subReg, name)
-		if !c.closed {
-			c.controlAsyncLocked(wire.CmdUnsub, name)
+		if !c.closing() {
+			c.withdrawLocked(wire.CmdUnsub, name)
 		}
 	} else {
 		c.subs[name] = left
@@ -212,23 +203,23 @@ func (s *Subscription) Close() {
 
 // Registration is the node's request handler for one channel.
 type Registration struct {
-	ch     *Channel
-	h      RequestHandler
-	mu     sync.Mutex
-	closed bool
+	ch     *Channel       // set once; read-only after
+	h      RequestHandler // set once; read-only after
+	closed atomic.Bool    // set once, by Close
 }
 
-func (r *Registration) active() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.closed
-}
+func (r *Registration) active() bool { return !r.closed.Load() }
 
 // Handle registers h as the node's one request handler for the channel; a
 // second registration on the same node fails with ErrHandlerExists. The
-// broker checks the receive permission.
+// broker checks the receive permission (a refusal is a *RequestError
+// matching ErrRejected). Refusals made before asking are plain errors (see
+// Channel).
 func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration, error) {
 	if err := auth.ValidChannel(ch.name); err != nil {
+		return nil, err
+	}
+	if err := ch.usable(); err != nil {
 		return nil, err
 	}
 	c := ch.s.c
@@ -273,26 +264,25 @@ func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration,
 
 // Close withdraws the handler.
 func (r *Registration) Close() {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.closed.CompareAndSwap(false, true) {
 		return
 	}
-	r.closed = true
-	r.mu.Unlock()
 	c, name := r.ch.s.c, r.ch.name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.handlers[name] == r {
 		delete(c.handlers, name)
-		if !c.closed {
-			c.controlAsyncLocked(wire.CmdUnhandle, name)
+		if !c.closing() {
+			c.withdrawLocked(wire.CmdUnhandle, name)
 		}
 	}
 }
 
-// controlAsyncLocked queues a bus.* withdrawal without waiting for it; c.mu
-// is held so the broker sees registrations in the order they were decided.
-func (c *Client) controlAsyncLocked(cmd, channel string) {
-	c.out.Enqueue(controlMessage(cmd, channel), time.Time{})
+// withdrawLocked queues a bus.unsub or bus.unhandle without waiting for it;
+// c.mu is held so the broker sees registrations in the order they were
+// decided, which is also why it cannot wait for room. A withdrawal the
+// full queue refuses is dropped, counted (Stats.DroppedWithdrawals says
+// what follows): Close has no error to return it in.
+func (c *Client) withdrawLocked(cmd, channel string) {
+	c.queueOrCount(controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"busbar/state"
@@ -34,6 +35,30 @@ func (e *SupersededError) Error() string {
 
 func (e *SupersededError) Unwrap() error { return ErrSuperseded }
 
+// stateClient is the client's part for replicated state: the live
+// replicas (StateWatch) and the Lamport clocks of writes. Its locks are its
+// own: neither is ever held together with Client.mu or discovery's (calls
+// are registered with Client.register before mu is taken), and clockMu is
+// a leaf.
+type stateClient struct {
+	c *Client // set once in Connect; read-only after
+
+	// mu guards watches and every StateWatch's live, resyncTimer and
+	// watchLife. bus.state.watch and bus.state.unwatch are queued under
+	// it, so they leave in the order the watches came and went.
+	mu      sync.Mutex
+	watches map[string]map[*StateWatch]struct{} // per namespace
+
+	clockMu sync.Mutex        // guards clocks
+	clocks  map[string]uint64 // per namespace, the Lamport clock of state writes: the highest version seen
+}
+
+func (st *stateClient) init(c *Client) {
+	st.c = c
+	st.watches = map[string]map[*StateWatch]struct{}{}
+	st.clocks = map[string]uint64{}
+}
+
 // State is a handle on one namespace. It holds no data: Get, Snapshot and
 // Watch ask the broker.
 type State struct {
@@ -48,20 +73,20 @@ func (c *Client) State(ns string) *State { return &State{c: c, ns: ns} }
 // seen. Clocks are per namespace — versions only ever compare within one
 // key — so a writer that pushed one namespace's versions up cannot stop
 // this client writing another.
-func (c *Client) seen(ns string, ver uint64) {
-	c.clockMu.Lock()
-	c.stateClocks[ns] = max(c.stateClocks[ns], ver)
-	c.clockMu.Unlock()
+func (st *stateClient) seen(ns string, ver uint64) {
+	st.clockMu.Lock()
+	st.clocks[ns] = max(st.clocks[ns], ver)
+	st.clockMu.Unlock()
 }
 
 // tick returns the version of a new write in ns: its clock plus one,
 // capped at state.MaxVersion (a write at the cap still beats every lower
 // version).
-func (c *Client) tick(ns string) uint64 {
-	c.clockMu.Lock()
-	defer c.clockMu.Unlock()
-	ver := min(c.stateClocks[ns]+1, state.MaxVersion)
-	c.stateClocks[ns] = ver
+func (st *stateClient) tick(ns string) uint64 {
+	st.clockMu.Lock()
+	defer st.clockMu.Unlock()
+	ver := min(st.clocks[ns]+1, state.MaxVersion)
+	st.clocks[ns] = ver
 	return ver
 }
 
@@ -89,7 +114,7 @@ func (s *State) Get(ctx context.Context, key string) (e state.Entry, found bool,
 	if err := s.stateCall(ctx, wire.CmdStateGet, state.Query{NS: s.ns, Key: key}, &r); err != nil {
 		return state.Entry{}, false, err
 	}
-	s.c.seen(s.ns, r.Entry.Version)
+	s.c.state.seen(s.ns, r.Entry.Version)
 	return r.Entry, r.Found, nil
 }
 
@@ -119,7 +144,7 @@ func (s *State) Delete(ctx context.Context, key string) (state.Entry, error) {
 func (s *State) write(ctx context.Context, d state.Delta) (state.Entry, error) {
 	c := s.c
 	for attempt := 0; ; attempt++ {
-		d.Version = c.tick(s.ns)
+		d.Version = c.state.tick(s.ns)
 		if err := d.Check(); err != nil {
 			return state.Entry{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 		}
@@ -127,7 +152,7 @@ func (s *State) write(ctx context.Context, d state.Delta) (state.Entry, error) {
 		if err := s.stateCall(ctx, wire.CmdStateSet, d, &r); err != nil {
 			return state.Entry{}, err
 		}
-		c.seen(s.ns, r.Entry.Version)
+		c.state.seen(s.ns, r.Entry.Version)
 		if r.Applied {
 			return r.Entry, nil
 		}
@@ -144,7 +169,7 @@ func (s *State) Open(ctx context.Context, key string) (state.Entry, error) {
 	if err := s.stateCall(ctx, wire.CmdStateOpen, state.Query{NS: s.ns, Key: key}, &r); err != nil {
 		return state.Entry{}, err
 	}
-	s.c.seen(s.ns, r.Entry.Version)
+	s.c.state.seen(s.ns, r.Entry.Version)
 	return r.Entry, nil
 }
 
@@ -155,7 +180,7 @@ func (s *State) Snapshot(ctx context.Context) (state.Snapshot, error) {
 		return state.Snapshot{}, err
 	}
 	for _, e := range snap.Entries {
-		s.c.seen(s.ns, e.Version)
+		s.c.state.seen(s.ns, e.Version)
 	}
 	return snap, nil
 }
@@ -168,7 +193,7 @@ func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
 	}
 	for _, snap := range all {
 		for _, e := range snap.Entries {
-			c.seen(snap.NS, e.Version)
+			c.state.seen(snap.NS, e.Version)
 		}
 	}
 	return all, nil
@@ -181,14 +206,14 @@ func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
 // dropped some for this client), it asks for a fresh snapshot and
 // delivers what differs, so every key's latest value arrives once.
 type StateWatch struct {
-	c       *Client
-	ns      string
-	replica *state.Namespace // owned by the reader goroutine once live
-	initial state.Snapshot
-	changes chan state.Entry
-	resync  bool // a snapshot request is on its way; reader only
+	st      *stateClient     // set once; read-only after
+	ns      string           // set once; read-only after
+	replica *state.Namespace // owned by the reader (set by install before the watch is live)
+	initial state.Snapshot   // set by the reader before the watch is live; read-only after
+	changes chan state.Entry // sent to under st.mu, never blocking; closed by end
+	resync  bool             // a snapshot request is on its way; owned by the reader
 
-	// Guarded by c.mu:
+	// Guarded by st.mu:
 	live        bool
 	resyncTimer *time.Timer // ends the watch if a resync is never answered
 	watchLife
@@ -203,18 +228,28 @@ var ErrResync = errors.New("client: state watch could not resync")
 // (ErrResync).
 func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 	c := s.c
-	w := &StateWatch{c: c, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer), watchLife: watchLife{mu: &c.mu}}
+	st := &c.state
+	w := &StateWatch{st: st, ns: s.ns, changes: make(chan state.Entry, StateWatchBuffer), watchLife: watchLife{mu: &st.mu}}
 	if err := state.CheckName(s.ns); err != nil {
 		return nil, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
 	}
 	deadline := c.deadline(ctx)
-	c.mu.Lock()
-	if c.stateWatches[s.ns] == nil {
-		c.stateWatches[s.ns] = map[*StateWatch]struct{}{}
+	m := w.watchMessage()
+	id := m.Value(wire.HeaderID)
+	p, err := c.register(nil, id, w.install)
+	if err == nil {
+		st.mu.Lock()
+		if st.watches[s.ns] == nil {
+			st.watches[s.ns] = map[*StateWatch]struct{}{}
+		}
+		st.watches[s.ns][w] = struct{}{}
+		queued := c.out.Enqueue(m, deadline)
+		st.mu.Unlock()
+		if !queued {
+			c.forget(id)
+			err = errQueueFull
+		}
 	}
-	c.stateWatches[s.ns][w] = struct{}{}
-	p, id, err := w.requestLocked(deadline)
-	c.mu.Unlock()
 	if err != nil {
 		w.end(nil)
 		return nil, callError(err)
@@ -225,45 +260,42 @@ func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 	return w, nil
 }
 
-// requestLocked sends bus.state.watch for w; the reader installs the
-// snapshot when the answer arrives, before anything read after it.
-func (w *StateWatch) requestLocked(deadline time.Time) (*pending, string, error) {
-	c := w.c
+// watchMessage is a bus.state.watch for w's namespace; the reader installs
+// the snapshot (install) when the answer arrives, before anything read
+// after it.
+func (w *StateWatch) watchMessage() *wire.Message {
 	raw, _ := json.Marshal(state.Query{NS: w.ns})
-	m := controlMessage(wire.CmdStateWatch, string(raw))
-	id := m.Value(wire.HeaderID)
-	p, err := c.registerLocked(nil, id)
-	if err != nil {
-		return nil, "", err
-	}
-	p.onAnswer = w.install
-	if !c.out.Enqueue(m, deadline) {
-		delete(c.calls, id)
-		return nil, "", errQueueFull
-	}
-	return p, id, nil
+	return controlMessage(wire.CmdStateWatch, string(raw))
 }
 
 // resyncNow asks for a fresh snapshot (on the reader). Nobody waits for
 // the answer but install, so a timer ends the watch if none comes.
 func (w *StateWatch) resyncNow() {
-	c := w.c
+	st, c := w.st, w.st.c
 	w.resync = true
-	c.mu.Lock()
-	if !w.live {
-		c.mu.Unlock()
-		return
-	}
-	_, _, err := w.requestLocked(c.deadline(context.Background()))
+	m := w.watchMessage()
+	id := m.Value(wire.HeaderID)
+	p, err := c.register(nil, id, w.install)
 	if err == nil {
-		if w.resyncTimer != nil {
-			w.resyncTimer.Stop()
+		st.mu.Lock()
+		switch {
+		case !w.live:
+			p = nil // ended meanwhile: nothing to resync
+		case !c.out.Enqueue(m, c.deadline(context.Background())):
+			p, err = nil, errQueueFull
+		default:
+			if w.resyncTimer != nil {
+				w.resyncTimer.Stop()
+			}
+			w.resyncTimer = time.AfterFunc(c.opts.DefaultTimeout, func() {
+				w.end(fmt.Errorf("%w: no snapshot within %v", ErrResync, c.opts.DefaultTimeout))
+			})
 		}
-		w.resyncTimer = time.AfterFunc(c.opts.DefaultTimeout, func() {
-			w.end(fmt.Errorf("%w: no snapshot within %v", ErrResync, c.opts.DefaultTimeout))
-		})
+		st.mu.Unlock()
+		if p == nil {
+			c.forget(id)
+		}
 	}
-	c.mu.Unlock()
 	if err != nil {
 		w.end(fmt.Errorf("%w: %v", ErrResync, err))
 	}
@@ -273,6 +305,7 @@ func (w *StateWatch) resyncNow() {
 // replica, a later one (a resync) is merged and what changed delivered. A
 // failed resync ends the watch: the replica can no longer be trusted.
 func (w *StateWatch) install(a *wire.Message) {
+	st := w.st
 	var snap state.Snapshot
 	failed := wire.NewReply(a, nil).RC().IsError()
 	if !failed && json.Unmarshal(a.Body(), &snap) != nil {
@@ -283,24 +316,23 @@ func (w *StateWatch) install(a *wire.Message) {
 			return
 		}
 		w.initial, w.replica = snap, state.FromSnapshot(snap)
-		w.c.mu.Lock()
+		st.mu.Lock()
 		w.live = true
-		w.c.mu.Unlock()
+		st.mu.Unlock()
 		return
 	}
-	c := w.c
-	c.mu.Lock()
+	st.mu.Lock()
 	if w.resyncTimer != nil {
 		w.resyncTimer.Stop()
 		w.resyncTimer = nil
 	}
-	c.mu.Unlock()
+	st.mu.Unlock()
 	if failed {
 		w.end(fmt.Errorf("%w: %s", ErrResync, a.Value(wire.HeaderError)))
 		return
 	}
 	for _, e := range snap.Entries {
-		c.seen(snap.NS, e.Version)
+		st.seen(snap.NS, e.Version)
 	}
 	w.resync = false
 	for _, e := range w.replica.Merge(snap) {
@@ -312,29 +344,29 @@ func (w *StateWatch) install(a *wire.Message) {
 
 // deliver hands e to the application without blocking the reader.
 func (w *StateWatch) deliver(e state.Entry) bool {
-	c := w.c
-	c.mu.Lock()
+	st := w.st
+	st.mu.Lock()
 	if !w.live {
-		c.mu.Unlock()
+		st.mu.Unlock()
 		return false
 	}
 	select {
 	case w.changes <- e:
-		c.mu.Unlock()
+		st.mu.Unlock()
 		return true
 	default:
-		c.mu.Unlock()
-		w.end(ErrWatchOverflow) // c.mu is released: end takes it
+		st.mu.Unlock()
+		w.end(ErrWatchOverflow) // st.mu is released: end takes it
 		return false
 	}
 }
 
-// liveStateWatches returns the live watches of ns.
-func (c *Client) liveStateWatches(ns string) []*StateWatch {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// live returns the live watches of ns.
+func (st *stateClient) live(ns string) []*StateWatch {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	var ws []*StateWatch
-	for w := range c.stateWatches[ns] {
+	for w := range st.watches[ns] {
 		if w.live {
 			ws = append(ws, w)
 		}
@@ -342,16 +374,16 @@ func (c *Client) liveStateWatches(ns string) []*StateWatch {
 	return ws
 }
 
-// stateDelta hands a numbered delta to the live watches of its namespace
-// (on the reader).
-func (c *Client) stateDelta(m *wire.Message) {
+// delta hands a numbered delta to the live watches of its namespace (on
+// the reader).
+func (st *stateClient) delta(m *wire.Message) {
 	var d state.Delta
 	if err := json.Unmarshal(m.Body(), &d); err != nil {
-		c.log.Warn("malformed state delta", "err", err)
+		st.c.log.Warn("malformed state delta", "err", err)
 		return
 	}
-	c.seen(d.NS, d.Version)
-	for _, w := range c.liveStateWatches(d.NS) {
+	st.seen(d.NS, d.Version)
+	for _, w := range st.live(d.NS) {
 		e, changed, gap := w.replica.Follow(d)
 		switch {
 		case gap && !w.resync:
@@ -362,16 +394,16 @@ func (c *Client) stateDelta(m *wire.Message) {
 	}
 }
 
-// stateReset is the broker saying it dropped deltas of a namespace for
-// this client and stopped sending them: every watch of it resyncs (on the
+// reset is the broker saying it dropped deltas of a namespace for this
+// client and stopped sending them: every watch of it resyncs (on the
 // reader).
-func (c *Client) stateReset(m *wire.Message) {
+func (st *stateClient) reset(m *wire.Message) {
 	var q state.Query
 	if err := json.Unmarshal(m.Body(), &q); err != nil {
-		c.log.Warn("malformed state reset", "err", err)
+		st.c.log.Warn("malformed state reset", "err", err)
 		return
 	}
-	for _, w := range c.liveStateWatches(q.NS) {
+	for _, w := range st.live(q.NS) {
 		w.resyncNow()
 	}
 }
@@ -388,34 +420,38 @@ func (w *StateWatch) Close() { w.end(nil) }
 
 func (w *StateWatch) end(why error) {
 	w.endOnce(why, func() {
-		c := w.c
+		st, c := w.st, w.st.c
 		w.live = false
 		if w.resyncTimer != nil {
 			w.resyncTimer.Stop()
 		}
-		set := c.stateWatches[w.ns]
+		set := st.watches[w.ns]
 		delete(set, w)
 		if len(set) == 0 {
-			delete(c.stateWatches, w.ns)
-			if !c.closed {
+			delete(st.watches, w.ns)
+			if !c.closing() {
+				// Under st.mu, so a watch of ns started after this is
+				// queued after it. A bus.state.unwatch the full queue
+				// refuses is dropped, counted: the broker then keeps sending
+				// deltas no watch takes (Stats).
 				raw, _ := json.Marshal(state.Query{NS: w.ns})
-				c.out.Enqueue(controlMessage(wire.CmdStateUnwatch, string(raw)), c.deadline(context.Background()))
+				c.queueOrCount(controlMessage(wire.CmdStateUnwatch, string(raw)), c.deadline(context.Background()), &c.drops.withdrawals)
 			}
 		}
 		close(w.changes)
 	})
 }
 
-// endStateWatches ends every state watch when the client closes.
-func (c *Client) endStateWatches(why error) {
-	c.mu.Lock()
+// endAll ends every state watch when the client closes.
+func (st *stateClient) endAll(why error) {
+	st.mu.Lock()
 	var ws []*StateWatch
-	for _, set := range c.stateWatches {
+	for _, set := range st.watches {
 		for w := range set {
 			ws = append(ws, w)
 		}
 	}
-	c.mu.Unlock()
+	st.mu.Unlock()
 	for _, w := range ws {
 		w.end(why)
 	}

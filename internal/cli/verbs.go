@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"busbar/auth"
 	"busbar/client"
 	"busbar/wire"
 )
@@ -29,6 +30,34 @@ const (
 	exitRejected   = 7
 	exitHandler    = 8
 )
+
+// invalidCall reports whether the client refused a call before sending
+// anything because of its arguments: a malformed channel or target, or a
+// payload over the broker's limit. The CLI reports these as REJECTED, the
+// word the broker would have used.
+func invalidCall(err error) bool {
+	return errors.Is(err, auth.ErrBadChannel) || errors.Is(err, wire.ErrBadAddress) ||
+		errors.Is(err, wire.ErrCrossMesh) || errors.Is(err, client.ErrPayloadTooLarge)
+}
+
+// callFailure is how a verb reports a call's error: a refusal made before
+// anything was sent reads REJECTED.
+func callFailure(err error) error {
+	if invalidCall(err) {
+		return fmt.Errorf("%s (not sent): %w", wire.ResultRejected, err)
+	}
+	return err
+}
+
+// failCall reports the error of a request or publication and returns its
+// exit status: exitRejected for a refusal made before anything was sent,
+// else by kind (requestExit).
+func (v *verbSetup) failCall(stdio IO, err error) int {
+	if invalidCall(err) {
+		return v.fail(stdio, callFailure(err), exitRejected)
+	}
+	return v.fail(stdio, err, requestExit(err))
+}
 
 // requestExit maps a request error to its exit status.
 func requestExit(err error) int {
@@ -160,7 +189,7 @@ func runPub(args []string, stdio IO) int {
 	return v.call(args, stdio, 1, func(c *client.Client, ctx context.Context, payload []byte) int {
 		res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
 		if err != nil {
-			return v.fail(stdio, err, requestExit(err))
+			return v.failCall(stdio, err)
 		}
 		for _, r := range res.Results {
 			fmt.Fprintf(stdio.Stdout, "%s %s\n", r.Node, r.Result)
@@ -172,7 +201,10 @@ func runPub(args []string, stdio IO) int {
 func runSend(args []string, stdio IO) int {
 	v := newVerb("send", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
-		r := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
+		r, err := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
+		if err != nil { // no receipt: refused before sending, or the scope closed
+			return v.fail(stdio, callFailure(err), exitFail)
+		}
 		fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
 		if r.Reason != "" {
 			fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
@@ -190,7 +222,7 @@ func runReq(args []string, stdio IO) int {
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
 		reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
 		if err != nil {
-			return v.fail(stdio, err, requestExit(err))
+			return v.failCall(stdio, err)
 		}
 		_, _ = stdio.Stdout.Write(reply.Payload())
 		return exitOK

@@ -75,12 +75,13 @@ type Queue struct {
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
-	bytes   int // cost of items
-	writing int // cost of the batch being written: it still counts against MaxBytes
-	closing bool
+	bytes   int           // cost of items
+	writing int           // cost of the batch being written: it still counts against MaxBytes
 	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
 
-	closed atomic.Bool // closing, readable without mu
+	// closed is set once, by Close under mu, so what mu guards is decided
+	// knowing it; it is read under mu or, by Closing, without.
+	closed atomic.Bool
 
 	wake chan struct{} // 1-slot: items were queued
 	quit chan struct{} // closed by Close
@@ -132,7 +133,7 @@ func (q *Queue) addLocked(m *wire.Message, deadline time.Time) bool {
 // limit, and refusing it forever would wedge its sender.
 func (q *Queue) fitsLocked(size int) bool {
 	used := q.bytes + q.writing
-	return !q.closing && len(q.items) < q.limits.MaxMessages && (used == 0 || used+size <= q.limits.MaxBytes)
+	return !q.closed.Load() && len(q.items) < q.limits.MaxMessages && (used == 0 || used+size <= q.limits.MaxBytes)
 }
 
 func (q *Queue) signal() {
@@ -155,7 +156,7 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	}
 	defer q.wmu.Unlock()
 	q.mu.Lock()
-	idle := !q.closing && len(q.items) == 0
+	idle := !q.closed.Load() && len(q.items) == 0
 	q.mu.Unlock()
 	if !idle {
 		return false
@@ -201,7 +202,7 @@ var errGaveUp = errors.New("sendq: gave up waiting for room")
 func waitRoom[T any](q *Queue, done <-chan T, cause func() error, add func() bool) error {
 	for {
 		q.mu.Lock()
-		if q.closing {
+		if q.closed.Load() {
 			q.mu.Unlock()
 			return ErrClosed
 		}
@@ -258,11 +259,10 @@ func (q *Queue) addFrameLocked(f *Frame, deadline time.Time) bool {
 // closed the queue.
 func (q *Queue) Close(final *wire.Message) bool {
 	q.mu.Lock()
-	if q.closing {
+	if q.closed.Load() {
 		q.mu.Unlock()
 		return false
 	}
-	q.closing = true
 	q.closed.Store(true)
 	if final != nil {
 		q.items = append(q.items, item{m: final})
