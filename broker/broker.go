@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/transport"
 	"busbar/wire"
 )
@@ -251,14 +252,14 @@ func (b *Broker) untrack(c *conn) {
 // frame leaves the stream in sync, so the node gets a bus.error and stays;
 // an oversize or truncated frame ends the connection.
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
-	var v wire.View
+	var v hotpath.View
 	for {
 		if !r.FrameReady() {
 			c.readAt.Store(0) // the next frame may need a read
 		}
 		frame, err := r.ReadFrame()
 		if err == nil {
-			err = wire.ParseView(frame, &v)
+			err = hotpath.ParseView(frame, &v)
 		}
 		switch {
 		case err == nil:

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
 // The hot path: streams, sends, requests and responses are routed from a
-// wire.View of the reader's reusable buffer and forwarded as one shared
+// hotpath.View of the reader's reusable buffer and forwarded as one shared
 // encoded frame per message (from and ttl patched in), so routing a stream
 // message to N nodes allocates nothing in steady state. Everything else
 // (control commands, publications with results, responses whose result
@@ -19,7 +20,7 @@ import (
 // alias the read buffer: whatever outlives the frame is cloned.
 
 // routeView routes one frame, on the hot path when it can.
-func (b *Broker) routeView(c *conn, v *wire.View) {
+func (b *Broker) routeView(c *conn, v *hotpath.View) {
 	cmd := v.Value(wire.HeaderCommand)
 	if !strings.HasPrefix(cmd, wire.ControlPrefix) {
 		switch v.Value(wire.HeaderType) {
@@ -49,7 +50,7 @@ func (b *Broker) routeView(c *conn, v *wire.View) {
 }
 
 // admitView is admit for a View: the deadline, or a refusal text.
-func (b *Broker) admitView(c *conn, v *wire.View, channel string) (time.Time, string) {
+func (b *Broker) admitView(c *conn, v *hotpath.View, channel string) (time.Time, string) {
 	ttl, hasTTL := v.Get(wire.HeaderTTL)
 	return b.admitParts(c.now(), ttl, hasTTL, channel, len(v.Body()))
 }
@@ -57,17 +58,17 @@ func (b *Broker) admitView(c *conn, v *wire.View, channel string) (time.Time, st
 // frameFrom encodes v once for every destination, from c, with a ttl slot
 // when the message has a deadline. It fails when the result would exceed
 // the frame limit.
-func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, bool) {
+func frameFrom(c *conn, v *hotpath.View, withTTL bool) (*sendq.Frame, bool) {
 	f := sendq.NewFrame()
-	f.B, f.TTLOff = wire.AppendForward(f.B, v, c.addr, withTTL)
-	if wire.FrameLen(f.B) > wire.MaxMessageBytes {
+	f.B, f.TTLOff = hotpath.AppendForward(f.B, v, c.addr, withTTL)
+	if hotpath.FrameLen(f.B) > wire.MaxMessageBytes {
 		f.Release()
 		return nil, false
 	}
 	return f, true
 }
 
-func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
+func (b *Broker) streamView(c *conn, v *hotpath.View, channel string) {
 	deadline, refusal := b.admitView(c, v, channel)
 	to, hasTo := v.Get(wire.HeaderTo)
 	if refusal == "" && !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
@@ -105,7 +106,7 @@ func (b *Broker) streamView(c *conn, v *wire.View, channel string) {
 // id, the strings that outlive the frame (answers, the open call), the
 // deadline, and a refusal text if admission or the sender's permission
 // fails. ok is false when the frame could not even be answered.
-func (b *Broker) callView(c *conn, v *wire.View, channel string, action auth.Action, what string) (id, ch, to string, deadline time.Time, refusal string, ok bool) {
+func (b *Broker) callView(c *conn, v *hotpath.View, channel string, action auth.Action, what string) (id, ch, to string, deadline time.Time, refusal string, ok bool) {
 	id = v.Value(wire.HeaderID)
 	if !validID(id) {
 		b.refuseFrame(c, what+" needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes")
@@ -119,7 +120,7 @@ func (b *Broker) callView(c *conn, v *wire.View, channel string, action auth.Act
 	return id, ch, to, deadline, refusal, true
 }
 
-func (b *Broker) sendView(c *conn, v *wire.View, channel string) {
+func (b *Broker) sendView(c *conn, v *hotpath.View, channel string) {
 	id, channel, to, deadline, refusal, ok := b.callView(c, v, channel, auth.ActionSend, "an event")
 	if !ok {
 		return
@@ -173,7 +174,7 @@ func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) bool {
 }
 
 // enqueueView forwards v from c to dest, reporting whether it was queued.
-func (b *Broker) enqueueView(c, dest *conn, v *wire.View, deadline time.Time) bool {
+func (b *Broker) enqueueView(c, dest *conn, v *hotpath.View, deadline time.Time) bool {
 	f, ok := frameFrom(c, v, !deadline.IsZero())
 	if !ok {
 		return false
@@ -183,7 +184,7 @@ func (b *Broker) enqueueView(c, dest *conn, v *wire.View, deadline time.Time) bo
 	return queued
 }
 
-func (b *Broker) requestView(c *conn, v *wire.View, channel string) {
+func (b *Broker) requestView(c *conn, v *hotpath.View, channel string) {
 	id, channel, to, deadline, refusal, ok := b.callView(c, v, channel, auth.ActionRequest, "a request")
 	if !ok {
 		return
@@ -228,7 +229,7 @@ func (b *Broker) requestView(c *conn, v *wire.View, channel string) {
 
 // responseView forwards a response on the hot path. It reports false for
 // one whose result must be normalised (routeResponse then handles it).
-func (b *Broker) responseView(c *conn, v *wire.View) bool {
+func (b *Broker) responseView(c *conn, v *hotpath.View) bool {
 	if res, ok := v.Get(wire.HeaderResult); ok {
 		rc, err := wire.ParseRC(v.Value(wire.HeaderRC))
 		switch wire.Result(res) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -45,8 +46,8 @@ func (b *Broker) route(c *conn, m *wire.Message) {
 // viaView routes a decoded message of a kind the hot path handles, so
 // sends, requests and streams have one implementation (fastpath.go).
 func (b *Broker) viaView(c *conn, m *wire.Message) {
-	var v wire.View
-	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
+	var v hotpath.View
+	if err := hotpath.ParseView(m.ToBytes(), &v); err != nil {
 		b.refuseFrame(c, err.Error())
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
 )
@@ -138,7 +139,7 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	deadline, hasDeadline := ctx.Deadline()
 	f := sendq.NewFrame()
 	var id [36]byte
-	f.B, f.TTLOff = wire.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
+	f.B, f.TTLOff = hotpath.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
 	if !hasDeadline {
 		deadline = time.Time{}
 	}

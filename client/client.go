@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/transport"
 	"busbar/wire"
@@ -272,7 +273,7 @@ func (c *Client) shutdown(why error) {
 // readLoop reads frames until the connection ends.
 func (c *Client) readLoop(r *wire.Reader) {
 	var (
-		v   wire.View
+		v   hotpath.View
 		now time.Time // when the frames in the buffer were read; zero once it drains
 	)
 	for {
@@ -281,7 +282,7 @@ func (c *Client) readLoop(r *wire.Reader) {
 		}
 		frame, err := r.ReadFrame()
 		if err == nil {
-			err = wire.ParseView(frame, &v)
+			err = hotpath.ParseView(frame, &v)
 		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) {

@@ -66,8 +66,9 @@ func (w *Writer) WriteMessageWith(m *Message, key, value string) error {
 
 // WriteRaw queues an already encoded stream frame (prefix included) and
 // returns the bytes it occupies in the writer's buffer, which the caller
-// may patch (a ttl, see PatchTTL) until its next call. The frame is not
-// checked: it must come from this package's encoders.
+// may patch (a ttl stamped at write time) until its next call. The frame
+// is not checked: it must be one AppendFrame or a reader's peer would
+// accept, and no larger than MaxMessageBytes.
 func (w *Writer) WriteRaw(frame []byte) ([]byte, error) {
 	if w.err != nil {
 		return nil, w.err

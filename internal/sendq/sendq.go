@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -41,7 +42,7 @@ type item struct {
 // Frames are pooled; the last Release returns one.
 type Frame struct {
 	B      []byte // the frame
-	TTLOff int    // offset in B of wire.TTLWidth ttl digits, or -1
+	TTLOff int    // offset in B of hotpath.TTLWidth ttl digits, or -1
 	refs   atomic.Int32
 }
 
@@ -337,7 +338,7 @@ func (q *Queue) writeFrame(w *wire.Writer, it item, now time.Time) error {
 		return err
 	}
 	if it.f.TTLOff >= 0 && !it.deadline.IsZero() {
-		wire.PatchTTL(b[it.f.TTLOff:], max(1, it.deadline.Sub(now).Milliseconds()))
+		hotpath.PatchTTL(b[it.f.TTLOff:], max(1, it.deadline.Sub(now).Milliseconds()))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/internal/leakcheck"
 	"busbar/transport"
 	"busbar/wire"
@@ -185,12 +186,12 @@ func TestEnqueueWait(t *testing.T) {
 
 func TestSharedFrameFansOut(t *testing.T) {
 	m := wire.New(wire.TypeStream, "x").WithHeader(wire.HeaderID, "1").WithBody([]byte("payload"))
-	var v wire.View
-	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
+	var v hotpath.View
+	if err := hotpath.ParseView(m.ToBytes(), &v); err != nil {
 		t.Fatal(err)
 	}
 	f := NewFrame()
-	f.B, f.TTLOff = wire.AppendForward(f.B, &v, "src.bus", true)
+	f.B, f.TTLOff = hotpath.AppendForward(f.B, &v, "src.bus", true)
 	var readers []*wire.Reader
 	var queues []*Queue
 	for range 3 {
