@@ -154,7 +154,7 @@ func (b *Broker) routeResponse(c *conn, m *wire.Message) {
 // broker's (a DISCONNECT or TIMEOUT it never had): a node may only report
 // that it has no handler, is overloaded, or that its handler failed.
 func normalizeResult(m *wire.Message) {
-	if !wire.NewReply(m, nil).RC().IsError() {
+	if !wire.ResponseRC(m).IsError() {
 		m.Del(wire.HeaderResult)
 		return
 	}

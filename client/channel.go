@@ -97,7 +97,7 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	if err != nil {
 		return nil, callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return nil, requestError(a)
 	}
 	return newMessage(a, Reply, time.Time{}), nil
@@ -175,7 +175,7 @@ func (ch *Channel) Publish(ctx context.Context, payload []byte) (PublishResult, 
 	if err != nil {
 		return PublishResult{ID: id}, callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return PublishResult{ID: id}, requestError(a)
 	}
 	res := PublishResult{ID: id}

@@ -167,7 +167,7 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if err != nil {
 		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
 	}
-	if rc := wire.NewReply(resp, nil).RC(); rc.IsError() {
+	if rc := wire.ResponseRC(resp); rc.IsError() {
 		text := resp.Value(wire.HeaderError)
 		switch wire.Result(resp.Value(wire.HeaderResult)) {
 		case wire.ResultVersion:
@@ -507,7 +507,7 @@ func controlResult(a *wire.Message, err error) error {
 	if err != nil {
 		return callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return requestError(a)
 	}
 	return nil

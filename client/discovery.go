@@ -157,7 +157,7 @@ func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
 		// Activated by the reader as it reads the snapshot: events read
 		// before it are in the snapshot, events read after it are not.
 		p.onAnswer = func(a *wire.Message) {
-			if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
+			if wire.ResponseRC(a).IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
 				return
 			}
 			c.mu.Lock()

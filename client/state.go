@@ -274,7 +274,7 @@ func (w *StateWatch) resyncNow() {
 // failed resync ends the watch: the replica can no longer be trusted.
 func (w *StateWatch) install(a *wire.Message) {
 	var snap state.Snapshot
-	failed := wire.NewReply(a, nil).RC().IsError()
+	failed := wire.ResponseRC(a).IsError()
 	if !failed && json.Unmarshal(a.Body(), &snap) != nil {
 		failed = true
 	}

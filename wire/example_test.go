@@ -85,12 +85,21 @@ func ExampleParseTarget() {
 	// noded.alpha.bus@mesh.example.com   kind=cross-mesh display=noded.alpha.bus@mesh.example.com
 }
 
-func ExampleReply() {
-	resp := wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "10").WithHeader(wire.HeaderError, "no such key")
-	_, err := wire.NewReply(resp, nil).Result()
-	var app *wire.AppError
-	var tr *wire.TransportError
-	fmt.Println(errors.As(err, &app), errors.As(err, &tr), err)
+// A response's rc says whether the peer's call failed; a failed call that
+// never got a response is the caller's error, not a return code.
+func ExampleResponseRC() {
+	for _, resp := range []*wire.Message{
+		wire.New(wire.TypeResponse, "kv.get").WithBody([]byte("42")),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "5"),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "10").WithHeader(wire.HeaderError, "no such key"),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "ten"),
+	} {
+		rc := wire.ResponseRC(resp)
+		fmt.Printf("rc=%-2d error=%-5v text=%q\n", rc, rc.IsError(), resp.Value(wire.HeaderError))
+	}
 	// Output:
-	// true false peer error rc=10: no such key
+	// rc=0  error=false text=""
+	// rc=5  error=false text=""
+	// rc=10 error=true  text="no such key"
+	// rc=20 error=true  text=""
 }
