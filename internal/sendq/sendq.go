@@ -168,17 +168,13 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	return true
 }
 
-// ErrClosed is returned by EnqueueWait on a closed queue.
+// ErrClosed is returned by EnqueueFrameWait on a closed queue.
 var ErrClosed = errors.New("sendq: closed")
 
-// EnqueueWait queues m, waiting for room while the queue is full: the flow
-// control of a producer that must not drop. It returns ctx's error if ctx
-// ends first, ErrClosed if the queue closes.
-func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.Time) error {
-	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addLocked(m, deadline) })
-}
-
-// EnqueueFrameWait is EnqueueWait for a shared frame (see EnqueueFrame).
+// EnqueueFrameWait queues a shared frame like EnqueueFrame, waiting for
+// room while the queue is full: the flow control of a producer that must
+// not drop. It returns ctx's error if ctx ends first, ErrClosed if the
+// queue closes.
 func (q *Queue) EnqueueFrameWait(ctx context.Context, f *Frame, deadline time.Time) error {
 	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addFrameLocked(f, deadline) })
 }
