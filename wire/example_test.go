@@ -85,8 +85,9 @@ func ExampleParseTarget() {
 	// noded.alpha.bus@mesh.example.com   kind=cross-mesh display=noded.alpha.bus@mesh.example.com
 }
 
-// A response's rc says whether the peer's call failed; a failed call that
-// never got a response is the caller's error, not a return code.
+// A response's rc says whether the call failed. A call that got no
+// response has no return code: its failure is the caller's error value
+// (docs/protocol.md#return-codes).
 func ExampleResponseRC() {
 	for _, resp := range []*wire.Message{
 		wire.New(wire.TypeResponse, "kv.get").WithBody([]byte("42")),
