@@ -23,7 +23,7 @@ type Options struct {
 	Clock      Clock  // required
 }
 
-// SendOptions is what Send takes (seed 000's SendOptions).
+// SendOptions is what Send takes (the JavaScript bus's SendOptions).
 type SendOptions struct {
 	Dst  string          // "" broadcasts
 	Type string          // required
@@ -44,9 +44,10 @@ type Stats struct {
 	GroupsExpired int64 // incomplete groups discarded
 }
 
-// Bus is seed 000's Bus: one add-on's endpoint on the shared channel.
-// Nothing is sent inline: Send queues frames, and at most MaxFlushPerTick
-// leave every FlushIntervalTicks. It is safe for concurrent use.
+// Bus is one add-on's endpoint on the shared channel
+// (docs/bedrock.md#the-protocol). Nothing is sent inline: Send queues
+// frames, and at most MaxFlushPerTick leave every FlushIntervalTicks. It is
+// safe for concurrent use.
 type Bus struct {
 	self, iid string
 	medium    Medium
@@ -243,7 +244,7 @@ func (b *Bus) flush() {
 	b.mu.Unlock()
 }
 
-// receive is the seed's receive path, in order.
+// receive is the receive path of docs/bedrock.md#the-protocol, in order.
 func (b *Bus) receive(id, message string) {
 	if id != ChannelID { // 1
 		return

@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// Discovery timings (seed 000).
+// Discovery timings (docs/bedrock.md#the-go-api).
 const (
 	AnnounceIntervalTicks = 100 // an add-on announces itself this often
 	PeerTimeoutTicks      = 320 // a peer not heard from for this long is gone

@@ -1,7 +1,8 @@
-// Package bedrock is the bedrock-core bus of seed 000 in Go, byte-compatible
-// with its JavaScript implementation, so Go programs can join a world of
-// add-ons that share one size-capped, rate-limited broadcast channel (and,
-// through busbar's bridge, a busbar broker).
+// Package bedrock is the bedrock-core bus in Go, byte-compatible with its
+// JavaScript implementation, so Go programs can join a world of add-ons that
+// share one size-capped, rate-limited broadcast channel (and, through
+// busbar's bridge, a busbar broker). docs/bedrock.md#the-protocol specifies
+// what travels on the channel.
 //
 // The layers, bottom up:
 //
@@ -14,7 +15,7 @@
 //     groups back together and expires incomplete ones.
 //   - The envelope {v, src, iid, dst?, type, mid, data?} (envelope.go),
 //     decoded strictly.
-//   - The Bus (bus.go): the seed's Bus class — outbound queue flushed
+//   - The Bus (bus.go): the JavaScript Bus class — outbound queue flushed
 //     every tick, the seven-step receive path, loopback — over a Medium
 //     (medium.go: an in-memory World for tests, a line medium for stdio),
 //     in ticks from an injectable Clock (clock.go).

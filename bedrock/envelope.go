@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// Message types (seed 000).
+// Message types (docs/bedrock.md#the-protocol).
 const (
 	TypeAnnounce      = "announce"       // discovery: {version, schemaVersion, meta?}
 	TypeWhois         = "whois"          // discovery: ask everyone to announce
@@ -17,8 +17,8 @@ const (
 	TypeStateSnapshot = "state-snapshot" // state: {ns, entries}
 )
 
-// Envelope is one bus message (seed 000): JSON-serialised, then split into
-// frames.
+// Envelope is one bus message (docs/bedrock.md#the-protocol):
+// JSON-serialised, then split into frames.
 type Envelope struct {
 	V    int             // protocol version
 	Src  string          // sender add-on id

@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 )
 
-// The protocol's constants (seed 000), in ticks of 1/20 s.
+// The protocol's constants (docs/bedrock.md#the-protocol), in ticks of 1/20 s.
 const (
 	ProtocolVersion       = 1                  // PROTOCOL_VERSION
 	Namespace             = "bedrock-core"     // the script-event namespace

@@ -1,8 +1,9 @@
 package bedrock
 
-// Limits the seed leaves open, for a Go process facing an untrusted
-// medium: a frame announcing more than MaxGroupFrames frames, or a new
-// group beyond MaxPendingGroups incomplete ones, is ignored (counted).
+// Limits beyond the JavaScript protocol, for a Go process facing an
+// untrusted medium (docs/bedrock.md#the-protocol): a frame announcing more
+// than MaxGroupFrames frames, or a new group beyond MaxPendingGroups
+// incomplete ones, is ignored (counted).
 const (
 	MaxGroupFrames   = 65536
 	MaxPendingGroups = 1024
@@ -12,10 +13,10 @@ const (
 )
 
 // Reassembler buffers the frames of multi-frame groups until they are
-// complete (seed 000): frames whose t disagrees with their group, with an
-// out-of-range or duplicate sequence number, are ignored; a group that
-// stays incomplete for ChunkTTLTicks after its last accepted frame is
-// discarded by Sweep. It is not safe for concurrent use.
+// complete (docs/bedrock.md#the-protocol): frames whose t disagrees with
+// their group, with an out-of-range or duplicate sequence number, are
+// ignored; a group that stays incomplete for ChunkTTLTicks after its last
+// accepted frame is discarded by Sweep. It is not safe for concurrent use.
 type Reassembler struct {
 	groups  map[string]*group
 	units   int // buffered in incomplete groups

@@ -11,7 +11,8 @@ import (
 // DefaultRPCTimeoutTicks is how long a call waits for its response.
 const DefaultRPCTimeoutTicks = 100
 
-// Request is the payload of a req (seed 000): {method, params?}.
+// Request is the payload of a req: {method, params?}
+// (docs/bedrock.md#the-protocol).
 type Request struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`

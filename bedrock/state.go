@@ -9,10 +9,10 @@ import (
 	"busbar/state"
 )
 
-// Replicated state over the bus (seed 000's state-delta, state-req and
-// state-snapshot) with busbar's rules (package state): Lamport versions,
-// ties to the greater src, tombstones, owner-only writes unless a key is
-// opened. A namespace's owner is the add-on that serves its snapshots: the
+// Replicated state over the bus (state-delta, state-req and state-snapshot;
+// docs/bedrock.md#the-go-api) with busbar's rules (package state): Lamport
+// versions, ties to the greater src, tombstones, owner-only writes unless a
+// key is opened. A namespace's owner is the add-on that serves its snapshots: the
 // one that called Own. Replicas learn the owner from the first snapshot
 // they hear (the envelope's src); until then they apply nothing of that
 // namespace and ask for a snapshot.

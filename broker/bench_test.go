@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -32,7 +33,7 @@ func benchRoute(b *testing.B, n int) {
 	c := br.dir.lookup("pub")
 	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, "0190f3a2-5b7c-7d1e-9f00-0123456789ab").
 		WithHeader(wire.HeaderTTL, "30000").WithBody(make([]byte, 128)).ToBytes()
-	var v wire.View
+	var v hotpath.View
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {

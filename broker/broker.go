@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/transport"
 	"busbar/wire"
 )
@@ -207,7 +208,7 @@ func (b *Broker) untrack(c *conn) {
 // malformed one leaves the stream in sync, so dispatch answers it and the
 // node stays.
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
-	var v wire.View
+	var v hotpath.View
 	for {
 		if !r.FrameReady() {
 			c.readAt.Store(0) // the next frame may need a read

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -13,7 +14,7 @@ import (
 // itself. Each is a request with an id; its handler answers success itself
 // (some must answer under a lock, before any event that follows) and
 // returns a refusal, which is answered here.
-func (b *Broker) control(c *conn, v *wire.View, cmd string) {
+func (b *Broker) control(c *conn, v *hotpath.View, cmd string) {
 	if cmd == wire.CmdReceipt {
 		b.routeReceipt(c, v)
 		return

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -40,7 +41,7 @@ func TestDropsAreCountedByReason(t *testing.T) {
 		// From here on sub never reads: its writer blocks on the first
 		// frame and its queue holds two more.
 		pc, sc := b.dir.lookup("pub"), b.dir.lookup("sub")
-		var v wire.View
+		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
 		b.dispatch(pc, stream, &v)
 		synctest.Wait() // the writer took it, and blocks

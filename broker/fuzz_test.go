@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -48,7 +49,7 @@ func FuzzRoute(f *testing.F) {
 		peer.send(f, wire.New(wire.TypeRequest, cmd).WithHeader(wire.HeaderID, cmd).WithBody([]byte("x")))
 	}
 	c := b.dir.lookup("fuzz")
-	var v wire.View
+	var v hotpath.View
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		b.dispatch(c, frame, &v)
 	})

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
 // Routing is one pipeline for every frame a registered node sends. The
-// reader parses a frame into a wire.View over its reusable buffer (no
+// reader parses a frame into a hotpath.View over its reusable buffer (no
 // copy); dispatch picks the handler by type; the handler decides with the
 // View's strings and returns a *refusal, or forwards. What is forwarded is
 // encoded once, with the authenticated source and the remaining deadline
@@ -25,8 +26,8 @@ import (
 // message is drawn in docs/ARCHITECTURE.md.
 
 // dispatch routes one frame read from c.
-func (b *Broker) dispatch(c *conn, frame []byte, v *wire.View) {
-	if err := wire.ParseView(frame, v); err != nil {
+func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
+	if err := hotpath.ParseView(frame, v); err != nil {
 		// The stream is still in sync: the node hears why and stays.
 		b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
@@ -61,7 +62,7 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *wire.View) {
 // admit checks what every stream, send, request and publication must
 // satisfy: the ttl (capped at MaxTTL), the channel's syntax, the payload
 // limit, and no shutdown under way. It returns the message's deadline.
-func (b *Broker) admit(c *conn, v *wire.View, channel string) (time.Time, *refusal) {
+func (b *Broker) admit(c *conn, v *hotpath.View, channel string) (time.Time, *refusal) {
 	now := c.now()
 	budget := b.opts.MaxTTL
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
@@ -97,10 +98,10 @@ var errStampedTooLarge = refuse(wire.ResultTooLarge, "frame too large once stamp
 
 // frameFrom encodes v once for every destination, from c, with a ttl slot
 // when the message has a deadline.
-func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, *refusal) {
+func frameFrom(c *conn, v *hotpath.View, withTTL bool) (*sendq.Frame, *refusal) {
 	f := sendq.NewFrame()
-	f.B, f.TTLOff = wire.AppendForward(f.B, v, c.addr, withTTL)
-	if wire.FrameLen(f.B) > wire.MaxMessageBytes {
+	f.B, f.TTLOff = hotpath.AppendForward(f.B, v, c.addr, withTTL)
+	if hotpath.FrameLen(f.B) > wire.MaxMessageBytes {
 		f.Release()
 		return nil, errStampedTooLarge
 	}
@@ -110,13 +111,13 @@ func frameFrom(c *conn, v *wire.View, withTTL bool) (*sendq.Frame, *refusal) {
 // routeStream delivers a fire-and-forget message to the subscribers of its
 // channel (or to its target's, when it has one). Nobody is answered: what
 // is not delivered is counted as a drop, with its reason.
-func (b *Broker) routeStream(c *conn, v *wire.View, channel string) {
+func (b *Broker) routeStream(c *conn, v *hotpath.View, channel string) {
 	if r := b.deliverStream(c, v, channel); r != nil {
 		b.answer(c, subject{kind: kindStream, command: channel}, r)
 	}
 }
 
-func (b *Broker) deliverStream(c *conn, v *wire.View, channel string) *refusal {
+func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusal {
 	deadline, r := b.admit(c, v, channel)
 	if r != nil {
 		return r
@@ -168,7 +169,7 @@ func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bo
 // routeCall routes a message that opens a call: a send (its receipt), a
 // request (its response) or a publication (one receipt per candidate).
 // Every refusal is answered in the form the kind calls for.
-func (b *Broker) routeCall(c *conn, v *wire.View, channel string, k kind) {
+func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind) {
 	id := v.Value(wire.HeaderID)
 	if !validID(id) {
 		what := "an event"
@@ -200,7 +201,7 @@ func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
 // deliverSend forwards an event to its target node, whose receipt will
 // answer it. s.from is the target as given, and becomes the destination's
 // address once it is known.
-func (b *Broker) deliverSend(c *conn, v *wire.View, s *subject) *refusal {
+func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject) *refusal {
 	deadline, r := b.admit(c, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionSend, s.command)
@@ -229,7 +230,7 @@ func (b *Broker) deliverSend(c *conn, v *wire.View, s *subject) *refusal {
 
 // deliverRequest forwards a request to the one handler of its channel on
 // the target node.
-func (b *Broker) deliverRequest(c *conn, v *wire.View, s subject, to string) *refusal {
+func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string) *refusal {
 	deadline, r := b.admit(c, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionRequest, s.command)
@@ -258,7 +259,7 @@ func (b *Broker) deliverRequest(c *conn, v *wire.View, s subject, to string) *re
 
 // forwardCall opens the call dest must answer and queues v for dest. A
 // send's answer maps OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *wire.View, s *subject, k callKind, deadline time.Time) *refusal {
+func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time) *refusal {
 	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
@@ -320,7 +321,7 @@ func (b *Broker) resolve(to string) (string, *conn, *refusal) {
 // permitted to receive the channel, the publisher included
 // (docs/messaging.md#results), and answers with one result per candidate
 // once every candidate answered or the deadline passed.
-func (b *Broker) deliverPublish(c *conn, v *wire.View, s subject) *refusal {
+func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	deadline, r := b.admit(c, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionPublish, s.command)
@@ -390,7 +391,7 @@ func (b *Broker) candidates(channel string) []*conn {
 
 // routeResponse forwards a response to the call it answers. A response
 // that matches no open call (late, or forged) is dropped and counted.
-func (b *Broker) routeResponse(c *conn, v *wire.View) {
+func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 	id := v.Value(wire.HeaderReplyTo)
 	cl := b.pend.take(c, id, callRequest)
 	if cl == nil {
@@ -404,7 +405,7 @@ func (b *Broker) routeResponse(c *conn, v *wire.View) {
 			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
 		return
 	}
-	var fixed wire.View
+	var fixed hotpath.View
 	if !resultAllowed(v) {
 		v = normalizeResult(v, &fixed)
 	}
@@ -423,7 +424,7 @@ func (b *Broker) routeResponse(c *conn, v *wire.View) {
 // carries: a node may only report that it has no handler, is overloaded,
 // or that its handler failed, and only with an error rc. It may not pass
 // its failure off as the broker's (a DISCONNECT or TIMEOUT it never had).
-func resultAllowed(v *wire.View) bool {
+func resultAllowed(v *hotpath.View) bool {
 	res, ok := v.Get(wire.HeaderResult)
 	if !ok {
 		return true
@@ -439,17 +440,17 @@ func resultAllowed(v *wire.View) bool {
 // normalizeResult rewrites a response whose result is not allowed: a
 // success loses its result, a failure's becomes HANDLER_FAILED. It is the
 // rare path, so it decodes and re-encodes; the result is parsed into into.
-func normalizeResult(v *wire.View, into *wire.View) *wire.View {
+func normalizeResult(v *hotpath.View, into *hotpath.View) *hotpath.View {
 	m, err := v.Message()
 	if err != nil { // cannot happen: v parsed
 		return v
 	}
-	if !responseRC(m).IsError() {
+	if !wire.ResponseRC(m).IsError() {
 		m.Del(wire.HeaderResult)
 	} else if !resultAllowedKind(wire.Result(m.Value(wire.HeaderResult))) {
 		m.Set(wire.HeaderResult, string(wire.ResultHandler))
 	}
-	if err := wire.ParseView(m.ToBytes(), into); err != nil {
+	if err := hotpath.ParseView(m.ToBytes(), into); err != nil {
 		return v
 	}
 	return into
@@ -459,24 +460,9 @@ func resultAllowedKind(r wire.Result) bool {
 	return r == wire.ResultNoHandler || r == wire.ResultOverload || r == wire.ResultHandler
 }
 
-// responseRC is a response's return code: success without an rc header,
-// failure when the header is malformed (a response we cannot read is not
-// a success).
-func responseRC(m *wire.Message) wire.RC {
-	v, ok := m.Get(wire.HeaderRC)
-	if !ok {
-		return wire.RCSuccess
-	}
-	rc, err := wire.ParseRC(v)
-	if err != nil {
-		return wire.RCFailure
-	}
-	return rc
-}
-
 // routeReceipt forwards a destination's receipt to the sender, or records
 // it in its publication.
-func (b *Broker) routeReceipt(c *conn, v *wire.View) {
+func (b *Broker) routeReceipt(c *conn, v *hotpath.View) {
 	id := v.Value(wire.HeaderReplyTo)
 	cl := b.pend.take(c, id, callReceipt, callPublish)
 	if cl == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
 )
@@ -150,7 +151,7 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	if err != nil {
 		return nil, callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return nil, requestError(a)
 	}
 	return newMessage(a, Reply, time.Time{}), nil
@@ -194,7 +195,7 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	deadline, hasDeadline := ctx.Deadline()
 	f := sendq.NewFrame()
 	var id [36]byte
-	f.B, f.TTLOff = wire.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
+	f.B, f.TTLOff = hotpath.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
 	if !hasDeadline {
 		deadline = time.Time{}
 	}
@@ -229,7 +230,7 @@ func (ch *Channel) Publish(ctx context.Context, payload []byte) (PublishResult, 
 	if err != nil {
 		return PublishResult{ID: id}, callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return PublishResult{ID: id}, requestError(a)
 	}
 	res := PublishResult{ID: id}

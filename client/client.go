@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/transport"
 	"busbar/wire"
@@ -192,7 +193,7 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if err != nil {
 		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
 	}
-	if rc := wire.NewReply(resp, nil).RC(); rc.IsError() {
+	if rc := wire.ResponseRC(resp); rc.IsError() {
 		text := resp.Value(wire.HeaderError)
 		switch wire.Result(resp.Value(wire.HeaderResult)) {
 		case wire.ResultVersion:
@@ -298,7 +299,7 @@ func (c *Client) shutdown(why error) {
 // readLoop reads frames until the connection ends.
 func (c *Client) readLoop(r *wire.Reader) {
 	var (
-		v   wire.View
+		v   hotpath.View
 		now time.Time // when the frames in the buffer were read; zero once it drains
 	)
 	for {
@@ -307,7 +308,7 @@ func (c *Client) readLoop(r *wire.Reader) {
 		}
 		frame, err := r.ReadFrame()
 		if err == nil {
-			err = wire.ParseView(frame, &v)
+			err = hotpath.ParseView(frame, &v)
 		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) {
@@ -544,7 +545,7 @@ func controlResult(a *wire.Message, err error) error {
 	if err != nil {
 		return callError(err)
 	}
-	if wire.NewReply(a, nil).RC().IsError() {
+	if wire.ResponseRC(a).IsError() {
 		return requestError(a)
 	}
 	return nil

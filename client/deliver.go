@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -48,7 +49,7 @@ func (c *Client) deliverEvent(m *wire.Message) {
 
 // deliverStream hands a stream message to the subscribers, best effort:
 // no receipt; a full dispatch queue drops it (counted in Dropped).
-func (c *Client) deliverStream(v *wire.View, now *time.Time) {
+func (c *Client) deliverStream(v *hotpath.View, now *time.Time) {
 	c.mu.Lock()
 	subs := c.subs[v.Value(wire.HeaderCommand)]
 	c.mu.Unlock()

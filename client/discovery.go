@@ -175,7 +175,7 @@ func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
 	// Activated by the reader as it reads the snapshot: events read before
 	// it are in the snapshot, events read after it are not.
 	p, err := c.register(nil, id, func(a *wire.Message) {
-		if wire.NewReply(a, nil).RC().IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
+		if wire.ResponseRC(a).IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
 			return
 		}
 		d.mu.Lock()

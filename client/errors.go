@@ -77,7 +77,7 @@ func (e *RequestError) Timeout() bool { return e.Kind == wire.ResultTimeout }
 
 // requestError decodes a failed response.
 func requestError(m *wire.Message) *RequestError {
-	rc := wire.NewReply(m, nil).RC()
+	rc := wire.ResponseRC(m)
 	kind := wire.Result(m.Value(wire.HeaderResult))
 	if kind == "" {
 		kind = wire.ResultHandler // a handler's own rc >= 10

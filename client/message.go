@@ -5,6 +5,7 @@ import (
 	"time"
 	"unsafe"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -50,7 +51,7 @@ func (m *Message) copyForReceiver() *Message {
 // messageFromView copies what a Message keeps out of a View (which aliases
 // the read buffer) into one allocation: the strings and the payload share
 // it, and nothing ever writes to it again.
-func messageFromView(v *wire.View, kind Kind, deadline time.Time) *Message {
+func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
 	id, channel, from := v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom)
 	to, replyTo, body := v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo), v.Body()
 	buf := make([]byte, 0, len(id)+len(channel)+len(from)+len(to)+len(replyTo)+len(body))

@@ -57,7 +57,7 @@ func TestRegressionHotpathStreamDropLogAliasesReadBuffer(t *testing.T) {
 	h := &keepHandler{}
 	e := testbroker.Start(t, "unix", broker.Options{Logger: slog.New(h)})
 	r := e.DialRaw(t)
-	if w := r.Hello(t, wire.ProtocolVersion, "prod", "local", e.Secrets["local"]); wire.NewReply(w, nil).RC().IsError() {
+	if w := r.Hello(t, wire.ProtocolVersion, "prod", "local", e.Secrets["local"]); wire.ResponseRC(w).IsError() {
 		t.Fatalf("hello: %q", w)
 	}
 	stream := func(channel string) *wire.Message { // refused: the ttl is not a number

@@ -307,7 +307,7 @@ func (w *StateWatch) resyncNow() {
 func (w *StateWatch) install(a *wire.Message) {
 	st := w.st
 	var snap state.Snapshot
-	failed := wire.NewReply(a, nil).RC().IsError()
+	failed := wire.ResponseRC(a).IsError()
 	if !failed && json.Unmarshal(a.Body(), &snap) != nil {
 		failed = true
 	}

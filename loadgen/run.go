@@ -52,8 +52,9 @@ func (c *Config) normalise() error {
 }
 
 // Stamp writes the send time into the first MinSize bytes of a payload;
-// AgeAt reads how long before now (unix ns) that was.
-func Stamp(p []byte) { stamp(p) }
+// AgeAt reads how long before now (unix ns) that was. The side-by-side
+// harness (bench/) stamps NATS payloads with it too.
+func Stamp(p []byte) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(time.Now().UnixNano())) }
 
 // AgeAt is how long before now (unix ns) a payload was stamped (-1 when it
 // is too short); the caller passes the clock it already read.
@@ -63,9 +64,6 @@ func AgeAt(p []byte, now int64) time.Duration {
 	}
 	return time.Duration(now - int64(binary.BigEndian.Uint64(p[timestampOffset:])))
 }
-
-// stamp writes the send time into a payload.
-func stamp(p []byte) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(time.Now().UnixNano())) }
 
 // progress calls f with done's value until stop is closed.
 func progress(f func(int64), done *atomic.Int64, stop <-chan struct{}) func() {
@@ -120,7 +118,7 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 			ch := c.Scope("bench").Channel(cfg.Channel)
 			payload := make([]byte, cfg.Size)
 			for n := int64(0); (quota < 0 || n < quota) && ctx.Err() == nil; n++ {
-				stamp(payload)
+				Stamp(payload)
 				if err := ch.Emit(ctx, payload); err != nil {
 					if ctx.Err() == nil {
 						errs.Add(1)
@@ -136,7 +134,7 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 	close(stop)
 	waitProgress()
 	n := sent.Load()
-	return newResult("pub", n, n*int64(cfg.Size), errs.Load(), elapsed, nil), nil
+	return NewResult("pub", n, n*int64(cfg.Size), errs.Load(), elapsed, nil), nil
 }
 
 // Subscriber counts what arrives on one client.
@@ -208,7 +206,7 @@ wait:
 	}
 	s.sub.Close()
 	d := time.Duration(s.last.Load() - s.first.Load())
-	return newResult("sub", s.got.Load(), s.bytes.Load(), 0, d, s.lat.Summary())
+	return NewResult("sub", s.got.Load(), s.bytes.Load(), 0, d, s.lat.Summary())
 }
 
 // Request runs concurrency requesters on each client against target's
@@ -254,7 +252,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 	close(stop)
 	waitProgress()
 	n := done.Load()
-	return newResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.Summary()), nil
+	return NewResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.Summary()), nil
 }
 
 // Echo registers a handler on c that replies with the request's payload.

@@ -80,12 +80,9 @@ type Result struct {
 	Latency  *Latency      `json:"latency,omitempty"`
 }
 
-// NewResult computes the rates of a run.
+// NewResult computes the rates of a run (the side-by-side harness, bench/,
+// computes NATS's with it too).
 func NewResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
-	return newResult(name, msgs, bytes, errs, d, lat)
-}
-
-func newResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
 	r := Result{Name: name, Msgs: msgs, Bytes: bytes, Errors: errs, Duration: d, Latency: lat}
 	if s := d.Seconds(); s > 0 {
 		r.MsgsPerS = float64(msgs) / s

@@ -1,6 +1,6 @@
-// Package state is busbar's replicated key–value state machine (seed 000's
-// state-delta / state-req / state-snapshot), with no I/O: the broker's
-// store, every client replica and the tests run the same rules.
+// Package state is busbar's replicated key–value state machine
+// (docs/state.md), with no I/O: the broker's store, every client replica,
+// the bedrock bus and the tests run the same rules.
 //
 // A namespace holds entries (key, value, version, source, deleted, open).
 // Versions are Lamport clocks: a writer's clock is max(its own, every
@@ -32,12 +32,13 @@ const (
 	MaxKeys         = 16384    // entries (tombstones included) per namespace
 	MaxNamespaceLen = 128      // bytes of a namespace name
 	// MaxVersion is the highest version: 2^53-1, the largest integer a
-	// JavaScript peer (seed 000's bedrock bus) holds exactly.
+	// JavaScript peer (the bedrock bus) holds exactly
+	// (docs/state.md#the-conflict-rule).
 	MaxVersion = 1<<53 - 1
 )
 
-// Entry is one key of a namespace as a snapshot carries it (seed 000's
-// {k, v, ver, src, del}, plus open).
+// Entry is one key of a namespace as a snapshot carries it: {k, v, ver,
+// src, del, open} (docs/state.md#the-model).
 type Entry struct {
 	Key     string          `json:"k"`
 	Value   json.RawMessage `json:"v,omitempty"`
@@ -47,7 +48,7 @@ type Entry struct {
 	Open    bool            `json:"open,omitempty"` // every node may write this key
 }
 
-// Delta is one write (seed 000's state-delta {ns, key, value?, ver, del?}).
+// Delta is one write, {ns, key, value?, ver, del?} (docs/state.md#the-model).
 // Source is the writer, stamped by the broker from the authenticated node;
 // Open, only from the owner, opens the key for every writer; Seq is the
 // broker's sequence number of the delta in its namespace (0 on a write
@@ -63,9 +64,8 @@ type Delta struct {
 	Seq     uint64          `json:"seq,omitempty"`
 }
 
-// Snapshot is a namespace's entries (seed 000's state-snapshot {ns,
-// entries}), with its owner and the sequence number of the last delta it
-// includes.
+// Snapshot is a namespace's entries, {ns, entries}, with its owner and the
+// sequence number of the last delta it includes (docs/state.md#the-model).
 type Snapshot struct {
 	NS      string  `json:"ns"`
 	Owner   string  `json:"owner"`

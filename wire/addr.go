@@ -51,7 +51,7 @@ func (a Address) String() string {
 	return b.String()
 }
 
-// ParseAddress parses a local address (seed 004 parse_local). The ".bus"
+// ParseAddress parses a local address (docs/protocol.md#addresses). The ".bus"
 // suffix is optional on two- and three-label input; "x.bus" is node x. A
 // bare "<service>" is not an address: ParseAddress refuses it, and callers
 // resolve it through the registry (see ParseTarget).
@@ -143,7 +143,7 @@ func (k TargetKind) String() string {
 	return "invalid"
 }
 
-// Target is anything a message may be sent to (seed 004 BusTarget).
+// Target is anything a message may be sent to (docs/protocol.md#addresses).
 type Target struct {
 	Kind    TargetKind
 	Service string  // TargetService: the service name

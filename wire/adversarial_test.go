@@ -735,7 +735,7 @@ func TestAdvValidate(t *testing.T) {
 	}
 }
 
-func TestAdvReplyBands(t *testing.T) {
+func TestAdvResponseRCBands(t *testing.T) {
 	resp := func(h ...string) *wire.Message {
 		m := wire.New(wire.TypeResponse, "")
 		for i := 0; i < len(h); i += 2 {
@@ -744,9 +744,9 @@ func TestAdvReplyBands(t *testing.T) {
 		return m
 	}
 	cases := []struct {
-		msg    *wire.Message
-		rc     wire.RC
-		appErr bool
+		msg   *wire.Message
+		rc    wire.RC
+		isErr bool
 	}{
 		{resp(), wire.RCSuccess, false},
 		{resp("rc", "9"), 9, false},
@@ -754,30 +754,13 @@ func TestAdvReplyBands(t *testing.T) {
 		{resp("rc", "255"), 255, true},
 		{resp("rc", "256"), wire.RCFailure, true},
 		{resp("rc", "x"), wire.RCFailure, true},
+		{resp("rc", ""), wire.RCFailure, true},
+		{nil, wire.RCFailure, true},
 	}
 	for _, c := range cases {
-		r := wire.NewReply(c.msg, nil)
-		if r.RC() != c.rc || (r.AppError() != nil) != c.appErr {
-			t.Errorf("%q: rc %d apperr %v", c.msg, r.RC(), r.AppError())
+		if rc := wire.ResponseRC(c.msg); rc != c.rc || rc.IsError() != c.isErr {
+			t.Errorf("%q: rc %d", c.msg, rc)
 		}
-		_, err := r.Result()
-		var ae *wire.AppError
-		var te *wire.TransportError
-		if errors.As(err, &ae) != c.appErr || errors.As(err, &te) {
-			t.Errorf("%q: Result err %v", c.msg, err)
-		}
-	}
-	boom := errors.New("boom")
-	for _, r := range []wire.Reply{wire.NewReply(nil, boom), wire.NewReply(resp("rc", "20"), boom), wire.NewReply(nil, nil)} {
-		m, err := r.Result()
-		var te *wire.TransportError
-		var ae *wire.AppError
-		if m != nil || !errors.As(err, &te) || errors.As(err, &ae) || r.RC() != wire.RCFailure {
-			t.Errorf("transport failure: %v %v", m, err)
-		}
-	}
-	if _, err := wire.NewReply(nil, boom).Result(); !errors.Is(err, boom) {
-		t.Error("TransportError hides its cause")
 	}
 }
 

@@ -93,36 +93,3 @@ func BenchmarkParseTarget(b *testing.B) {
 		}
 	}
 }
-
-// streamFrame128 is what a client's Emit sends: command, id, ttl slot, type.
-func streamFrame128(b *testing.B) []byte {
-	out, off := AppendEvent(nil, TypeStream, "bench.pubsub", []byte("0190f3a25b7c7d1e"), bytes.Repeat([]byte("x"), 128), true)
-	PatchTTL(out[off:], 30000)
-	return out[prefixLen:]
-}
-
-func BenchmarkParseView128(b *testing.B) {
-	frame := streamFrame128(b)
-	b.SetBytes(int64(len(frame)))
-	b.ReportAllocs()
-	var v View
-	for b.Loop() {
-		if err := ParseView(frame, &v); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkAppendForward128(b *testing.B) {
-	frame := streamFrame128(b)
-	var v View
-	if err := ParseView(frame, &v); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(frame)))
-	b.ReportAllocs()
-	buf := make([]byte, 0, 1024)
-	for b.Loop() {
-		buf, _ = AppendForward(buf[:0], &v, "publisher.bus", true)
-	}
-}

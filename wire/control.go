@@ -28,8 +28,8 @@ const ControlPrefix = "bus."
 // one header beyond the core set.
 const HeaderResult = "result"
 
-// Result is a delivery outcome (seed 003's vocabulary). Receipts use the
-// first seven; request failures use the Err… kinds.
+// Result is a delivery outcome (docs/messaging.md#results). Receipts use the
+// first seven; request failures use the Result… kinds.
 type Result string
 
 // Receipt results.

@@ -34,6 +34,16 @@
 // big-endian integer, so the body is byte-exact; see Reader and Writer. The
 // text parser, by contrast, trims trailing whitespace from the body.
 //
+// # Responses and control traffic
+//
+// A response's return code is in its rc header (RC; ResponseRC reads it).
+// Handshake, subscriptions, receipts, discovery and replicated state are
+// ordinary messages on commands under ControlPrefix ("bus."): the Cmd…
+// constants, the Result a receipt or a failed response carries in
+// HeaderResult, and the JSON bodies (Info, Hello, Welcome, NodeInfo,
+// NodeResult, Announcement, ServiceInfo, ServiceEvent).
+//
 // docs/protocol.md in the repository is the full specification, with
-// byte-level examples.
+// byte-level examples; docs/messaging.md and docs/discovery.md specify the
+// control exchanges.
 package wire

@@ -85,12 +85,22 @@ func ExampleParseTarget() {
 	// noded.alpha.bus@mesh.example.com   kind=cross-mesh display=noded.alpha.bus@mesh.example.com
 }
 
-func ExampleReply() {
-	resp := wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "10").WithHeader(wire.HeaderError, "no such key")
-	_, err := wire.NewReply(resp, nil).Result()
-	var app *wire.AppError
-	var tr *wire.TransportError
-	fmt.Println(errors.As(err, &app), errors.As(err, &tr), err)
+// A response's rc says whether the call failed. A call that got no
+// response has no return code: its failure is the caller's error value
+// (docs/protocol.md#return-codes).
+func ExampleResponseRC() {
+	for _, resp := range []*wire.Message{
+		wire.New(wire.TypeResponse, "kv.get").WithBody([]byte("42")),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "5"),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "10").WithHeader(wire.HeaderError, "no such key"),
+		wire.New(wire.TypeResponse, "kv.get").WithHeader(wire.HeaderRC, "ten"),
+	} {
+		rc := wire.ResponseRC(resp)
+		fmt.Printf("rc=%-2d error=%-5v text=%q\n", rc, rc.IsError(), resp.Value(wire.HeaderError))
+	}
 	// Output:
-	// true false peer error rc=10: no such key
+	// rc=0  error=false text=""
+	// rc=5  error=false text=""
+	// rc=10 error=true  text="no such key"
+	// rc=20 error=true  text=""
 }

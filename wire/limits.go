@@ -3,7 +3,7 @@ package wire
 import "slices"
 
 // Limits every parser and stream reader enforces. The names in comments are
-// the ones seed 004 (cosmix-lib-bus) uses.
+// the ones docs/protocol.md#limits gives them.
 const (
 	// MaxHeaders is the most header lines one frame may carry (MAX_HEADERS).
 	// Line MaxHeaders+1 is a defect, and parsing of headers stops there.
@@ -18,7 +18,8 @@ const (
 // speaks. A peer announcing another version is refused at the handshake.
 const ProtocolVersion = "1"
 
-// Core header names (seed 004). Any other header is "unknown" to Validate.
+// Core header names (docs/protocol.md#the-message). Any other header is
+// "unknown" to Validate.
 const (
 	HeaderBus       = "bus"       // protocol version
 	HeaderType      = "type"      // one of ValidTypes

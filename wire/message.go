@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Header is one header line: key and value.
-type Header struct {
+// header is one header line: key and value.
+type header struct {
 	Key, Value string
 }
 
@@ -19,7 +19,7 @@ type Header struct {
 // message; share a *Message between goroutines only after it is built, and
 // use Clone to derive a changed copy.
 type Message struct {
-	hdr  []Header // sorted by Key, keys unique
+	hdr  []header // sorted by Key, keys unique
 	body []byte
 }
 
@@ -34,7 +34,7 @@ func New(typ, command string) *Message {
 	// request or a reply is built header by header.
 	b := &struct {
 		m Message
-		h [newHeaders]Header
+		h [newHeaders]header
 	}{}
 	m := &b.m
 	m.hdr = b.h[:0]
@@ -81,7 +81,7 @@ func (m *Message) Body() []byte { return m.body }
 
 // find returns the index where key is or would be inserted.
 func (m *Message) find(key string) (int, bool) {
-	return slices.BinarySearchFunc(m.hdr, key, func(h Header, k string) int {
+	return slices.BinarySearchFunc(m.hdr, key, func(h header, k string) int {
 		return strings.Compare(h.Key, k)
 	})
 }
@@ -94,7 +94,7 @@ func (m *Message) Set(key, value string) {
 		m.hdr[i].Value = value
 		return
 	}
-	m.hdr = slices.Insert(m.hdr, i, Header{key, value})
+	m.hdr = slices.Insert(m.hdr, i, header{key, value})
 }
 
 // Get returns the value of key and whether it is present.

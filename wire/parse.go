@@ -136,7 +136,7 @@ func (m *Message) parseHeaders(hs string, md mode) ([]Defect, error) {
 		}
 	}
 	if seen != nil {
-		slices.SortStableFunc(m.hdr, func(a, b Header) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortStableFunc(m.hdr, func(a, b header) int { return strings.Compare(a.Key, b.Key) })
 	}
 	return defects, nil
 }
@@ -148,7 +148,7 @@ func (m *Message) add(k, v string, seen *map[string]struct{}) DefectKind {
 	if *seen == nil {
 		last := len(m.hdr) - 1
 		if last < 0 || m.hdr[last].Key < k {
-			m.hdr = append(m.hdr, Header{k, v})
+			m.hdr = append(m.hdr, header{k, v})
 			return DefectNone
 		}
 		if m.hdr[last].Key == k {
@@ -163,7 +163,7 @@ func (m *Message) add(k, v string, seen *map[string]struct{}) DefectKind {
 		return DefectDuplicate
 	}
 	(*seen)[k] = struct{}{}
-	m.hdr = append(m.hdr, Header{k, v})
+	m.hdr = append(m.hdr, header{k, v})
 	return DefectNone
 }
 

@@ -1,15 +1,13 @@
 package wire
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"testing"
 )
 
 func TestRCBands(t *testing.T) {
 	if RCSuccess != 0 || RCWarning != 5 || RCError != 10 || RCFailure != 20 {
-		t.Fatal("return codes differ from seed 004")
+		t.Fatal("return codes differ from docs/protocol.md#return-codes")
 	}
 	for rc, isErr := range map[RC]bool{0: false, 5: false, 9: false, 10: true, 20: true, 255: true} {
 		if rc.IsError() != isErr {
@@ -34,60 +32,26 @@ func response(rc string) *Message {
 	return m
 }
 
-func TestReplyKeepsAppErrorApartFromTransport(t *testing.T) {
+func TestResponseRC(t *testing.T) {
 	cases := []struct {
-		name      string
-		reply     Reply
-		rc        RC
-		appErr    *AppError
-		transport bool
+		name string
+		m    *Message
+		rc   RC
 	}{
-		{"no rc is success", NewReply(response(""), nil), RCSuccess, nil, false},
-		{"rc 0", NewReply(response("0"), nil), RCSuccess, nil, false},
-		{"warning is success", NewReply(response("5"), nil), RCWarning, nil, false},
-		{"rc 9 is success", NewReply(response("9"), nil), 9, nil, false},
-		{"error text from header", NewReply(response("10").WithHeader(HeaderError, "no such key").WithBody([]byte("ignored")), nil), RCError, &AppError{RCError, "no such key"}, false},
-		{"error text from body", NewReply(response("20").WithBody([]byte("disk full")), nil), RCFailure, &AppError{RCFailure, "disk full"}, false},
-		{"malformed rc", NewReply(response("abc").WithBody([]byte("?")), nil), RCFailure, &AppError{RCFailure, `malformed rc header "abc": ?`}, false},
-		{"transport", NewReply(nil, context.DeadlineExceeded), RCFailure, nil, true},
-		{"nil message", NewReply(nil, nil), RCFailure, nil, true},
+		{"no rc is success", response(""), RCSuccess},
+		{"rc 0", response("0"), RCSuccess},
+		{"warning is success", response("5"), RCWarning},
+		{"rc 9", response("9"), 9},
+		{"rc 10", response("10").WithHeader(HeaderError, "no such key"), RCError},
+		{"rc 255", response("255"), 255},
+		{"past a u8", response("256"), RCFailure},
+		{"malformed rc", response("abc"), RCFailure},
+		{"no response", nil, RCFailure},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.reply.RC() != c.rc {
-				t.Fatalf("RC = %d, want %d", c.reply.RC(), c.rc)
-			}
-			ae := c.reply.AppError()
-			if (ae == nil) != (c.appErr == nil) || (ae != nil && *ae != *c.appErr) {
-				t.Fatalf("AppError = %+v, want %+v", ae, c.appErr)
-			}
-			msg, err := c.reply.Result()
-			_, isApp := errors.AsType[*AppError](err)
-			_, isTransport := errors.AsType[*TransportError](err)
-			switch {
-			case c.transport:
-				if !isTransport || isApp || msg != nil {
-					t.Fatalf("Result = %v, %v; want a transport error", msg, err)
-				}
-			case c.appErr != nil:
-				if !isApp || isTransport || msg == nil {
-					t.Fatalf("Result = %v, %v; want an app error with the message", msg, err)
-				}
-			default:
-				if err != nil || msg == nil {
-					t.Fatalf("Result = %v, %v", msg, err)
-				}
-			}
-		})
-	}
-	// The cause stays reachable, and wrapping is not doubled.
-	_, err := NewReply(nil, context.DeadlineExceeded).Result()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal("cause lost")
-	}
-	_, err2 := NewReply(nil, err).Result()
-	if err2 != err {
-		t.Fatalf("TransportError wrapped twice: %v", err2)
+		if rc := ResponseRC(c.m); rc != c.rc {
+			t.Errorf("%s: ResponseRC = %d, want %d", c.name, rc, c.rc)
+		}
 	}
 }
 

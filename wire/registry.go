@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// Discovery commands (issue 5; seed 000's announce and whois, with the
-// broker keeping the registry). All are requests to the broker except
-// bus.service, the event a watcher receives.
+// Discovery commands (docs/discovery.md#wire), with the broker keeping the
+// registry. All are requests to the broker except bus.service, the event a
+// watcher receives.
 const (
 	CmdAnnounce = "bus.announce" // request: announce a service this node hosts (body: Announcement)
 	CmdWithdraw = "bus.withdraw" // request: withdraw one (body: the service name)
@@ -31,9 +31,9 @@ const (
 	MaxIIDLen     = 64   // bytes of an instance id
 )
 
-// Announcement is what a node says about one service it hosts: seed 000's
-// announce payload {version, schemaVersion, meta?}, plus the service name
-// (seed 000's src) and the channels it handles, which a registry needs.
+// Announcement is what a node says about one service it hosts: its name,
+// version, schemaVersion and optional meta, and the channels it handles,
+// which a registry needs (docs/discovery.md#announcing).
 type Announcement struct {
 	Service       string          `json:"service"`
 	Version       string          `json:"version"`
@@ -67,7 +67,7 @@ func (a *Announcement) Check() error {
 }
 
 // RegisterProvenance says who registered a record, when and over which
-// connection (seed 004's registry record).
+// connection (docs/discovery.md#announcing).
 type RegisterProvenance struct {
 	Node      string    `json:"node"`
 	Epoch     uint64    `json:"epoch"`  // the connection's epoch
@@ -77,8 +77,9 @@ type RegisterProvenance struct {
 }
 
 // ServiceInfo is one live instance of a service in the broker's registry
-// (seed 004). Two instances of one name are a collision: both are listed,
-// both flagged, never merged.
+// (docs/discovery.md#announcing). Two instances of one name are a
+// collision: both are listed, both flagged, never merged
+// (docs/discovery.md#collisions).
 type ServiceInfo struct {
 	Announcement
 	Address    string             `json:"address"` // <service>.<node>.bus, which always reaches this instance
@@ -120,9 +121,8 @@ func ValidIID(s string) error {
 	return nil
 }
 
-// Replicated state commands (issue 5; seed 000's state-delta, state-req and
-// state-snapshot, with the broker holding every namespace). Bodies are
-// package state's JSON types.
+// Replicated state commands (docs/state.md#wire), with the broker holding
+// every namespace. Bodies are package state's JSON types.
 const (
 	CmdStateSet     = "bus.state.set"     // request: a write or delete (body: state.Delta) → state.Result
 	CmdStateOpen    = "bus.state.open"    // request: the owner opens a key for every writer (state.Query) → state.Result

@@ -305,7 +305,7 @@ func TestReadFrameZeroAllocs(t *testing.T) {
 func TestAppendFrameWith(t *testing.T) {
 	m := New(TypeEvent, "ch").WithHeader("id", "1").WithBody([]byte("b"))
 	for _, c := range []struct{ k, v string }{{"ttl", "500"}, {"id", "2"}, {"a", ""}, {"zz", "last"}} {
-		got, err := AppendFrameWith(nil, m, c.k, c.v)
+		got, err := appendFrameWith(nil, m, c.k, c.v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,18 +315,18 @@ func TestAppendFrameWith(t *testing.T) {
 		}
 	}
 	if m.Value("id") != "1" || m.Len() != 3 {
-		t.Fatal("AppendFrameWith changed the message")
+		t.Fatal("appendFrameWith changed the message")
 	}
-	if _, err := AppendFrameWith(nil, m, "ttl", "1\nfrom: x"); !errors.Is(err, ErrMalformed) {
+	if _, err := appendFrameWith(nil, m, "ttl", "1\nfrom: x"); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("injection through the override: %v", err)
 	}
 	big := Empty().WithBody(make([]byte, MaxMessageBytes-8))
-	if _, err := AppendFrameWith(nil, big, "k", "v"); !errors.Is(err, ErrTooLarge) {
+	if _, err := appendFrameWith(nil, big, "k", "v"); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("override past the limit: %v", err)
 	}
 	dst := make([]byte, 0, 256)
-	if a := testing.AllocsPerRun(100, func() { dst, _ = AppendFrameWith(dst[:0], m, "ttl", "500") }); a != 0 {
-		t.Fatalf("AppendFrameWith allocates %.1f", a)
+	if a := testing.AllocsPerRun(100, func() { dst, _ = appendFrameWith(dst[:0], m, "ttl", "500") }); a != 0 {
+		t.Fatalf("appendFrameWith allocates %.1f", a)
 	}
 }
 

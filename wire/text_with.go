@@ -2,11 +2,9 @@ package wire
 
 import "encoding/binary"
 
-// AppendFrameWith appends m as a stream frame like AppendFrame, with the
-// header key set to value in the copy on the wire only. It lets a broker
-// stamp a per-destination header (the remaining ttl at write time) on a
-// message shared by several queues without copying or mutating it.
-func AppendFrameWith(dst []byte, m *Message, key, value string) ([]byte, error) {
+// appendFrameWith appends m as a stream frame like AppendFrame, with the
+// header key set to value in the copy on the wire only.
+func appendFrameWith(dst []byte, m *Message, key, value string) ([]byte, error) {
 	if err := m.Check(); err != nil {
 		return dst, err
 	}
@@ -40,20 +38,22 @@ func appendHeader(dst []byte, k, v string) []byte {
 	return append(dst, '\n')
 }
 
-func appendHeaders(dst []byte, hs []Header) []byte {
+func appendHeaders(dst []byte, hs []header) []byte {
 	for _, h := range hs {
 		dst = appendHeader(dst, h.Key, h.Value)
 	}
 	return dst
 }
 
-// WriteMessageWith queues m like WriteMessage, with key set to value on the
-// wire only (see AppendFrameWith).
+// WriteMessageWith queues m like WriteMessage, with key set to value in the
+// copy on the wire only. It lets a sender stamp a per-destination header
+// (the remaining ttl at write time) on a message shared by several queues
+// without copying or mutating it.
 func (w *Writer) WriteMessageWith(m *Message, key, value string) error {
 	if w.err != nil {
 		return w.err
 	}
-	buf, err := AppendFrameWith(w.buf, m, key, value)
+	buf, err := appendFrameWith(w.buf, m, key, value)
 	w.buf = buf
 	if err != nil {
 		return err
@@ -66,8 +66,9 @@ func (w *Writer) WriteMessageWith(m *Message, key, value string) error {
 
 // WriteRaw queues an already encoded stream frame (prefix included) and
 // returns the bytes it occupies in the writer's buffer, which the caller
-// may patch (a ttl, see PatchTTL) until its next call. The frame is not
-// checked: it must come from this package's encoders.
+// may patch (a ttl stamped at write time) until its next call. The frame
+// is not checked: it must be one the peer's Reader accepts, as AppendFrame
+// writes them.
 func (w *Writer) WriteRaw(frame []byte) ([]byte, error) {
 	if w.err != nil {
 		return nil, w.err

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -41,7 +42,7 @@ type item struct {
 // Frames are pooled; the last Release returns one.
 type Frame struct {
 	B      []byte // the frame
-	TTLOff int    // offset in B of wire.TTLWidth ttl digits, or -1
+	TTLOff int    // offset in B of hotpath.TTLWidth ttl digits, or -1
 	refs   atomic.Int32
 }
 
@@ -168,17 +169,13 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	return true
 }
 
-// ErrClosed is returned by EnqueueWait on a closed queue.
+// ErrClosed is returned by EnqueueFrameWait on a closed queue.
 var ErrClosed = errors.New("sendq: closed")
 
-// EnqueueWait queues m, waiting for room while the queue is full: the flow
-// control of a producer that must not drop. It returns ctx's error if ctx
-// ends first, ErrClosed if the queue closes.
-func (q *Queue) EnqueueWait(ctx context.Context, m *wire.Message, deadline time.Time) error {
-	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addLocked(m, deadline) })
-}
-
-// EnqueueFrameWait is EnqueueWait for a shared frame (see EnqueueFrame).
+// EnqueueFrameWait queues a shared frame like EnqueueFrame, waiting for
+// room while the queue is full: the flow control of a producer that must
+// not drop. It returns ctx's error if ctx ends first, ErrClosed if the
+// queue closes.
 func (q *Queue) EnqueueFrameWait(ctx context.Context, f *Frame, deadline time.Time) error {
 	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addFrameLocked(f, deadline) })
 }
@@ -337,7 +334,7 @@ func (q *Queue) writeFrame(w *wire.Writer, it item, now time.Time) error {
 		return err
 	}
 	if it.f.TTLOff >= 0 && !it.deadline.IsZero() {
-		wire.PatchTTL(b[it.f.TTLOff:], max(1, it.deadline.Sub(now).Milliseconds()))
+		hotpath.PatchTTL(b[it.f.TTLOff:], max(1, it.deadline.Sub(now).Milliseconds()))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/internal/leakcheck"
 	"busbar/transport"
 	"busbar/wire"
@@ -29,16 +30,20 @@ func TestLimitsAtAndPastEdge(t *testing.T) {
 	a, _ := pair(t)
 	m := wire.New(wire.TypeEvent, "x")
 	q := New(a, Limits{MaxMessages: 2, MaxBytes: 1 << 20, WriteTimeout: time.Second})
-	if !q.Enqueue(m, time.Time{}) || !q.Enqueue(m, time.Time{}) {
-		t.Fatal("refused at the message limit")
+	for range 2 {
+		if !q.Enqueue(m, time.Time{}) {
+			t.Fatal("refused at the message limit")
+		}
 	}
 	if q.Enqueue(m, time.Time{}) {
 		t.Fatal("accepted past the message limit")
 	}
 	cost := frameCost(m)
 	q = New(a, Limits{MaxMessages: 100, MaxBytes: 2 * cost, WriteTimeout: time.Second})
-	if !q.Enqueue(m, time.Time{}) || !q.Enqueue(m, time.Time{}) {
-		t.Fatal("refused at the byte limit")
+	for range 2 {
+		if !q.Enqueue(m, time.Time{}) {
+			t.Fatal("refused at the byte limit")
+		}
 	}
 	if q.Enqueue(m, time.Time{}) {
 		t.Fatal("accepted past the byte limit")
@@ -137,20 +142,36 @@ func TestOversizeFrameFitsAnEmptyQueue(t *testing.T) {
 	}
 }
 
-func TestEnqueueWait(t *testing.T) {
+// encoded returns m as a shared frame holding one reference.
+func encoded(t *testing.T, m *wire.Message) *Frame {
+	t.Helper()
+	f := NewFrame()
+	b, err := wire.AppendFrame(f.B, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.B = b
+	return f
+}
+
+func TestEnqueueFrameWait(t *testing.T) {
 	a, b := pair(t)
 	m := wire.New(wire.TypeStream, "x").WithBody(make([]byte, 512))
 	q := New(a, Limits{MaxMessages: 2, MaxBytes: 1 << 20, WriteTimeout: 5 * time.Second})
 	go q.Run()
 	defer func() { q.Close(nil); <-q.Done() }()
-	// Three producers push 300 messages through a 2-message queue; the
+	// Three producers push 300 frames through a 2-message queue; the
 	// reader sees every one: waiting producers are never lost.
 	const n = 300
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
 			for range n / 3 {
-				if err := q.EnqueueWait(context.Background(), m, time.Time{}); err != nil {
+				f := NewFrame()
+				f.B, _ = wire.AppendFrame(f.B, m)
+				err := q.EnqueueFrameWait(context.Background(), f, time.Time{})
+				f.Release()
+				if err != nil {
 					errs <- err
 					return
 				}
@@ -174,23 +195,25 @@ func TestEnqueueWait(t *testing.T) {
 	defer cancel()
 	q2 := New(a, Limits{MaxMessages: 1, MaxBytes: 1 << 20, WriteTimeout: time.Second}) // never run: stays full
 	q2.Enqueue(m, time.Time{})
-	if err := q2.EnqueueWait(ctx, m, time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+	f := encoded(t, m)
+	defer f.Release()
+	if err := q2.EnqueueFrameWait(ctx, f, time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("full queue: %v", err)
 	}
 	q2.Close(nil)
-	if err := q2.EnqueueWait(context.Background(), m, time.Time{}); !errors.Is(err, ErrClosed) {
+	if err := q2.EnqueueFrameWait(context.Background(), f, time.Time{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed queue: %v", err)
 	}
 }
 
 func TestSharedFrameFansOut(t *testing.T) {
 	m := wire.New(wire.TypeStream, "x").WithHeader(wire.HeaderID, "1").WithBody([]byte("payload"))
-	var v wire.View
-	if err := wire.ParseView(m.ToBytes(), &v); err != nil {
+	var v hotpath.View
+	if err := hotpath.ParseView(m.ToBytes(), &v); err != nil {
 		t.Fatal(err)
 	}
 	f := NewFrame()
-	f.B, f.TTLOff = wire.AppendForward(f.B, &v, "src.bus", true)
+	f.B, f.TTLOff = hotpath.AppendForward(f.B, &v, "src.bus", true)
 	var readers []*wire.Reader
 	var queues []*Queue
 	for range 3 {
