@@ -26,11 +26,12 @@ type Broker struct {
 	state stateService
 	pend  pendingTable
 
-	stopping atomic.Bool // closing, read on the hot path without mu
-	started  time.Time   // the base of conn.readAt (monotonic)
+	// closing is set once, under mu, when Shutdown begins; read anywhere
+	// (the hot path refuses new work without taking mu).
+	closing atomic.Bool
+	started time.Time // the base of conn.readAt (monotonic)
 
 	mu        sync.Mutex // guards the fields below
-	closing   bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{} // every connection being served, registered or not
 	external  int                // conns not in-process, for MaxConnections
@@ -73,7 +74,7 @@ func (b *Broker) Name() string { return b.opts.Name }
 // It returns ErrClosed after Shutdown.
 func (b *Broker) Serve(ln net.Listener) error {
 	b.mu.Lock()
-	if b.closing {
+	if b.closing.Load() {
 		b.mu.Unlock()
 		_ = ln.Close()
 		return ErrClosed
@@ -86,7 +87,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		nc, err := ln.Accept()
 		if err != nil {
 			b.mu.Lock()
-			closing := b.closing
+			closing := b.closing.Load()
 			delete(b.listeners, ln)
 			b.mu.Unlock()
 			if closing {
@@ -116,7 +117,7 @@ func (b *Broker) DialInProcess() (net.Conn, error) {
 		return nil, err
 	}
 	b.mu.Lock()
-	closing := b.closing
+	closing := b.closing.Load()
 	b.mu.Unlock()
 	if closing {
 		_ = cl.Close()
@@ -176,7 +177,7 @@ func remote(nc net.Conn) string {
 func (b *Broker) track(c *conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closing {
+	if b.closing.Load() {
 		return false
 	}
 	if !c.inproc && b.external >= b.opts.MaxConnections {

@@ -57,7 +57,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 }
 
 // draining reports whether Shutdown began: new work is refused.
-func (b *Broker) draining() bool { return b.stopping.Load() }
+func (b *Broker) draining() bool { return b.closing.Load() }
 
 // Shutdown stops the broker gracefully: it stops accepting, tells every
 // node (bus.goodbye), refuses new work, waits up to DrainTimeout (or ctx)
@@ -65,13 +65,12 @@ func (b *Broker) draining() bool { return b.stopping.Load() }
 // for their goroutines. It returns ctx's error if ctx ended first.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closing {
+	if b.closing.Load() {
 		b.mu.Unlock()
 		b.serving.Wait()
 		return nil
 	}
-	b.closing = true
-	b.stopping.Store(true)
+	b.closing.Store(true)
 	lns := make([]net.Listener, 0, len(b.listeners))
 	for ln := range b.listeners {
 		lns = append(lns, ln)
