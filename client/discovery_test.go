@@ -308,27 +308,6 @@ func TestAnnounceLimits(t *testing.T) {
 	ok("re-announcing one it has", wire.Announcement{Service: "s2", Version: "2"})
 }
 
-// TestServicesVanishWithTheLease: a node that stops heartbeating loses its
-// lease, and its services go with it.
-func TestServicesVanishWithTheLease(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{HeartbeatInterval: 50 * time.Millisecond, LeaseTimeout: 300 * time.Millisecond})
-	watcher := connect(t, e, "watcher")
-	ctx := ctxT(t, 10*time.Second)
-	w, err := watcher.WatchServices(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	raw := e.DialRaw(t) // never heartbeats
-	raw.Hello(t, wire.ProtocolVersion, "silent", "local", e.Secrets["local"])
-	raw.Send(t, wire.New(wire.TypeRequest, wire.CmdAnnounce).WithHeader(wire.HeaderID, "1").WithBody([]byte(`{"service":"ghost"}`)))
-	expectEvents(t, w, "up ghost@silent collision=false")
-	expectEvents(t, w, "down ghost@silent collision=false")
-	if list, err := watcher.Whois(ctx, ""); err != nil || len(list) != 0 {
-		t.Fatalf("after the lease: %+v %v", list, err)
-	}
-}
-
 func TestInstanceIDs(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	a := connect(t, e, "alpha", func(o *client.Options) { o.IID = "instance-1" })
