@@ -55,7 +55,8 @@ func TestClientRefusesIncompatibleBroker(t *testing.T) {
 
 // TestNoSecretForIncompatibleBroker: a client never hands its secret to a
 // broker that speaks another protocol.
-// (The hello, secret included, used to go out before the version check.)
+// (The client used to send its secret in the hello whatever the broker's
+// protocol.)
 func TestNoSecretForIncompatibleBroker(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

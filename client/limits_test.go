@@ -37,7 +37,7 @@ func TestMaxPayloadEdge(t *testing.T) {
 
 // TestReplyOverMaxPayloadRefused: a reply over MaxPayload is refused (by
 // the handler's client and by the broker), not delivered.
-// (Only requests used to be checked; an oversize reply went through.)
+// (An oversize reply used to be delivered.)
 func TestReplyOverMaxPayloadRefused(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{MaxPayload: 1024})
 	a := connect(t, e, "alpha")

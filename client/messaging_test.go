@@ -317,7 +317,8 @@ func TestConcurrentSubscribersShareRefusal(t *testing.T) {
 // the callback can run, so a callback that closes the client (busbar sub
 // --count 1) does not turn its own event into FAILED. A scheduling race:
 // up to 800 attempts.
-// (The receipt used to be queued after the callback started, and was lost.)
+// (A callback that closed the client used to turn its own event's receipt
+// into FAILED.)
 func TestReceiptQueuedBeforeCallback(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	b := connect(t, e, "beta")
