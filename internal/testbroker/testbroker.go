@@ -161,11 +161,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 var errNotYet = errors.New("condition not met")
 
 // Await polls check until it returns nil or timeout passes, then fails
-// with check's last error: the state the test was still waiting on.
+// with check's last error: the state the test was still waiting on. It
+// checks at once, then at intervals growing from 1ms to 10ms.
 func Await(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
+	await(t, timeout, time.Millisecond, 10*time.Millisecond, what, check)
+}
+
+// AwaitEvery is Await checking every interval, for a check too costly to
+// run more often (one that starts a process, say).
+func AwaitEvery(t testing.TB, timeout, interval time.Duration, what string, check func() error) {
+	t.Helper()
+	await(t, timeout, interval, interval, what, check)
+}
+
+func await(t testing.TB, timeout, pause, maxPause time.Duration, what string, check func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	pause := time.Millisecond
 	for {
 		err := check()
 		if err == nil {
@@ -178,7 +190,7 @@ func Await(t testing.TB, timeout time.Duration, what string, check func() error)
 			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
 		}
 		time.Sleep(pause) // polling, not synchronisation: check decides
-		pause = min(2*pause, 10*time.Millisecond)
+		pause = min(2*pause, maxPause)
 	}
 }
 
