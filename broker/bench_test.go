@@ -1,5 +1,7 @@
 package broker
 
+// The cost of the broker's routing hot path.
+
 import (
 	"io"
 	"strconv"

@@ -46,7 +46,7 @@ func TestLeaseEdge(t *testing.T) {
 			}
 			alive.send(t, wire.Empty())
 		}
-		time.Sleep(period + time.Millisecond)
+		time.Sleep(period + time.Millisecond) // virtual time: one sweep past the lease
 		synctest.Wait()
 		if registered(b, "silent") {
 			t.Fatalf("silent node still registered %v after it went silent", time.Since(start))

@@ -1,5 +1,9 @@
 package client_test
 
+// Service discovery through the client: announce and whois, registry
+// watches, collisions, bare-name targets, announcement limits, instance ids
+// and requests to this node itself.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,7 @@
 package client
 
+// Message ids (their form, uniqueness and cost) and message payloads.
+
 import (
 	"time"
 

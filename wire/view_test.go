@@ -1,5 +1,8 @@
 package wire
 
+// Zero-copy views of frames: agreement with the decoder, limits,
+// forwarding and TTL patching with no allocation, and events built in place.
+
 import (
 	"bytes"
 	"errors"

@@ -1,5 +1,8 @@
 package cli
 
+// `busbar serve` as a child process, end to end: messaging, credentials,
+// discovery and state through the binary.
+
 import (
 	"bufio"
 	"bytes"
