@@ -4,13 +4,13 @@ package client_test
 // protocol.
 
 import (
-	"busbar/auth"
 	"encoding/json"
 	"errors"
 	"net"
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/client"
 	"busbar/wire"
 )

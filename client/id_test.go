@@ -3,12 +3,12 @@ package client
 // Message ids (their form, uniqueness and cost) and message payloads.
 
 import (
-	"time"
-
-	"busbar/wire"
 	"regexp"
 	"sync"
 	"testing"
+	"time"
+
+	"busbar/wire"
 )
 
 func TestMessageIDs(t *testing.T) {

@@ -5,7 +5,6 @@ package client_test
 // registrations.
 
 import (
-	"busbar/auth"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"

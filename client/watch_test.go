@@ -58,11 +58,11 @@ func burstWhilePaused(t *testing.T, e *testbroker.Env, owner *client.Client, ns 
 	return watcher, w
 }
 
-// TestWatchCloseDoesNotRaceSetup: closing the client after a Watch or
-// WatchServices returned is ordered with the watch's setup; run with
-// -race.
-// (Watch assigned its stop function after the answer came in, while end,
-// run by Close, read it unsynchronised.)
+// TestWatchCloseDoesNotRaceSetup: Close, run after a Watch or
+// WatchServices has returned but not synchronised with it, does not race
+// with the watch's setup; run with -race.
+// (Watch used to assign its stop function after the answer came in, while
+// end, run by Close, read it unsynchronised.)
 func TestWatchCloseDoesNotRaceSetup(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	for _, kind := range []string{"state", "services"} {
