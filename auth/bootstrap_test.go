@@ -1,5 +1,8 @@
 package auth
 
+// Bootstrapping a principals store and loading a node's credential from
+// files: the files written, their permissions, and refusals.
+
 import (
 	"bytes"
 	"errors"

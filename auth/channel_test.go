@@ -1,5 +1,8 @@
 package auth
 
+// Channel name syntax: which names are valid for messages and which are
+// reserved control channels.
+
 import (
 	"errors"
 	"strings"

@@ -1,5 +1,7 @@
 package auth_test
 
+// Runnable documentation: authenticating a node against a Store.
+
 import (
 	"fmt"
 

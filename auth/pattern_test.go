@@ -1,5 +1,7 @@
 package auth
 
+// Channel patterns: parsing, matching (with no allocation) and its cost.
+
 import (
 	"errors"
 	"strings"

@@ -1,5 +1,7 @@
 package auth
 
+// Permissions: each action is granted by its own patterns only.
+
 import "testing"
 
 func TestPermissionsIndependent(t *testing.T) {

@@ -1,5 +1,8 @@
 package auth
 
+// The principals store: secrets and their hashes, secret and ed25519
+// authentication, node patterns, loading errors and reloads.
+
 import (
 	"crypto/ed25519"
 	"crypto/rand"

@@ -1,5 +1,9 @@
 package bedrock
 
+// The bedrock bus on a simulated world: delivery, loopback, the flush rate,
+// send failures, stopping, twins, chunking of hard strings and groups that
+// never complete.
+
 import (
 	"encoding/json"
 	"strings"

@@ -335,3 +335,51 @@ func TestReassemblerGroupFramesEdge(t *testing.T) {
 		t.Fatal("a group of MaxGroupFrames+1 frames was buffered")
 	}
 }
+
+// TestFramesFitMaxMessage: every encoded frame fits MaxMessage, as
+// docs/bedrock.md says the halved budget guarantees, even when a frame's
+// slice starts and ends inside surrogate pairs (two lone surrogates, each
+// written \udxxx: 6 units, not 2) with quotes in between; a medium capped
+// at MaxMessage delivers the message.
+// (The budget, copied from the seed, let such frames pass MaxMessage, and
+// a capped medium dropped the message.)
+func TestFramesFitMaxMessage(t *testing.T) {
+	env := &Envelope{V: 1, Src: "s", IID: "q", Type: "res", MID: "q/1", Data: json.RawMessage(`""`)}
+	empty, _ := AppendEnvelope(nil, env)
+	pre := len16(string(empty)) - 2 // where data's content starts
+	b := Budget(env.MID)
+	var data []rune
+	pos := pre
+	for pos%b != b-1 {
+		data = append(data, 'x')
+		pos++
+	}
+	for range 150 { // an emoji across every frame boundary, quotes between
+		data = append(data, 0x1F600)
+		for range (b - 2) / 2 {
+			data = append(data, '"')
+		}
+		pos += b
+	}
+	env.Data, _ = json.Marshal(string(data))
+	text, _ := AppendEnvelope(nil, env)
+	frames, err := Split(env.MID, string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest := 0
+	for _, f := range frames {
+		longest = max(longest, len16(EncodeFrame(f)))
+	}
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{MaxLen: MaxMessage})
+	a := newBus(t, clock, w, "s", "q")
+	got := 0
+	newBus(t, clock, w, "b", "b1").On("res", func(*Envelope) { got++ })
+	a.Send(SendOptions{Type: "res", MID: "q/1", Data: env.Data})
+	clock.Advance(10)
+	if longest > MaxMessage || got != 1 {
+		t.Fatalf("budget %d: longest frame %d code units (MaxMessage %d); %d frames refused by a medium capped at MaxMessage; delivered %d",
+			b, longest, MaxMessage, a.Stats().SendFailures, got)
+	}
+}

@@ -1,6 +1,7 @@
 package bedrock
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"unicode/utf16"
@@ -71,5 +72,41 @@ func FuzzQuoteRoundTrip(f *testing.F) {
 		if string(utf16.Decode(units(string(q)))) != string(q) {
 			t.Fatalf("%s is not valid UTF-8", q)
 		}
+	})
+}
+
+// FuzzServices: any envelope a peer may send, dispatched to a node
+// running RPC, discovery and state, must not panic it.
+func FuzzServices(f *testing.F) {
+	for _, s := range []string{
+		`{"method":"x","params":[1]}`, `{"rid":"n1/1","ok":true,"data":1}`, `{"version":"1","schemaVersion":2,"meta":{}}`,
+		`{"ns":"n","key":"k","value":1,"ver":3}`, `{"ns":"n","entries":[{"k":"a","v":1,"ver":2,"src":"o"}]}`, `{}`, `null`,
+	} {
+		for _, typ := range []string{TypeRequest, TypeResponse, TypeAnnounce, TypeStateDelta, TypeStateSnapshot, TypeStateRequest, TypeWhois} {
+			f.Add(typ, "o", s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ, src, data string) {
+		if src == "" || typ == "" || !json.Valid([]byte(data)) {
+			return
+		}
+		clock := NewSimClock()
+		w := NewWorld(clock, WorldOptions{})
+		b, _ := New(Options{SelfID: "n", InstanceID: "n1", Medium: w, Clock: clock})
+		b.Start()
+		defer b.Stop()
+		r := NewRPC(b)
+		r.Handle("x", func(p json.RawMessage, _ *Envelope) (any, error) { return p, nil })
+		r.Go("o", "x", nil, 0, func(Response, error) {})
+		d := NewDiscovery(b, AnnounceData{}, func(PeerEvent) {})
+		s := NewState(b, StateOptions{ResyncTicks: 1, OnChange: func(StateChange) {}})
+		s.Own("mine")
+		b.dispatch(&Envelope{V: 1, Src: src, IID: "p1", Type: typ, MID: "p1/1", Data: json.RawMessage(data)})
+		b.dispatch(&Envelope{V: 1, Src: src, IID: "p1", Type: TypeStateSnapshot, MID: "p1/2", Data: json.RawMessage(`{"ns":"n","entries":[]}`)})
+		b.dispatch(&Envelope{V: 1, Src: src, IID: "p1", Type: typ, MID: "p1/3", Data: json.RawMessage(data)})
+		clock.Advance(3)
+		d.Close()
+		s.Close()
+		r.Close()
 	})
 }

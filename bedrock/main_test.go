@@ -1,5 +1,7 @@
 package bedrock
 
+// The test binary fails if a test leaves a goroutine behind.
+
 import (
 	"testing"
 

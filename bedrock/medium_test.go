@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,35 +52,39 @@ func TestLineMediumRPC(t *testing.T) {
 	_ = mb.Wait()
 }
 
+// TestLineMediumLines: every line of the input reaches the listener in
+// order, a line over MaxLineBytes and an empty one are skipped, and Send
+// writes one line on ChannelID only.
 func TestLineMediumLines(t *testing.T) {
-	in := strings.NewReader("first\r\n\n" + strings.Repeat("x", MaxLineBytes+1) + "\n" + strings.Repeat("y", MaxLineBytes) + "\nlast")
+	// The medium reads from the moment it is made: the input is written
+	// only once the listener is registered, or it could miss every line.
+	pr, pw := io.Pipe()
 	var out strings.Builder
-	m := NewLineMedium(in, &out)
+	m := NewLineMedium(pr, &out)
 	var got []string
-	done := make(chan struct{})
 	stop := m.Listen(func(id, msg string) {
 		if id != ChannelID {
 			t.Errorf("id %q", id)
 		}
 		got = append(got, msg)
-		if msg == "last" {
-			close(done)
-		}
 	})
 	defer stop()
+	go func() {
+		_, _ = io.WriteString(pw, "first\r\n\n"+strings.Repeat("x", MaxLineBytes+1)+"\n"+strings.Repeat("y", MaxLineBytes)+"\nlast")
+		pw.Close()
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- m.Wait() }()
 	select {
-	case <-done:
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("no last line")
+		t.Fatal("the medium never reached the end of its input")
 	}
-	if err := m.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	// The listener may have been registered after the first line: what it
-	// got ends with the line of MaxLineBytes, then last; the line one byte
-	// longer is skipped.
-	if n := len(got); n < 2 || got[n-1] != "last" || got[n-2] != strings.Repeat("y", MaxLineBytes) || n > 3 || n == 3 && got[0] != "first" {
-		t.Fatalf("got %d lines", len(got))
+	if want := []string{"first", strings.Repeat("y", MaxLineBytes), "last"}; !slices.Equal(got, want) {
+		t.Fatalf("got %d lines (%.20q...), want first, the line of MaxLineBytes, last", len(got), got)
 	}
 	if err := m.Send(ChannelID, "a\nb"); err == nil {
 		t.Fatal("a message with a newline was sent")

@@ -1,5 +1,9 @@
 package bedrock
 
+// RPC, discovery and replicated state on the bedrock bus, alone and among
+// many nodes on a lossy world. rpc_test.go, discovery_test.go and
+// state_test.go check their edge cases.
+
 import (
 	"encoding/json"
 	"errors"

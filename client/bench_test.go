@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,13 +78,12 @@ func BenchmarkEmitDeliver(b *testing.B) {
 		}
 	}
 	settled := func() int64 { return n.Load() + e.Broker.Stats().Dropped + sub.Dropped() }
-	deadline := time.Now().Add(30 * time.Second)
-	for settled() < int64(b.N) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d messages unaccounted for", int64(b.N)-settled(), b.N)
+	testbroker.Await(b, 30*time.Second, "every message delivered or dropped", func() error {
+		if s := settled(); s < int64(b.N) {
+			return fmt.Errorf("%d of %d messages unaccounted for", int64(b.N)-s, b.N)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	b.StopTimer()
 	b.ReportMetric(float64(e.Broker.Stats().Dropped)/float64(b.N), "broker-drops/op")
 	b.ReportMetric(float64(sub.Dropped())/float64(b.N), "node-drops/op")

@@ -1,12 +1,14 @@
 package client
 
-import (
-	"time"
+// Message ids (their form, uniqueness and cost) and message payloads.
 
-	"busbar/wire"
+import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
+
+	"busbar/wire"
 )
 
 func TestMessageIDs(t *testing.T) {

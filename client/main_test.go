@@ -1,5 +1,8 @@
 package client_test
 
+// The test binary fails if a test leaves a goroutine behind; the helpers
+// here connect real clients to a real broker (internal/testbroker).
+
 import (
 	"context"
 	"net"
@@ -40,6 +43,25 @@ func dialClient(e *testbroker.Env, node string, mods ...func(*client.Options)) (
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return client.Connect(ctx, opts)
+}
+
+// connectPausable connects node over e's (non-inproc) transport through a
+// testbroker.PausableConn, so the test can make it stop reading.
+func connectPausable(t *testing.T, e *testbroker.Env, node string) (*client.Client, *testbroker.PausableConn) {
+	t.Helper()
+	var pc *testbroker.PausableConn
+	c := connect(t, e, node, func(o *client.Options) {
+		o.Dial = func(ctx context.Context) (net.Conn, error) {
+			nc, err := e.Dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			pc = &testbroker.PausableConn{Conn: nc}
+			return pc, nil
+		}
+	})
+	t.Cleanup(pc.Resume)
+	return c, pc
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

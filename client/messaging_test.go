@@ -1,15 +1,19 @@
 package client_test
 
+// Messaging end to end over every transport: sends and their receipts,
+// requests and replies, publications and their per-node results, and
+// registrations.
+
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
@@ -149,16 +153,47 @@ func TestRequestReply(t *testing.T) {
 
 func TestConcurrentRequestsMatchTheirReplies(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
-	a := connect(t, e, "alpha", func(o *client.Options) { o.Workers = 16 })
+	const n, workers = 64, 16
+	a := connect(t, e, "alpha", func(o *client.Options) { o.Workers = workers })
 	b := connect(t, e, "beta")
-	_, err := a.Scope("s").Channel("echo").Handle(ctxT(t, 5*time.Second), func(_ context.Context, m *client.Message) ([]byte, error) {
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // replies leave out of order
+	// Replies leave out of order: the handlers are held in batches of as
+	// many as there are workers, and each batch is released last first.
+	arrived := make(chan chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for left := n; left > 0; {
+			batch := make([]chan struct{}, min(workers, left))
+			for i := range batch {
+				select {
+				case batch[i] = <-arrived:
+				case <-stop:
+					return
+				}
+			}
+			for i := len(batch) - 1; i >= 0; i-- {
+				close(batch[i])
+			}
+			left -= len(batch)
+		}
+	}()
+	_, err := a.Scope("s").Channel("echo").Handle(ctxT(t, 5*time.Second), func(ctx context.Context, m *client.Message) ([]byte, error) {
+		release := make(chan struct{})
+		select {
+		case arrived <- release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		return m.Payload(), nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -225,4 +260,85 @@ func compare(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// TestSendWithoutTargetRefused: a Send with no target is refused and
+// reaches nobody: on the wire an event without "to" is a publication.
+// (An empty target used to go out as a publication to every subscriber.)
+func TestSendWithoutTargetRefused(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	a := connect(t, e, "alpha", func(o *client.Options) { o.Workers = 1 }) // callbacks in arrival order
+	b := connect(t, e, "beta")
+	var in inbox
+	if _, err := a.Scope("s").Channel("orders.x").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "", []byte("p"))
+	// A marker sent next on the same connection is queued behind anything
+	// the empty send delivered.
+	if rc, _ := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "alpha", []byte("marker")); rc.Result != wire.Accepted {
+		t.Fatalf("marker: %+v", rc)
+	}
+	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.len() >= 1 })
+	if n, first := in.len(), string(in.get(0).Payload()); !errors.Is(err, wire.ErrBadAddress) || n != 1 || first != "marker" {
+		t.Fatalf("Send with an empty target: receipt %+v, %v, %d delivered (the first %q); want ErrBadAddress and only the marker delivered", r, err, n, first)
+	}
+}
+
+// TestConcurrentSubscribersShareRefusal: subscribers that join while the
+// broker has not yet answered the channel's registration get its verdict
+// too: a refusal reaches them all.
+// (A subscriber that joined a pending registration used to get nil.)
+func TestConcurrentSubscribersShareRefusal(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts(),
+		auth.Principal{Name: "deaf", Nodes: []auth.Pattern{"*"}, Permissions: auth.Permissions{Subscribe: []auth.Pattern{"ok"}}})
+	d := connect(t, e, "deaf", func(o *client.Options) { o.Credential.Principal = "deaf" })
+	for i := range 30 {
+		name := fmt.Sprintf("denied.c%d", i)
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for j := range 2 {
+			go func() {
+				<-start
+				_, err := d.Scope(fmt.Sprint("p", j)).Channel(name).Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) {})
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err == nil {
+				t.Fatalf("attempt %d: Subscribe on %s returned nil although the node may not subscribe to it", i, name)
+			}
+		}
+	}
+}
+
+// TestReceiptQueuedBeforeCallback: the ACCEPTED receipt is queued before
+// the callback can run, so a callback that closes the client (busbar sub
+// --count 1) does not turn its own event into FAILED. A scheduling race:
+// up to 800 attempts.
+// (A callback that closed the client used to turn its own event's receipt
+// into FAILED.)
+func TestReceiptQueuedBeforeCallback(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	b := connect(t, e, "beta")
+	deadline := time.Now().Add(6 * time.Second)
+	for i := 0; i < 800 && time.Now().Before(deadline); i++ {
+		node := fmt.Sprint("watcher-", i)
+		a, err := dialClient(e, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		if _, err := a.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) {
+			go func() { a.Close(); close(closed) }() // got my one message: exit
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := b.Scope("s").Channel("news").Send(ctxT(t, 5*time.Second), node, nil)
+		<-closed
+		if r.Result != wire.Accepted {
+			t.Fatalf("attempt %d: an event its subscriber handled got receipt %+v, want ACCEPTED", i, r)
+		}
+	}
 }

@@ -1,5 +1,9 @@
 package client_test
 
+// Replicated state through the client: writes, conflicts and their rule,
+// watches from a snapshot on, limits, and a store that survives restarts.
+// watch_test.go checks watches that fall behind.
+
 import (
 	"context"
 	"encoding/json"
@@ -236,10 +240,13 @@ func TestStateLateJoinerAndReconnect(t *testing.T) {
 			t.Fatalf("change %d = %+v, want %+v", i, got, en)
 		}
 	}
-	select {
-	case en := <-w.Changes():
-		t.Fatalf("duplicate change %+v", en)
-	case <-time.After(100 * time.Millisecond):
+	// Nothing more: the next change is a marker written now.
+	marker, err := ns.Set(ctx, "marker", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nextChange(t, w); !reflect.DeepEqual(got, marker) {
+		t.Fatalf("change after the three = %+v, want the marker %+v (a duplicate?)", got, marker)
 	}
 	// Reconnect: a new connection of the same node watches again.
 	late.Close()
@@ -253,7 +260,7 @@ func TestStateLateJoinerAndReconnect(t *testing.T) {
 	}
 	defer w2.Close()
 	now, _ := ns.Snapshot(ctx)
-	if !reflect.DeepEqual(w2.Initial(), now) || now.Seq != want.Seq+3 {
+	if !reflect.DeepEqual(w2.Initial(), now) || now.Seq != want.Seq+4 {
 		t.Fatalf("after reconnect:\n%+v\nwant\n%+v", w2.Initial(), now)
 	}
 }
@@ -410,4 +417,58 @@ func TestStateWatchBufferEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	testbroker.Eventually(t, 10*time.Second, "the overflow", func() bool { return errors.Is(w.Err(), client.ErrWatchOverflow) })
+}
+
+// rawSet writes a delta as a hand-driven node and returns the answer.
+func rawSet(t *testing.T, r *testbroker.Raw, id string, d state.Delta) *wire.Message {
+	t.Helper()
+	body, _ := json.Marshal(d)
+	r.Send(t, wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, id).WithBody(body))
+	return r.Read(t)
+}
+
+// TestStateMaxVersionStaysInItsNamespace: a node allowed to write one
+// open key writes it at state.MaxVersion; once the owner has read that
+// key, it can still write in its other namespaces.
+// (The client's Lamport clock was one for every namespace, so every later
+// Set of the owner computed MaxVersion+1 and its own Check refused it.)
+func TestStateMaxVersionStaysInItsNamespace(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	owner := connect(t, e, "owner")
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := owner.State("public").Open(ctx, "board"); err != nil {
+		t.Fatal(err)
+	}
+	foe := e.DialRaw(t)
+	foe.Hello(t, wire.ProtocolVersion, "foe", "local", e.Secrets["local"])
+	if m := rawSet(t, foe, "1", state.Delta{NS: "public", Key: "board", Value: json.RawMessage(`"hi"`), Version: state.MaxVersion}); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("write to the open key: %q", m)
+	}
+	if _, _, err := owner.State("public").Get(ctx, "board"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.State("private").Set(ctx, "x", 1); err != nil {
+		t.Fatalf("after reading another node's entry, the owner cannot write its own namespace: %v", err)
+	}
+}
+
+// TestStateRawValueStoredVerbatim: a json.RawMessage value is stored as
+// written, and one of exactly MaxValueBytes is accepted.
+// (json.Marshal of the delta HTML-escaped it, '<' becoming \u003c, so the
+// broker stored other bytes and refused a value the client's check passed.)
+func TestStateRawValueStoredVerbatim(t *testing.T) {
+	e := testbroker.Start(t, "unix", testOpts())
+	c := connect(t, e, "alpha")
+	ctx := ctxT(t, 5*time.Second)
+	en, err := c.State("ns").Set(ctx, "k", json.RawMessage(`"<b>"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(en.Value) != `"<b>"` {
+		t.Errorf("stored value %s, written \"<b>\"", en.Value)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("<", state.MaxValueBytes-2) + `"`)
+	if _, err := c.State("ns").Set(ctx, "big", big); err != nil {
+		t.Errorf("a value of exactly MaxValueBytes was refused: %.120v", err)
+	}
 }

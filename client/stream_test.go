@@ -1,16 +1,17 @@
 package client_test
 
+// Stream messages (Emit): fire and forget, in order from one producer,
+// dropped and counted when refused or when a queue is full. Drops for a
+// subscriber that stopped reading are checked in package broker.
+
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"busbar/auth"
-	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
-	"busbar/wire"
 )
 
 // TestEmit: a stream message reaches every subscribed node permitted to
@@ -82,49 +83,5 @@ func TestEmit(t *testing.T) {
 	close(release)
 	if a.len() != n || b.len() != n {
 		t.Fatal("extra deliveries")
-	}
-}
-
-// TestStreamStuckSubscriberDoesNotStallPublisher: a subscriber that stops
-// reading loses stream messages once its queue is full and its writer has
-// made no progress, while the publisher is not held back by it (a stall per
-// message would take 20000 × 2 ms) and a healthy subscriber keeps
-// receiving. (Streams are best effort: under the race detector even the
-// healthy one may fall behind for longer than the stall allows.)
-func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{MaxQueueBytes: 1 << 20, MaxPayload: 4096})
-	r := e.DialRaw(t)
-	r.Hello(t, wire.ProtocolVersion, "stuck", "local", e.Secrets["local"])
-	r.Send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("flow")))
-	r.Read(t) // subscribed; reads nothing more
-	var got atomic.Int64
-	healthy := connect(t, e, "healthy", func(o *client.Options) { o.DispatchQueue = 1 << 15 })
-	if _, err := healthy.Scope("s").Channel("flow").Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) { got.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	p := connect(t, e, "producer")
-	ch := p.Scope("s").Channel("flow")
-	payload := make([]byte, 1024)
-	const n = 20000
-	start := time.Now()
-	for range n {
-		if err := ch.Emit(ctxT(t, 30*time.Second), payload); err != nil {
-			t.Fatal(err)
-		}
-	}
-	took := time.Since(start)
-	// Wait until the healthy subscriber has everything or stops receiving.
-	for last := int64(-1); got.Load() < n && got.Load() != last; {
-		last = got.Load()
-		time.Sleep(500 * time.Millisecond)
-	}
-	if got.Load() < n*9/10 {
-		t.Fatalf("healthy subscriber got %d of %d; broker dropped %d, the node %d", got.Load(), n, e.Broker.Stats().Dropped, healthy.Dropped())
-	}
-	if took > 20*time.Second {
-		t.Fatalf("publishing took %v: the stuck subscriber held the publisher back", took)
-	}
-	if e.Broker.Stats().Dropped == 0 {
-		t.Fatal("nothing dropped for the stuck subscriber")
 	}
 }

@@ -1,5 +1,7 @@
 package loadgen
 
+// Load generator statistics: latency percentiles, shares and config bounds.
+
 import (
 	"testing"
 	"time"

@@ -1,5 +1,8 @@
 package transport
 
+// Dialing: cancellation, TLS handshakes bounded by the context, server
+// verification and default hosts.
+
 import (
 	"context"
 	"crypto/tls"

@@ -1,5 +1,7 @@
 package transport
 
+// Endpoint syntax: valid and invalid endpoints, and a fuzz target.
+
 import (
 	"errors"
 	"strings"

@@ -1,5 +1,7 @@
 package transport
 
+// Helpers of the transport tests: certificates, socket paths, listeners.
+
 import (
 	"crypto/tls"
 	"crypto/x509"

@@ -1,5 +1,8 @@
 package transport
 
+// Listening: Unix socket modes and lifecycle (stale, live, foreign files,
+// path limit), TCP ports in use, TLS configuration and bad endpoints.
+
 import (
 	"context"
 	"crypto/tls"

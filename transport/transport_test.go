@@ -1,5 +1,8 @@
 package transport
 
+// One body over every connection type (pipe, Unix, TCP, TLS): echo and
+// deadlines.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package wire
 
+// Targets and addresses: the forms parsed, the invalid ones and the length
+// edge.
+
 import (
 	"errors"
 	"strings"

@@ -1,5 +1,7 @@
 package wire
 
+// The cost of reading, writing, parsing and forwarding frames.
+
 import (
 	"bytes"
 	"io"

@@ -1,5 +1,7 @@
 package wire_test
 
+// Runnable documentation of the wire package.
+
 import (
 	"bytes"
 	"errors"

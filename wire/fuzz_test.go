@@ -1,5 +1,8 @@
 package wire
 
+// Fuzz targets: parsing, the stream reader fed in pieces, round trips and
+// addresses.
+
 import (
 	"bytes"
 	"encoding/binary"

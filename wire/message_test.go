@@ -1,5 +1,7 @@
 package wire
 
+// Message building, heartbeats, copies and Check.
+
 import (
 	"slices"
 	"testing"

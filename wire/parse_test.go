@@ -1,5 +1,8 @@
 package wire
 
+// Parsing text frames: every defect reported in order, valid frames,
+// duplicates, header and size limits, and round trips.
+
 import (
 	"bytes"
 	"errors"

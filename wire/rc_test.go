@@ -1,5 +1,8 @@
 package wire
 
+// Return codes: their bands, application errors apart from transport
+// failures, and Validate.
+
 import (
 	"slices"
 	"testing"

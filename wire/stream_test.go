@@ -1,5 +1,8 @@
 package wire
 
+// The framed stream: heartbeats, exact bodies, buffer reuse, errors that
+// keep the stream in sync or stick, size limits, and writer behaviour.
+
 import (
 	"bytes"
 	"encoding/binary"

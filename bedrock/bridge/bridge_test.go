@@ -1,10 +1,15 @@
 package bridge
 
+// The bridge between a busbar broker and a bedrock world: events both
+// ways, state exported to the medium, and the bound on busbar-bound work.
+// This file also holds the test world (a broker, a medium on a real clock,
+// a bridge) and the leak check. call_test.go checks calls to add-ons,
+// lifecycle_test.go what the bridge leaves on the client.
+
 import (
 	"context"
 	"encoding/json"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,37 +76,6 @@ func (w *world) addon(t *testing.T, id string) *bedrock.Bus {
 	bus.Start()
 	t.Cleanup(bus.Stop)
 	return bus
-}
-
-func TestCallCarriesLargePayloads(t *testing.T) {
-	w := newWorld(t, Options{}, nil)
-	lamp := w.addon(t, "lamp")
-	bedrock.NewRPC(lamp).Handle("echo", func(p json.RawMessage, _ *bedrock.Envelope) (any, error) { return p, nil })
-	d := bedrock.NewDiscovery(lamp, bedrock.AnnounceData{Version: "1"}, nil)
-	defer d.Close()
-	c := connect(t, w.b, "caller")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	testbroker.Eventually(t, 10*time.Second, "lamp in the registry", func() bool {
-		list, err := c.Whois(ctx, "lamp")
-		return err == nil && len(list) == 1 && list[0].Address == "lamp.bridge.bus"
-	})
-	big := strings.Repeat("é😀\"\\", 5000) // ~20 frames each way
-	params, _ := json.Marshal(big)
-	body, _ := json.Marshal(callBody{Method: "echo", Params: params})
-	for _, target := range []string{"lamp", "lamp.bridge.bus"} {
-		m, err := c.Scope("s").Channel(CallChannel).Request(ctx, target, body)
-		if err != nil {
-			t.Fatalf("%s: %v", target, err)
-		}
-		var back string
-		if json.Unmarshal(m.Payload(), &back) != nil || back != big {
-			t.Fatalf("%s: payload changed on the way", target)
-		}
-	}
-	if _, err := c.Scope("s").Channel(CallChannel).Request(ctx, "bridge.bus", body); err == nil {
-		t.Fatal("a target naming no add-on was relayed")
-	}
 }
 
 func TestEventsBothWays(t *testing.T) {

@@ -1,5 +1,8 @@
 package cli
 
+// The busbar command: frame parsing and validation, addresses, usage, and
+// the built binary driven as a user would (TestMain builds it).
+
 import (
 	"bytes"
 	"encoding/json"

@@ -1,11 +1,15 @@
 package cli
 
+// `busbar serve` as a child process, end to end: messaging, credentials,
+// discovery and state through the binary.
+
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -158,18 +162,14 @@ func (b *syncBuffer) String() string {
 // waitLs polls `busbar ls --json` until cond holds.
 func (s *server) waitLs(t *testing.T, what string, cond func(nodes []map[string]any) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, what, func() error {
 		code, out, errOut := s.busbar(t, "", "ls", "--json")
 		var nodes []map[string]any
 		if code == 0 && json.Unmarshal([]byte(out), &nodes) == nil && cond(nodes) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: ls exit %d: %s %s", what, code, out, errOut)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("ls exit %d: %s %s", code, out, errOut)
+	})
 }
 
 func hasNode(name, field, channel string) func([]map[string]any) bool {
@@ -296,18 +296,14 @@ func TestServeDiscovery(t *testing.T) {
 	s.background(t, "reply", "math", "--exec", "tr a-z A-Z", "--name", "upper1", "--service", "shout", "--version", "1.0")
 	waitServices := func(what string, cond func([]wire.ServiceInfo) bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, what, func() error {
 			code, out, errOut := s.busbar(t, "", "ls", "--services", "--json")
 			var list []wire.ServiceInfo
 			if code == 0 && json.Unmarshal([]byte(out), &list) == nil && cond(list) {
-				return
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: exit %d: %s %s", what, code, out, errOut)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("exit %d: %s %s", code, out, errOut)
+		})
 	}
 	waitServices("one instance", func(l []wire.ServiceInfo) bool { return len(l) == 1 && l[0].Address == "shout.upper1.bus" })
 	if code, out, errOut := s.busbar(t, "", "req", "shout", "math", "one"); code != 0 || strings.TrimSpace(out) != "ONE" {

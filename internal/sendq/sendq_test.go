@@ -1,5 +1,8 @@
 package sendq
 
+// The bounded outbound queue: its limits at and past the edge, deadlines
+// and ttl, stalled peers, waiting enqueues, shared frames and write-through.
+
 import (
 	"context"
 	"errors"

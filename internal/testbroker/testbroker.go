@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,15 +146,51 @@ func (e *Env) Dial(ctx context.Context) (net.Conn, error) {
 	return transport.Dial(ctx, ep, e.ClientTLS)
 }
 
-// Eventually polls cond every 10ms until it holds or timeout passes.
+// Eventually polls cond until it holds or timeout passes: at once, then
+// at intervals growing from 1ms to 10ms.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	Await(t, timeout, what, func() error {
+		if !cond() {
+			return errNotYet
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+}
+
+var errNotYet = errors.New("condition not met")
+
+// Await polls check until it returns nil or timeout passes, then fails
+// with check's last error: the state the test was still waiting on. It
+// checks at once, then at intervals growing from 1ms to 10ms.
+func Await(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	await(t, timeout, time.Millisecond, 10*time.Millisecond, what, check)
+}
+
+// AwaitEvery is Await checking every interval, for a check too costly to
+// run more often (one that starts a process, say).
+func AwaitEvery(t testing.TB, timeout, interval time.Duration, what string, check func() error) {
+	t.Helper()
+	await(t, timeout, interval, interval, what, check)
+}
+
+func await(t testing.TB, timeout, pause, maxPause time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			if err == errNotYet {
+				t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			}
+			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(pause) // polling, not synchronisation: check decides
+		pause = min(2*pause, maxPause)
 	}
 }
 
@@ -237,4 +274,49 @@ func (r *Raw) ReadErr() (*wire.Message, error) {
 			return m, err
 		}
 	}
+}
+
+// PausableConn stops handing bytes to its reader while paused, as a peer
+// that stopped reading would: the broker's socket to it fills up.
+type PausableConn struct {
+	net.Conn
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{}
+}
+
+// Pause stops Read until Resume.
+func (p *PausableConn) Pause() {
+	p.mu.Lock()
+	if !p.paused {
+		p.paused, p.resume = true, make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// Resume lets Read go on.
+func (p *PausableConn) Resume() {
+	p.mu.Lock()
+	if p.paused {
+		p.paused = false
+		close(p.resume)
+	}
+	p.mu.Unlock()
+}
+
+// Read waits while the connection is paused, then reads.
+func (p *PausableConn) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	paused, ch := p.paused, p.resume
+	p.mu.Unlock()
+	if paused {
+		<-ch
+	}
+	return p.Conn.Read(b)
+}
+
+// Close resumes a paused reader and closes the connection.
+func (p *PausableConn) Close() error {
+	p.Resume()
+	return p.Conn.Close()
 }

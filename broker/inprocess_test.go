@@ -1,9 +1,10 @@
-package client_test
+package broker_test
+
+// The broker's own endpoint: code embedded in the broker, connected in
+// process under the broker's name, is a node like any other.
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net"
 	"testing"
 	"time"
@@ -54,42 +55,4 @@ func TestBrokerAsEndpoint(t *testing.T) {
 	if r, err := self.Scope("core").Channel("echo").Request(ctxT(t, 5*time.Second), "alpha", []byte("hi")); err != nil || string(r.Payload()) != "hi" {
 		t.Fatalf("broker to node: %v", err)
 	}
-}
-
-// TestClientRefusesIncompatibleBroker: a client that meets a broker
-// announcing another protocol version fails with ErrIncompatible.
-func TestClientRefusesIncompatibleBroker(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		w := wire.NewWriter(nc)
-		info, _ := json.Marshal(wire.Info{Broker: "future", Protocol: "2", Nonce: []byte("n")})
-		_ = w.WriteMessage(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, "2").WithBody(info))
-		_ = w.Flush()
-		r := wire.NewReader(nc)
-		hello, err := r.ReadMessage()
-		if err != nil {
-			return
-		}
-		// A version-2 broker refuses a version-1 hello, saying why.
-		_ = w.WriteMessage(wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderReplyTo, hello.Value(wire.HeaderID)).
-			WithHeader(wire.HeaderRC, "20").WithHeader(wire.HeaderResult, string(wire.ResultVersion)).
-			WithHeader(wire.HeaderError, `incompatible protocol version "1": this broker speaks "2"`))
-		_ = w.Flush()
-	}()
-	_, err = client.Connect(ctxT(t, 5*time.Second), client.Options{Server: "tcp://" + ln.Addr().String(), Node: "old"})
-	if !errors.Is(err, client.ErrIncompatible) {
-		t.Fatalf("Connect = %v, want ErrIncompatible", err)
-	}
-	<-done
 }

@@ -1,0 +1,92 @@
+package bedrock
+
+// Replicated state on the bedrock bus beyond services_test.go: which
+// deltas a replica takes, and owners that restart.
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestStateDeltaKeysMatchExactly: a state-delta's ver is data.ver; a
+// "VER" key is another property. Go replicas store what JavaScript
+// replicas store, or they would never converge.
+// (Go's case-insensitive JSON decoding used to take "VER".)
+func TestStateDeltaKeysMatchExactly(t *testing.T) {
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{})
+	owner := NewState(newBus(t, clock, w, "o", "o1"), StateOptions{})
+	if err := owner.Own("n"); err != nil {
+		t.Fatal(err)
+	}
+	replica := NewState(newBus(t, clock, w, "r", "r1"), StateOptions{})
+	replica.Follow("n")
+	clock.Advance(5)
+	twin := newBus(t, clock, w, "o", "o2") // the owner's src, as any sender may write it
+	twin.Send(SendOptions{Type: TypeStateDelta, Data: json.RawMessage(`{"ns":"n","key":"k","value":1,"ver":5,"VER":999}`)})
+	clock.Advance(3)
+	e, ok := replica.Get("n", "k")
+	if !ok || e.Version != 5 {
+		t.Fatalf("replica stored %+v (ok %v); JavaScript stores ver 5", e, ok)
+	}
+}
+
+// TestStateOwnerRestart: an add-on that owns a namespace restarts (a new
+// instance, empty state: a script reload) while a long-lived replica (the
+// bridge) keeps its copy; the owner's new writes reach the replica, even
+// with periodic resync.
+// (The restarted owner's writes used to never reach the replica: owner
+// and replica did not converge.)
+func TestStateOwnerRestart(t *testing.T) {
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{})
+	ob := newBus(t, clock, w, "o", "o1")
+	owner := NewState(ob, StateOptions{})
+	owner.Own("n")
+	replica := NewState(newBus(t, clock, w, "r", "r1"), StateOptions{ResyncTicks: 20})
+	replica.Follow("n")
+	clock.Advance(3)
+	for i := range 5 {
+		owner.Set("n", "k", json.RawMessage(fmt.Sprint(i)))
+	}
+	clock.Advance(3)
+	if e, _ := replica.Get("n", "k"); string(e.Value) != "4" {
+		t.Fatalf("before the restart the replica has %+v", e)
+	}
+	owner.Close()
+	ob.Stop()
+	owner2 := NewState(newBus(t, clock, w, "o", "o2"), StateOptions{})
+	owner2.Own("n")
+	clock.Advance(3)
+	owner2.Set("n", "k", json.RawMessage(`"after restart"`))
+	clock.Advance(100)
+	o, _ := owner2.Get("n", "k")
+	r, _ := replica.Get("n", "k")
+	if string(o.Value) != string(r.Value) {
+		t.Fatalf("never converge: owner %s (ver %d), replica %s (ver %d)", o.Value, o.Version, r.Value, r.Version)
+	}
+}
+
+// TestStateRefusedDeltaDoesNotPushTheClock: package state's rule is that
+// "a refused write must not push" the Lamport clock: one delta from
+// anyone, for a namespace nobody holds, with ver 2^53-1, leaves the owner
+// able to write its own keys.
+// (It pushed the clock to its end, and the owner's second write failed.)
+func TestStateRefusedDeltaDoesNotPushTheClock(t *testing.T) {
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{})
+	owner := NewState(newBus(t, clock, w, "o", "o1"), StateOptions{})
+	if err := owner.Own("n"); err != nil {
+		t.Fatal(err)
+	}
+	prank := newBus(t, clock, w, "x", "x1")
+	prank.Send(SendOptions{Type: TypeStateDelta, Data: json.RawMessage(`{"ns":"nobody-holds-this","key":"k","value":1,"ver":9007199254740991}`)})
+	clock.Advance(3)
+	if _, err := owner.Set("n", "k", json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := owner.Set("n", "k", json.RawMessage(`2`)); err != nil {
+		t.Fatalf("the owner's second write: %v (entry %+v)", err, e)
+	}
+}
