@@ -16,7 +16,7 @@ import (
 
 // TestBrokerAsEndpoint: code embedded in the broker connects under the
 // broker's own name and serves requests, events and publications like any
-// node (seed 003's proxy); nodes reach it over real sockets.
+// node (docs/messaging.md#the-model); nodes reach it over real sockets.
 func TestBrokerAsEndpoint(t *testing.T) {
 	e := testbroker.Start(t, "tcp", testOpts())
 	self := connect(t, e, e.Broker.Name(), func(o *client.Options) {

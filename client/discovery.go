@@ -11,7 +11,7 @@ import (
 	"busbar/wire"
 )
 
-// Discovery (seed 000's announce and whois, seed 004's registry): a node
+// Discovery (docs/discovery.md): a node
 // announces the services it hosts; the broker keeps the registry, so one
 // Whois learns the world, and a watch follows it. Records live as long as
 // the announcing connection: a node that closes, is replaced or misses its

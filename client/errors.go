@@ -22,7 +22,7 @@ var (
 	ErrAuth            = errors.New("client: authentication refused")
 )
 
-// Request error kinds (seed 003): a failed Request returns a *RequestError
+// Request error kinds (docs/messaging.md#results): a failed Request returns a *RequestError
 // that matches exactly one of these with errors.Is.
 var (
 	ErrNoHandler     = errors.New("no handler")

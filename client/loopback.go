@@ -7,7 +7,7 @@ import (
 	"busbar/wire"
 )
 
-// Loopback (seed 000): a request addressed to this client's own node
+// Loopback (docs/discovery.md#loopback): a request addressed to this client's own node
 // (<node>.bus, <service>.<node>.bus, …) never goes over the wire — the
 // broker would only send it back. It is handed to the local handler on the
 // executor, never run on the caller's goroutine, so it keeps the

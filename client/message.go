@@ -9,7 +9,7 @@ import (
 	"busbar/wire"
 )
 
-// Kind is a message's kind (seed 003).
+// Kind is a message's kind (docs/messaging.md#the-model).
 type Kind string
 
 // The kinds.
@@ -23,8 +23,8 @@ const (
 // or the caller a reply is for. Each receiver gets a Message of its own
 // (two subscribers of one event on this node get two), made when the
 // message arrived by copying it out of the connection's buffers, so
-// nothing the sender or the connection does later changes it (seed 003's
-// defensively copied payload). Its header fields never change.
+// nothing the sender or the connection does later changes it (the contract's
+// defensively copied payload, docs/messaging.md#the-model). Its header fields never change.
 type Message struct {
 	id, channel, from, to, replyTo string
 	kind                           Kind
@@ -99,7 +99,7 @@ func (m *Message) Payload() []byte { return m.payload }
 // Deadline is when the sender stops waiting (zero when unknown).
 func (m *Message) Deadline() time.Time { return m.deadline }
 
-// Receipt is the outcome of Send (seed 003): ACCEPTED means the destination
+// Receipt is the outcome of Send (docs/messaging.md#results): ACCEPTED means the destination
 // node queued the event for its handlers, not that they finished. A
 // TIMED_OUT or FAILED receipt cannot prove the event was not handled. A
 // call refused before anything was sent has no receipt: Send returns an
