@@ -69,7 +69,8 @@ var kindNames = [...]string{
 	kindControl: "control", kindFrame: "frame", kindHello: "hello",
 }
 
-// subject is the message a refusal answers.
+// subject is the message a refusal answers. Its strings may alias the
+// read buffer: answer clones what it keeps.
 type subject struct {
 	kind    kind
 	id      string // the id the answer replies to
@@ -95,6 +96,7 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 	if r.counted() {
 		b.logRefused(c, kindNames[s.kind], s.command, r.text)
 	}
+	s.command, s.from = strings.Clone(s.command), strings.Clone(s.from)
 	rc := r.rc
 	var m *wire.Message
 	switch s.kind {

@@ -179,14 +179,16 @@ func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind) {
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, what+" needs an id of 1 to "+strconv.Itoa(MaxIDLen)+" bytes"))
 		return
 	}
-	s := subject{kind: k, id: strings.Clone(id), command: strings.Clone(channel)}
+	// The id keys the open call, so it is kept; the channel and the target
+	// alias the read buffer, and answer clones them if it must.
+	s := subject{kind: k, id: strings.Clone(id), command: channel}
 	var r *refusal
 	switch k {
 	case kindSend:
-		s.from = strings.Clone(v.Value(wire.HeaderTo))
+		s.from = v.Value(wire.HeaderTo)
 		r = b.deliverSend(c, v, &s)
 	case kindRequest:
-		r = b.deliverRequest(c, v, s, strings.Clone(v.Value(wire.HeaderTo)))
+		r = b.deliverRequest(c, v, s, v.Value(wire.HeaderTo))
 	case kindPublish:
 		r = b.deliverPublish(c, v, s)
 	}
@@ -398,8 +400,13 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 		b.stats.drop(DropUnmatchedAnswer)
 		return
 	}
-	s := subject{kind: kindRequest, id: strings.Clone(id), command: strings.Clone(v.Value(wire.HeaderCommand))}
+	// What the origin is told if the reply cannot pass; built only then
+	// (its strings are clones of the read buffer's).
+	failed := func() subject {
+		return subject{kind: kindRequest, id: strings.Clone(id), command: strings.Clone(v.Value(wire.HeaderCommand))}
+	}
 	if n := len(v.Body()); n > b.opts.MaxPayload {
+		s := failed()
 		b.logRefused(c, "reply", s.command, "reply payload over the limit")
 		b.answer(cl.origin, s, refuse(wire.ResultHandler,
 			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
@@ -411,7 +418,7 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 	}
 	f, r := frameFrom(c, v, false)
 	if r != nil {
-		b.answer(cl.origin, s, refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
 		return
 	}
 	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
