@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ type Broker struct {
 	reg   registry
 	state stateService
 	pend  pendingTable
+	hs    handshakes
 
 	// closing is set once, under mu, when Shutdown begins; read anywhere
 	// (the hot path refuses new work without taking mu).
@@ -57,6 +59,7 @@ func New(opts Options) (*Broker, error) {
 		started:   time.Now(),
 	}
 	b.dir.init()
+	b.hs.init()
 	b.reg.init()
 	b.pend.init()
 	if err := b.state.open(opts.StatePath); err != nil {
@@ -131,21 +134,33 @@ func (b *Broker) DialInProcess() (net.Conn, error) {
 func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	c := newConn(b, nc)
 	c.inproc = inproc
-	if !b.track(c) {
-		_ = nc.Close()
+	if r := b.track(c); r != nil {
+		refuseConn(nc, r.result, r.text)
 		return
 	}
 	defer b.untrack(c)
 	r := wire.NewReader(nc)
-	// A frame is refused before it is read when it could not be routed
-	// anyway: the payload limit plus room for its headers.
-	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
+	// Before login a frame is a hello: MaxHelloBytes is plenty, and an
+	// unauthenticated peer may make the broker hold no more (admission.go).
+	r.SetLimit(MaxHelloBytes)
 	go c.writeLoop()
-	if err := b.handshake(c, r); err != nil {
-		b.log.Info("handshake failed", "remote", remote(nc), "err", err)
+	if !inproc {
+		if old := b.admitHandshake(c); old != nil {
+			b.stats.handshakesEvicted.Add(1)
+			b.log.Warn("connection closed while logging in, to make room", "remote", remote(old.nc), "max_handshakes", b.opts.MaxHandshakes)
+			old.closeWith(wire.ResultOverload, b.handshakeLimitText())
+		}
+	}
+	err := b.handshake(c, r)
+	b.handshakeDone(c)
+	if err != nil {
+		b.log.Info("handshake failed", "remote", remote(nc), "err", clip(err.Error()))
 		c.finish()
 		return
 	}
+	// A frame is refused before it is read when it could not be routed
+	// anyway: the payload limit plus room for its headers.
+	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
 	b.log.Info("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
 	b.readLoop(c, r)
 	c.finish()
@@ -174,23 +189,25 @@ func remote(nc net.Conn) string {
 	return "local"
 }
 
-func (b *Broker) track(c *conn) bool {
+// track counts c as served, or refuses it: the broker is shutting down,
+// or serves MaxConnections already.
+func (b *Broker) track(c *conn) *refusal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing.Load() {
-		return false
+		return refuse(wire.ResultShutdown, "broker shutting down")
 	}
 	if !c.inproc && b.external >= b.opts.MaxConnections {
 		b.stats.overCapacity.Add(1)
 		b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc))
-		return false
+		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections; retry later")
 	}
 	b.conns[c] = struct{}{}
 	if !c.inproc {
 		b.external++
 	}
 	b.serving.Add(1)
-	return true
+	return nil
 }
 
 func (b *Broker) untrack(c *conn) {

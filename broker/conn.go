@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"container/list"
+	"errors"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +40,12 @@ type conn struct {
 	// allowed: a stream of messages on one channel checks its patterns
 	// once. Readers of other connections consult it too, hence atomic.
 	allowed [nActions]atomic.Pointer[string]
+
+	// Guarded by Broker.hs.mu: c's place among the connections logging in
+	// (nil once it logged in or failed), and the pool it counts in.
+	handshaking *list.Element
+	hsAddr      string
+	hsLocal     bool
 
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
@@ -75,17 +84,26 @@ func (c *conn) enqueue(m *wire.Message, deadline time.Time) bool {
 	return c.out.Enqueue(m, deadline)
 }
 
-// writeLoop runs the outbound queue; a write that fails or times out means
-// the peer stopped reading.
+// writeLoop runs the outbound queue. A write that times out means the
+// peer stopped reading: a slow consumer. Any other failure means the peer
+// is gone (it closed, or reset the connection).
 func (c *conn) writeLoop() {
-	if err := c.out.Run(); err != nil {
-		c.b.stats.slowConsumers.Add(1)
-		c.setReason(wire.ResultSlow)
-		c.mu.Lock()
-		node := c.node
-		c.mu.Unlock()
-		c.b.log.Warn("write failed; disconnecting slow consumer", "node", node, "err", err)
+	err := c.out.Run()
+	if err == nil {
+		return
 	}
+	c.mu.Lock()
+	node := c.node
+	c.mu.Unlock()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.b.stats.writeFailures.Add(1)
+		c.setReason(wire.ResultDisconnect)
+		c.b.log.Debug("write failed; the peer is gone", "node", node, "remote", remote(c.nc), "err", err)
+		return
+	}
+	c.b.stats.slowConsumers.Add(1)
+	c.setReason(wire.ResultSlow)
+	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
 }
 
 func (c *conn) setReason(r wire.Result) {

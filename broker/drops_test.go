@@ -121,7 +121,8 @@ func TestClipAtAndPastItsLimit(t *testing.T) {
 
 // A peer cannot make the broker write a log line as long as its frame:
 // what it supplies is clipped, whether in a hello that fails to
-// authenticate (a 900 KB principal name) or in a refused command.
+// authenticate (a principal name of almost MaxHelloBytes) or in a refused
+// command (a 900 KB command name).
 func TestPeerStringsAreClippedInTheLog(t *testing.T) {
 	var mu sync.Mutex
 	var logged bytes.Buffer
@@ -135,7 +136,7 @@ func TestPeerStringsAreClippedInTheLog(t *testing.T) {
 	if _, err := r.ReadMessage(); err != nil { // bus.info
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(wire.Hello{Node: "n", Principal: strings.Repeat("p", 900<<10), Secret: secret})
+	body, _ := json.Marshal(wire.Hello{Node: "n", Principal: strings.Repeat("p", MaxHelloBytes-200), Secret: secret})
 	if err := w.WriteMessage(wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithHeader(wire.HeaderID, "h").WithBody(body)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"busbar/auth"
@@ -23,8 +25,19 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	c.enqueue(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithBody(info), time.Time{})
 
 	m, err := r.ReadMessage()
-	if err != nil {
-		c.closeWith(wire.ResultMalformed, "handshake: "+err.Error())
+	switch {
+	case err == nil:
+	case errors.Is(err, wire.ErrTooLarge):
+		b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultTooLarge, "handshake: "+err.Error()+" (a hello may be at most "+strconv.Itoa(MaxHelloBytes)+" bytes)"))
+		return err
+	case errors.Is(err, wire.ErrMalformed):
+		b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultMalformed, "handshake: "+err.Error()))
+		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.closeWith(wire.ResultTimeout, "handshake: no hello within "+b.opts.HandshakeTimeout.String())
+		return err
+	default: // the peer left, or was closed to make room
+		c.close(wire.ResultDisconnect)
 		return err
 	}
 	// A refused hello is answered, and the connection closed.

@@ -11,30 +11,35 @@ import (
 // Defaults for Options. Each is a limit users may need to tune; each is
 // documented in docs/messaging.md and tested at its edge.
 const (
-	DefaultName              = "broker"
-	DefaultHandshakeTimeout  = 5 * time.Second
-	DefaultHeartbeatInterval = 5 * time.Second
-	DefaultLeaseTimeout      = 15 * time.Second
-	DefaultMaxQueueBytes     = 8 << 20 // outbound bytes queued per connection
-	DefaultMaxQueueMessages  = 65536   // outbound messages queued per connection
-	DefaultWriteTimeout      = 10 * time.Second
-	DefaultMaxInflight       = 1024    // pending calls a connection may have open
-	DefaultMaxPayload        = 1 << 20 // bytes of body in one message
-	DefaultMaxTTL            = 5 * time.Minute
-	DefaultDrainTimeout      = 5 * time.Second
-	DefaultMaxConnections    = 10000                  // connections served at once, handshaking ones included
-	DefaultMaxRegistrations  = 1024                   // subscriptions plus handlers one connection may hold
-	MaxPublishCandidates     = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
-	streamStall              = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
-	stuckAfter               = 250 * time.Millisecond // a writer without progress this long is not stalled for
-	MaxIDLen                 = 64                     // bytes in a message id
+	DefaultName                 = "broker"
+	DefaultHandshakeTimeout     = 5 * time.Second
+	DefaultHeartbeatInterval    = 5 * time.Second
+	DefaultLeaseTimeout         = 15 * time.Second
+	DefaultMaxQueueBytes        = 8 << 20 // outbound bytes queued per connection
+	DefaultMaxQueueMessages     = 65536   // outbound messages queued per connection
+	DefaultWriteTimeout         = 10 * time.Second
+	DefaultMaxInflight          = 1024    // pending calls a connection may have open
+	DefaultMaxPayload           = 1 << 20 // bytes of body in one message
+	DefaultMaxTTL               = 5 * time.Minute
+	DefaultDrainTimeout         = 5 * time.Second
+	DefaultMaxConnections       = 10000                  // connections served at once, handshaking ones included
+	DefaultMaxRegistrations     = 1024                   // subscriptions plus handlers one connection may hold
+	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
+	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
+	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
+	streamStall                 = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
+	stuckAfter                  = 250 * time.Millisecond // a writer without progress this long is not stalled for
+	MaxIDLen                    = 64                     // bytes in a message id
 	// MaxFrameOverhead is what a frame may carry beyond MaxPayload (its
 	// header block): a longer frame closes the connection with TOO_LARGE
 	// before it is read, so a peer cannot make the broker buffer more than
 	// it could route.
-	MaxFrameOverhead  = 64 << 10
-	sweepInterval     = time.Second
-	maxPayloadCeiling = wire.MaxMessageBytes - MaxFrameOverhead
+	MaxFrameOverhead = 64 << 10
+	sweepInterval    = time.Second
+	// refuseWriteTimeout bounds the write of the bus.error that tells a
+	// refused connection why.
+	refuseWriteTimeout = time.Second
+	maxPayloadCeiling  = wire.MaxMessageBytes - MaxFrameOverhead
 )
 
 // Options configure a Broker. The zero value of every field means its
@@ -81,6 +86,11 @@ type Options struct {
 	// MaxRegistrations bounds the channels one connection subscribes to or
 	// handles; past it a registration is REJECTED.
 	MaxRegistrations int
+	// MaxHandshakes bounds the connections logging in at once, counted
+	// apart for local (Unix socket) and network peers; MaxHandshakesPerAddr
+	// bounds a network address's share. When full, the connection logging
+	// in longest is closed to make room (docs/messaging.md#bad-input).
+	MaxHandshakes, MaxHandshakesPerAddr int
 
 	// StatePath is the file of the embedded store (bbolt) that keeps every
 	// state namespace across restarts; "" keeps them in memory only.
@@ -116,6 +126,8 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxPayload, DefaultMaxPayload)
 	defInt(&o.MaxConnections, DefaultMaxConnections)
 	defInt(&o.MaxRegistrations, DefaultMaxRegistrations)
+	defInt(&o.MaxHandshakes, DefaultMaxHandshakes)
+	defInt(&o.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr)
 	switch {
 	case o.LeaseTimeout <= o.HeartbeatInterval:
 		return fmt.Errorf("broker: LeaseTimeout %v must exceed HeartbeatInterval %v", o.LeaseTimeout, o.HeartbeatInterval)

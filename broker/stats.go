@@ -62,8 +62,8 @@ func DropReasons() []DropReason {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, malformed, refused, slowConsumers, leaseExpired, overCapacity, stateRefused atomic.Int64
-	drops                                                                                       [numDropReasons]atomic.Int64
+	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted atomic.Int64
+	drops                                                                                                                         [numDropReasons]atomic.Int64
 }
 
 func (s *stats) drop(r DropReason) { s.drops[r].Add(1) }
@@ -75,9 +75,13 @@ type Stats struct {
 	Malformed      int64 // frames refused as malformed
 	Refused        int64 // messages and commands refused by permissions or limits (REJECTED, AMBIGUOUS)
 	SlowConsumers  int64 // connections closed because they stopped reading
+	WriteFailures  int64 // connections whose writes failed because the peer was gone (closed, reset)
 	LeaseExpired   int64 // nodes removed for silence
 	OverCapacity   int64 // connections closed at once because MaxConnections were served
-	StateRefused   int64 // state writes refused: foreign writes to closed keys, opens by non-owners
+	// HandshakesEvicted counts connections closed while logging in to
+	// make room for newer ones (MaxHandshakes, MaxHandshakesPerAddr).
+	HandshakesEvicted int64
+	StateRefused      int64 // state writes refused: foreign writes to closed keys, opens by non-owners
 
 	// Drops counts discarded messages per reason (see DropReason).
 	Drops [numDropReasons]int64
@@ -91,14 +95,16 @@ type Stats struct {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() Stats {
 	s := Stats{
-		Nodes:          b.dir.count(),
-		ExpiredInQueue: b.stats.expiredInQueue.Load() + b.expiredInQueues(),
-		Malformed:      b.stats.malformed.Load(),
-		Refused:        b.stats.refused.Load(),
-		SlowConsumers:  b.stats.slowConsumers.Load(),
-		LeaseExpired:   b.stats.leaseExpired.Load(),
-		OverCapacity:   b.stats.overCapacity.Load(),
-		StateRefused:   b.stats.stateRefused.Load(),
+		Nodes:             b.dir.count(),
+		ExpiredInQueue:    b.stats.expiredInQueue.Load() + b.expiredInQueues(),
+		Malformed:         b.stats.malformed.Load(),
+		Refused:           b.stats.refused.Load(),
+		SlowConsumers:     b.stats.slowConsumers.Load(),
+		WriteFailures:     b.stats.writeFailures.Load(),
+		LeaseExpired:      b.stats.leaseExpired.Load(),
+		OverCapacity:      b.stats.overCapacity.Load(),
+		HandshakesEvicted: b.stats.handshakesEvicted.Load(),
+		StateRefused:      b.stats.stateRefused.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = b.stats.drops[i].Load()

@@ -161,6 +161,9 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if err != nil {
 		return fmt.Errorf("client: reading broker info: %w", ctxErr(ctx, err))
 	}
+	if m.Value(wire.HeaderCommand) == wire.CmdError { // refused before the handshake
+		return refusedError(m)
+	}
 	var info wire.Info
 	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
 		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
@@ -193,6 +196,9 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if err != nil {
 		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
 	}
+	if resp.Value(wire.HeaderCommand) == wire.CmdError { // closed while logging in
+		return refusedError(resp)
+	}
 	if rc := wire.ResponseRC(resp); rc.IsError() {
 		text := resp.Value(wire.HeaderError)
 		switch wire.Result(resp.Value(wire.HeaderResult)) {
@@ -208,6 +214,13 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	}
 	_ = c.nc.SetDeadline(time.Time{})
 	return nil
+}
+
+// refusedError is the error for a bus.error the broker sent instead of
+// serving the connection: at capacity, too many logging in, a hello too
+// large.
+func refusedError(m *wire.Message) error {
+	return fmt.Errorf("%w: %s: %s", ErrRefused, m.Value(wire.HeaderResult), m.Value(wire.HeaderError))
 }
 
 // ctxErr prefers the context's error when it caused the I/O error.

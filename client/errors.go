@@ -20,6 +20,10 @@ var (
 	ErrHandlerExists   = errors.New("client: a request handler is already registered for this channel on this node")
 	ErrIncompatible    = errors.New("client: incompatible protocol version")
 	ErrAuth            = errors.New("client: authentication refused")
+	// ErrRefused: the broker would not serve the connection (at
+	// capacity, too many connections logging in, a hello too large); the
+	// error's text says why, and a later attempt may succeed.
+	ErrRefused = errors.New("client: connection refused by the broker")
 )
 
 // Request error kinds (docs/messaging.md#results): a failed Request returns a *RequestError
