@@ -35,6 +35,10 @@ type conn struct {
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
+	// stallFailed is the writer's LastWrite (unix ns) when a producer last
+	// waited in vain for room in this queue (enqueueStream): until the
+	// writer progresses, nobody waits again.
+	stallFailed atomic.Int64
 
 	// allowed remembers, per action, the last channel the permissions
 	// allowed: a stream of messages on one channel checks its patterns

@@ -153,17 +153,28 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 // c's writer is making progress, it stalls the producer (up to streamStall
 // per message) for room, as nats-server stalls fast producers: a
 // subscriber that is merely slower paces the publisher through TCP instead
-// of losing messages. When c's writer has completed nothing for
-// stuckAfter, the frame is dropped at once, so a stuck node cannot slow
-// its publishers down.
+// of losing messages. A stall that runs out is not tried again until c's
+// writer makes progress, so a subscriber that froze costs its publishers
+// one stall, not one per message (and the healthy subscribers of the same
+// publisher keep their rate and latency); and when c's writer has
+// completed nothing for stuckAfter, the frame is dropped at once.
 func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
 	if c.out.EnqueueFrame(f, deadline) {
 		return 0, true
 	}
-	if time.Since(c.out.LastWrite()) > stuckAfter {
+	last := c.out.LastWrite()
+	switch {
+	case time.Since(last) > stuckAfter:
 		return DropStuckReader, false
+	case c.stallFailed.Load() == last.UnixNano():
+		return DropQueueFull, false // no progress since the last stall ran out
 	}
-	return DropQueueFull, c.out.EnqueueFrameWithin(f, deadline, streamStall)
+	c.b.stats.streamStalls.Add(1)
+	if c.out.EnqueueFrameWithin(f, deadline, streamStall) {
+		return 0, true
+	}
+	c.stallFailed.Store(c.out.LastWrite().UnixNano())
+	return DropQueueFull, false
 }
 
 // routeCall routes a message that opens a call: a send (its receipt), a

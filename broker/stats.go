@@ -62,8 +62,8 @@ func DropReasons() []DropReason {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted atomic.Int64
-	drops                                                                                                                         [numDropReasons]atomic.Int64
+	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted, streamStalls atomic.Int64
+	drops                                                                                                                                       [numDropReasons]atomic.Int64
 }
 
 func (s *stats) drop(r DropReason) { s.drops[r].Add(1) }
@@ -82,6 +82,9 @@ type Stats struct {
 	// make room for newer ones (MaxHandshakes, MaxHandshakesPerAddr).
 	HandshakesEvicted int64
 	StateRefused      int64 // state writes refused: foreign writes to closed keys, opens by non-owners
+	// StreamStalls counts the times a stream message waited (up to 2 ms)
+	// for room in a subscriber's full queue.
+	StreamStalls int64
 
 	// Drops counts discarded messages per reason (see DropReason).
 	Drops [numDropReasons]int64
@@ -104,6 +107,7 @@ func (b *Broker) Stats() Stats {
 		LeaseExpired:      b.stats.leaseExpired.Load(),
 		OverCapacity:      b.stats.overCapacity.Load(),
 		HandshakesEvicted: b.stats.handshakesEvicted.Load(),
+		StreamStalls:      b.stats.streamStalls.Load(),
 		StateRefused:      b.stats.stateRefused.Load(),
 	}
 	for i := range s.Drops {
