@@ -22,11 +22,12 @@ import (
 //     of MaxHandshakes, so a flood over TCP never reaches the Unix socket;
 //     a network address may hold at most MaxHandshakesPerAddr of its pool;
 //   - when a pool (or an address's share) is full, the connection that has
-//     been logging in longest is closed to make room, with a bus.error
-//     saying why: a flood of idle connections churns through the pool
-//     while a client that says hello at once gets through. Refusing the
-//     newcomer instead would let a flood lock every newcomer out for the
-//     whole HandshakeTimeout.
+//     been waiting longest for its hello is closed to make room, with a
+//     bus.error saying why: a flood of idle connections churns through the
+//     pool while a client that says hello at once gets through (a
+//     connection leaves the pool as soon as its hello is read). Refusing
+//     the newcomer instead would let a flood lock every newcomer out for
+//     the whole HandshakeTimeout.
 //
 // So everything the unauthenticated can make the broker hold is bounded
 // by 2 × MaxHandshakes × (read buffer + MaxHelloBytes) plus their

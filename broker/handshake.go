@@ -25,6 +25,9 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	c.enqueue(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithBody(info), time.Time{})
 
 	m, err := r.ReadMessage()
+	// A peer that sent its hello is no longer idle: it leaves the pool of
+	// connections logging in, where only the idle make room for others.
+	b.handshakeDone(c)
 	switch {
 	case err == nil:
 	case errors.Is(err, wire.ErrTooLarge):
