@@ -255,14 +255,14 @@ func (s *stateService) snapshotLocked(ns string) state.Snapshot {
 }
 
 // get answers bus.state.get; for every namespace (q.NS empty), only those
-// may allows (nil: all).
+// may allows.
 func (s *stateService) get(q state.Query, may func(ns string) bool) (any, *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q.NS == "" {
 		all := make([]state.Snapshot, 0, len(s.spaces))
 		for _, ns := range slices.Sorted(maps.Keys(s.spaces)) {
-			if may == nil || may(ns) {
+			if may(ns) {
 				all = append(all, s.spaces[ns].Snapshot())
 			}
 		}
@@ -366,15 +366,12 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
 		}
 		return answer(hideValue(c, q.NS, r, false))
 	case wire.CmdStateGet:
-		var may func(string) bool // every namespace, in-process
 		if q.NS != "" {
 			if no := permitState(c, auth.ActionStateRead, q.NS); no != nil {
 				return no
 			}
-		} else if c.perms != nil {
-			may = func(ns string) bool { return mayState(c, auth.ActionStateRead, ns) }
 		}
-		v, no := b.state.get(q, may)
+		v, no := b.state.get(q, func(ns string) bool { return mayState(c, auth.ActionStateRead, ns) })
 		if no != nil {
 			return no
 		}
