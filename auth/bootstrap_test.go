@@ -59,6 +59,14 @@ func TestBootstrap(t *testing.T) {
 	if p.Name != "local" || !p.Permissions.Allows(ActionHandle, "x.y") {
 		t.Errorf("principal %+v", p)
 	}
+	for _, a := range []Action{ActionStateRead, ActionStateWrite, ActionStateAdmin} {
+		if !p.Permissions.AllowsNamespace(a, "x.y") {
+			t.Errorf("bootstrap principal may not %s", a)
+		}
+	}
+	if n := st.Notes(); len(n) != 0 {
+		t.Errorf("a file Bootstrap wrote needed defaults: %q", n)
+	}
 
 	before, _ := os.ReadFile(r.PrincipalsPath)
 	beforeC, _ := os.ReadFile(r.CredentialsPath)

@@ -1,7 +1,7 @@
 // Package auth decides who a connection is and what it may do: it
 // authenticates principals (process identities), checks which node names a
-// principal may claim, and checks per-channel permissions. It uses only the
-// standard library.
+// principal may claim, and checks per-channel and per-namespace
+// permissions. It uses only the standard library.
 //
 // # Channels and patterns
 //
@@ -13,6 +13,16 @@
 // last token matches one or more. Wildcards never match the "bus" first
 // token, so ">" grants every channel except control ones; only an explicit
 // "bus...." pattern reaches those.
+//
+// # State namespaces
+//
+// Replicated state has three actions of its own, each with its own list,
+// matched against namespace names with the same pattern syntax
+// (Pattern.MatchNamespace, Permissions.AllowsNamespace): state_read (get,
+// dump, watch), state_write (set and delete; the namespace's ownership
+// still applies) and state_admin (create a namespace, becoming its owner,
+// and open its keys to other writers). A principals-file entry that names
+// none of them predates them; Load gives it a default (see Load).
 //
 // # Node patterns
 //
@@ -29,11 +39,14 @@
 //	   "secret_hash": "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 //	   "nodes": ["*"],
 //	   "permissions": {"send": [">"], "request": [">"], "publish": [">"],
-//	                   "subscribe": [">"], "handle": [">"]}},
+//	                   "subscribe": [">"], "handle": [">"],
+//	                   "state_read": [">"], "state_write": [">"], "state_admin": [">"]}},
 //	  {"name": "billing",
 //	   "public_key": "ed25519:<base64 of 32 bytes>",
 //	   "nodes": ["billing-*"],
-//	   "permissions": {"handle": ["billing.>"], "subscribe": ["orders.*"]}}
+//	   "permissions": {"handle": ["billing.>"], "subscribe": ["orders.*"],
+//	                   "state_read": ["cfg.*", "billing"], "state_write": ["billing"],
+//	                   "state_admin": ["billing"]}}
 //	]}
 //
 // The file holds secret hashes and decides who may do what, so Load refuses

@@ -89,3 +89,50 @@ func (p Pattern) matchValid(channel string) bool {
 		pat, ch = prest, crest
 	}
 }
+
+// MatchNamespace reports whether the replicated-state namespace ns
+// matches p. Namespace names are not channel names (package state allows
+// any UTF-8 without whitespace or control characters), so the rules are
+// Match's, applied to ns split at '.':
+//   - a literal token matches only the same token, so a namespace token
+//     with bytes a pattern cannot spell ("home/x", "é") is granted only
+//     by a wildcard;
+//   - "*" matches exactly one non-empty token;
+//   - ">" matches the non-empty rest, whatever it holds (">" alone
+//     matches every namespace);
+//   - there is no reserved first token: namespaces carry no control
+//     traffic, so ">" matches a namespace "bus.x" too.
+//
+// The empty namespace and malformed patterns match nothing. It does not
+// allocate.
+func (p Pattern) MatchNamespace(ns string) bool {
+	pat := string(p)
+	if pat == "" || ns == "" {
+		return false
+	}
+	for {
+		pt, prest, pmore := strings.Cut(pat, ".")
+		if pt == ">" {
+			return !pmore && ns != ""
+		}
+		nt, nrest, nmore := strings.Cut(ns, ".")
+		if nt == "" || pt != "*" && (pt != nt || !literalToken(pt)) {
+			return false
+		}
+		if !pmore || !nmore {
+			return pmore == nmore
+		}
+		pat, ns = prest, nrest
+	}
+}
+
+// literalToken reports whether tok is a token a valid pattern may spell
+// literally: one or more of [A-Za-z0-9_-].
+func literalToken(tok string) bool {
+	for i := 0; i < len(tok); i++ {
+		if !tokenByte(tok[i]) {
+			return false
+		}
+	}
+	return tok != ""
+}

@@ -123,3 +123,49 @@ func BenchmarkMatch(b *testing.B) {
 		}
 	}
 }
+
+func TestMatchNamespace(t *testing.T) {
+	tests := []struct {
+		pat, ns string
+		want    bool
+	}{
+		{"cfg.app", "cfg.app", true},
+		{"cfg.app", "cfg.apps", false}, // one byte past the literal
+		{"cfg.app", "cfg.app.x", false},
+		{"cfg.app", "cfg", false},
+		{"cfg.*", "cfg.app", true},
+		{"cfg.*", "cfg", false},
+		{"cfg.*", "cfg.app.x", false},
+		{"cfg.*", "cfgx.app", false},
+		{"cfg.*", "cfg.", false}, // "*" needs a non-empty token
+		{"cfg.>", "cfg.a.b", true},
+		{"cfg.>", "cfg", false},
+		{"cfg.>", "cfg.", false},
+		{"cfg.>", "cfg..x", true}, // ">" takes the non-empty rest
+		{"*", "home", true},
+		{"*", "home/lights", true}, // any bytes a namespace may hold
+		{"*", "zürich", true},
+		{"home/lights", "home/lights", false}, // not a pattern a file can hold; never a literal
+		{"*", "a.b", false},
+		{">", "home", true},
+		{">", ".x", true},
+		{"*.x", ".x", false},
+		{">", "bus.x", true}, // no reserved token for namespaces
+		{"*", "bus", true},
+		{"Cfg.app", "cfg.app", false}, // case-sensitive
+		{"", "a", false},
+		{"a", "", false},
+		{">", "", false},
+		{"a..b", "a..b", false}, // malformed pattern
+		{"a.>.c", "a.b.c", false},
+	}
+	for _, tt := range tests {
+		if got := Pattern(tt.pat).MatchNamespace(tt.ns); got != tt.want {
+			t.Errorf("Pattern(%q).MatchNamespace(%q) = %v, want %v", tt.pat, tt.ns, got, tt.want)
+		}
+	}
+	perm := AllPermissions()
+	if n := testing.AllocsPerRun(100, func() { perm.AllowsNamespace(ActionStateRead, "cfg.app") }); n != 0 {
+		t.Errorf("Permissions.AllowsNamespace: %v allocs, want 0", n)
+	}
+}

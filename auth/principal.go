@@ -11,7 +11,7 @@ import (
 
 // Principal is an identity a connection authenticates as: its name, how it
 // proves itself (exactly one of SecretHash and PublicKey), which node names
-// it may claim and what it may do on which channels.
+// it may claim and what it may do on which channels and state namespaces.
 type Principal struct {
 	Name        string      `json:"name"`                  // 1..64 bytes of [a-z0-9-_.]
 	SecretHash  string      `json:"secret_hash,omitempty"` // "sha256:" + lowercase hex; see HashSecret
@@ -96,6 +96,9 @@ func newEntry(p Principal) (*entry, error) {
 		{"publish", p.Permissions.Publish},
 		{"subscribe", p.Permissions.Subscribe},
 		{"handle", p.Permissions.Handle},
+		{"state_read", p.Permissions.StateRead},
+		{"state_write", p.Permissions.StateWrite},
+		{"state_admin", p.Permissions.StateAdmin},
 	}
 	for _, f := range perms {
 		for i, pat := range f.list {

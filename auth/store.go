@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -22,6 +24,7 @@ type Store struct {
 
 type table struct {
 	byName map[string]*entry
+	notes  []string // what Load decided for the operator; see Store.Notes
 }
 
 // principalsFile is the on-disk format of PrincipalsFile.
@@ -33,6 +36,16 @@ type principalsFile struct {
 // format). The file must not be accessible by group or others (error wraps
 // ErrInsecureFile); unknown JSON fields, duplicate names, bad patterns and
 // bad proof fields are errors naming the principal and field.
+//
+// A principal whose permissions name none of state_read, state_write and
+// state_admin was written before those lists existed, when every
+// principal could use all replicated state. It gets a default, which
+// Notes reports: every namespace for all three if it may use every
+// channel (each channel list holds ">", as Bootstrap's "local" does), so
+// a bus set up by an earlier release keeps working; no state at all
+// otherwise, so a principal restricted to some channels is not left with
+// every namespace. A list present in the file, even empty or null, is
+// taken as written. NewStore applies no default: nil there allows nothing.
 func Load(path string) (*Store, error) {
 	t, err := loadTable(path)
 	if err != nil {
@@ -75,11 +88,76 @@ func loadTable(path string) (*table, error) {
 	if err := decodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("auth: %s: %w", path, err)
 	}
+	notes, err := defaultState(data, f.Principals)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %s: %w", path, err)
+	}
 	t, err := newTable(f.Principals)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	t.notes = notes
 	return t, nil
+}
+
+// stateFields are the JSON names of the state lists in Permissions.
+var stateFields = []string{"state_read", "state_write", "state_admin"}
+
+// defaultState gives each principal of a file whose permissions name no
+// state list the default Load documents, and returns a note per such
+// principal. data is the file ps was decoded from.
+func defaultState(data []byte, ps []Principal) ([]string, error) {
+	var raw struct {
+		Principals []struct {
+			Permissions map[string]json.RawMessage `json:"permissions"`
+		} `json:"principals"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	if len(raw.Principals) != len(ps) { // cannot happen: the same bytes decoded
+		return nil, errors.New("principals changed between two decodings")
+	}
+	var notes []string
+	for i := range ps {
+		if namesStateList(raw.Principals[i].Permissions) {
+			continue
+		}
+		p := &ps[i].Permissions
+		if p.allChannels() {
+			all := AllPermissions()
+			p.StateRead, p.StateWrite, p.StateAdmin = all.StateRead, all.StateWrite, all.StateAdmin
+			notes = append(notes, fmt.Sprintf("principal %q names no state permissions (its entry predates them) and may use every channel, so it may read, write and administer every namespace, as before; add state_read, state_write and state_admin to say so", clip(ps[i].Name)))
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("principal %q names no state permissions (its entry predates them), so it may not use replicated state; add state_read, state_write or state_admin to grant some", clip(ps[i].Name)))
+	}
+	return notes, nil
+}
+
+// namesStateList reports whether a principal's permissions object names
+// a state list. encoding/json matches field names without regard to case,
+// so this must too: "State_Read" is a list the file sets.
+func namesStateList(perms map[string]json.RawMessage) bool {
+	for k := range perms {
+		for _, f := range stateFields {
+			if strings.EqualFold(k, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Notes returns what the last Load or Reload decided that an operator
+// should hear about: one line per principal given a default because its
+// entry predates the state permissions (see Load). Log them at startup.
+func (s *Store) Notes() []string {
+	t := s.cur.Load()
+	if t == nil {
+		return nil
+	}
+	return slices.Clone(t.notes)
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields (a

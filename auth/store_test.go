@@ -202,6 +202,7 @@ func TestLoadErrors(t *testing.T) {
 		{"both", `{"principals":[{"name":"a","secret_hash":"` + hash + `","public_key":"` + key + `"}]}`, []string{`"a"`, "not both"}},
 		{"neither", `{"principals":[{"name":"a"}]}`, []string{`"a"`, "exactly one"}},
 		{"bad pattern", `{"principals":[{"name":"a","secret_hash":"` + hash + `","permissions":{"subscribe":["x",">.y"]}}]}`, []string{`"a"`, "permissions.subscribe[1]"}},
+		{"bad state pattern", `{"principals":[{"name":"a","secret_hash":"` + hash + `","permissions":{"state_write":["cfg.>.x"]}}]}`, []string{`"a"`, "permissions.state_write[0]"}},
 		{"bad node pattern", `{"principals":[{"name":"a","secret_hash":"` + hash + `","nodes":["w*x"]}]}`, []string{`"a"`, "nodes[0]"}},
 		{"bad name", `{"principals":[{"name":"A B","secret_hash":"` + hash + `"}]}`, []string{"field name"}},
 		{"bad hash", `{"principals":[{"name":"a","secret_hash":"sha256:ABC"}]}`, []string{"secret_hash"}},

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"busbar/auth"
 	"busbar/state"
 	"busbar/wire"
 )
@@ -134,17 +135,26 @@ func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) er
 }
 
 // write applies d from c: the namespace is created, owned by c's node, by
-// its first write. A foreign write is refused and counted; a stale one is
-// answered with the winner (Applied false).
+// its first write. Permission comes first (state-write, or state-admin to
+// open; creating needs state-admin too), then ownership: a foreign write is
+// refused and counted; a stale one is answered with the winner (Applied
+// false).
 func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *refusal) {
+	action := auth.ActionStateWrite
+	if open {
+		action = auth.ActionStateAdmin
+	}
+	if r := permitState(c, action, d.NS); r != nil {
+		return state.Result{}, r
+	}
 	s := &b.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := state.CheckName(d.NS); err != nil {
-		return state.Result{}, rejectf("%v", err)
-	}
 	n := s.spaces[d.NS]
 	if n == nil {
+		if r := permitCreate(c, d.NS); r != nil {
+			return state.Result{}, r
+		}
 		if s.owned[c.node] >= MaxNamespacesPerNode {
 			return state.Result{}, rejectf("%s owns %d namespaces, the limit", c.node, MaxNamespacesPerNode)
 		}
@@ -244,14 +254,17 @@ func (s *stateService) snapshotLocked(ns string) state.Snapshot {
 	return state.Snapshot{NS: ns, Entries: []state.Entry{}}
 }
 
-// get answers bus.state.get.
-func (s *stateService) get(q state.Query) (any, *refusal) {
+// get answers bus.state.get; for every namespace (q.NS empty), only those
+// may allows.
+func (s *stateService) get(q state.Query, may func(ns string) bool) (any, *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q.NS == "" {
 		all := make([]state.Snapshot, 0, len(s.spaces))
 		for _, ns := range slices.Sorted(maps.Keys(s.spaces)) {
-			all = append(all, s.spaces[ns].Snapshot())
+			if may(ns) {
+				all = append(all, s.spaces[ns].Snapshot())
+			}
 		}
 		return all, nil
 	}
@@ -271,8 +284,8 @@ func (s *stateService) get(q state.Query) (any, *refusal) {
 // watch registers c for ns's deltas; answer runs under the lock with the
 // snapshot, so it is queued before any delta that follows it.
 func (b *Broker) stateWatch(c *conn, ns string, answer func(state.Snapshot) bool) *refusal {
-	if err := state.CheckName(ns); err != nil {
-		return rejectf("%v", err)
+	if r := permitState(c, auth.ActionStateRead, ns); r != nil {
+		return r
 	}
 	s := &b.state
 	s.mu.Lock()
@@ -339,7 +352,7 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
 		if no != nil {
 			return no
 		}
-		return answer(r)
+		return answer(hideValue(c, d.NS, r, true))
 	}
 	var q state.Query
 	if err := json.Unmarshal(m.Body(), &q); err != nil {
@@ -351,9 +364,14 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
 		if no != nil {
 			return no
 		}
-		return answer(r)
+		return answer(hideValue(c, q.NS, r, false))
 	case wire.CmdStateGet:
-		v, no := b.state.get(q)
+		if q.NS != "" {
+			if no := permitState(c, auth.ActionStateRead, q.NS); no != nil {
+				return no
+			}
+		}
+		v, no := b.state.get(q, func(ns string) bool { return mayState(c, auth.ActionStateRead, ns) })
 		if no != nil {
 			return no
 		}

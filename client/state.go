@@ -15,7 +15,9 @@ import (
 // Replicated state (package state has the rules): namespaced key–value
 // entries held by the broker, replicated to every node that watches them.
 // Values are JSON. A namespace belongs to the node that first writes it;
-// other nodes may write only keys its owner opened.
+// other nodes may write only keys its owner opened. What the principal may
+// not do on a namespace is refused with a *RequestError of kind REJECTED
+// (errors.Is(err, ErrRejected)).
 
 // StateWatchBuffer is how many changes a StateWatch holds for a reader
 // that is behind; one more ends the watch with ErrWatchOverflow.
@@ -185,7 +187,8 @@ func (s *State) Snapshot(ctx context.Context) (state.Snapshot, error) {
 	return snap, nil
 }
 
-// Snapshots returns every namespace the broker holds.
+// Snapshots returns every namespace the broker holds that this node's
+// principal may read (docs/state.md#permissions).
 func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
 	var all []state.Snapshot
 	if err := (&State{c: c}).stateCall(ctx, wire.CmdStateGet, state.Query{}, &all); err != nil {

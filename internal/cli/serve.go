@@ -55,10 +55,14 @@ func runServe(args []string, stdio IO) int {
 	if boot.Created {
 		fmt.Fprintf(stdio.Stdout, "busbar: created credentials on first start:\n  principals (broker): %s\n  credentials (clients of this OS user): %s\n", boot.PrincipalsPath, boot.CredentialsPath)
 	}
-	store, err := auth.Load(cmp.Or(*principals, boot.PrincipalsPath))
+	principalsPath := cmp.Or(*principals, boot.PrincipalsPath)
+	store, err := auth.Load(principalsPath)
 	if err != nil {
 		log.Error("cannot load principals", "err", err)
 		return exitFail
+	}
+	for _, note := range store.Notes() { // entries older than the state permissions
+		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
 	}
 	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db")})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/internal/testbroker"
 	"busbar/wire"
 )
@@ -385,5 +386,84 @@ func TestServeState(t *testing.T) {
 	code, after, errOut := s2.busbar(t, "", "state", "dump")
 	if code != 0 || after != before || !strings.Contains(after, `"owner":"thermostat"`) {
 		t.Fatalf("after a restart:\n%s\nbefore:\n%s\n%s", after, before, errOut)
+	}
+}
+
+// TestServeStatePermissions: a principal that may read only cfg.* is
+// refused other namespaces with REJECTED (exit 7) and a reason, and its
+// dump holds only what it may read; a "local" entry written before the
+// state lists keeps every namespace, and serve says so.
+func TestServeStatePermissions(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "perm")
+	startServe(t, data).stop(t) // bootstrap "local"
+
+	// Rewrite the principals file: "local" as an earlier release wrote it
+	// (no state lists) and a restricted "cfgreader".
+	principalsPath := filepath.Join(data, auth.PrincipalsFile)
+	raw, err := os.ReadFile(principalsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Principals []map[string]any `json:"principals"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	perms := file.Principals[0]["permissions"].(map[string]any)
+	delete(perms, "state_read")
+	delete(perms, "state_write")
+	delete(perms, "state_admin")
+	secret, hash, err := auth.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.Principals = append(file.Principals, map[string]any{
+		"name": "cfgreader", "secret_hash": hash, "nodes": []string{"*"},
+		"permissions": map[string]any{"state_read": []string{"cfg.*"}},
+	})
+	raw, _ = json.Marshal(file)
+	if err := os.WriteFile(principalsPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "cfgreader.json")
+	raw, _ = json.Marshal(auth.Credential{Principal: "cfgreader", Secret: secret})
+	if err := os.WriteFile(creds, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s := startServe(t, data)
+	if log := s.stderr.String(); !strings.Contains(log, "default state permissions") || !strings.Contains(log, `principal \"local\"`) {
+		t.Errorf("serve did not report the default it gave local:\n%s", log)
+	}
+	for _, ns := range []string{"cfg.app", "billing"} {
+		if code, out, errOut := s.busbar(t, "", "state", "set", ns, "k", "1", "--name", "owner"); code != 0 {
+			t.Fatalf("legacy local writes %s: %d %s %s", ns, code, out, errOut)
+		}
+	}
+	reader := func(args ...string) (int, string, string) {
+		return s.busbar(t, "", append(append([]string{"state"}, args...), "--credentials", creds, "--name", "rd")...)
+	}
+	if code, out, errOut := reader("get", "cfg.app", "k"); code != 0 || !strings.Contains(out, `"v":1`) {
+		t.Fatalf("permitted get: %d %q %s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "billing", "k"}, "REJECTED (rc 10): not permitted to state-read namespace billing"},
+		{[]string{"dump", "billing"}, "not permitted to state-read namespace billing"},
+		{[]string{"watch", "billing"}, "not permitted to state-read namespace billing"},
+		{[]string{"set", "cfg.app", "k", "2"}, "not permitted to state-write namespace cfg.app"},
+		{[]string{"open", "cfg.app", "k"}, "not permitted to state-admin namespace cfg.app"},
+	} {
+		if code, _, errOut := reader(tc.args...); code != exitRejected || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", tc.args, code, errOut, exitRejected, tc.want)
+		}
+	}
+	code, out, errOut := reader("dump")
+	var all []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) != 1 || all[0]["ns"] != "cfg.app" {
+		t.Fatalf("dump by a cfg.* reader: %d %q %s", code, out, errOut)
 	}
 }
