@@ -235,6 +235,7 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		switch {
 		case err == nil:
 		case errors.Is(err, wire.ErrMalformed): // the stream is in sync
+			b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
 			b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 			continue
 		case errors.Is(err, wire.ErrTooLarge):
@@ -248,7 +249,6 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		if c.out.Closing() {
 			return // replaced, expired or shutting down: route nothing more as this node
 		}
-		c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 		b.dispatch(c, frame, &v)
 	}
 }

@@ -31,55 +31,60 @@ func (b *Broker) control(c *conn, v *hotpath.View, cmd string) {
 		return
 	}
 	s := subject{kind: kindControl, id: id, command: cmd}
-	if r := b.command(c, m, s); r != nil {
+	if r := b.command(c, m, &s); r != nil {
 		b.answer(c, s, r)
 	}
 }
 
-// command runs one control command; on success it has answered.
-func (b *Broker) command(c *conn, m *wire.Message, s subject) *refusal {
+// command runs one control command; on success it has answered. It
+// names in s.topic what the command is about (a channel, a service, a
+// namespace), for the log of a refusal.
+func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 	switch s.command {
 	case wire.CmdSubscribe, wire.CmdUnsub, wire.CmdHandle, wire.CmdUnhandle:
-		if r := b.register(c, s.command, string(m.Body())); r != nil {
+		s.topic = string(m.Body())
+		if r := b.register(c, s.command, s.topic); r != nil {
 			return r
 		}
-		b.reply(c, s, nil)
+		b.reply(c, *s, nil)
 	case wire.CmdDirectory:
 		// The body may name one node; the answer must fit one message.
 		nodes := b.Directory()
 		if want := string(m.Body()); want != "" {
 			nodes = slices.DeleteFunc(nodes, func(n wire.NodeInfo) bool { return n.Node != want })
 		}
-		return b.replyJSON(c, s, nodes, "the directory", "ask for one node")
+		return b.replyJSON(c, *s, nodes, "the directory", "ask for one node")
 	case wire.CmdAnnounce:
 		var a wire.Announcement
 		if err := json.Unmarshal(m.Body(), &a); err != nil {
 			return rejectf("announcement: %v", err)
 		}
+		s.topic = a.Service
 		info, r := b.announce(c, a)
 		if r != nil {
 			return r
 		}
-		return b.replyJSON(c, s, info, "the announcement", "")
+		return b.replyJSON(c, *s, info, "the announcement", "")
 	case wire.CmdWithdraw:
-		if !b.withdraw(c, string(m.Body())) {
+		s.topic = string(m.Body())
+		if !b.withdraw(c, s.topic) {
 			return rejectf("this connection announced no service %s", strconv.Quote(string(m.Body())))
 		}
-		b.reply(c, s, nil)
+		b.reply(c, *s, nil)
 	case wire.CmdWhois:
-		return b.replyJSON(c, s, b.reg.services(string(m.Body())), "the registry", "ask for one service")
+		return b.replyJSON(c, *s, b.reg.services(string(m.Body())), "the registry", "ask for one service")
 	case wire.CmdWatch:
 		// The answer is queued under the registry's lock, before any event.
 		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
-			r := b.replyJSON(c, s, now, "the registry", "")
+			r := b.replyJSON(c, *s, now, "the registry", "")
 			if r != nil {
-				b.answer(c, s, r)
+				b.answer(c, *s, r)
 			}
 			return r == nil
 		})
 	case wire.CmdUnwatch:
 		b.reg.unwatch(c)
-		b.reply(c, s, nil)
+		b.reply(c, *s, nil)
 	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
 		return b.stateControl(c, m, s)
 	default:

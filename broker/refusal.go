@@ -75,6 +75,7 @@ type subject struct {
 	kind    kind
 	id      string // the id the answer replies to
 	command string // the channel, or the bus.* command
+	topic   string // for a bus.* command: the channel, service or namespace it is about
 	from    string // who the answer is about: a receipt's destination
 }
 
@@ -86,7 +87,7 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		// A stream has no answer and may come fast: a drop is counted, and
 		// logged only at debug level.
 		reason := DropStreamRefused
-		if r.result == wire.ResultTooLarge {
+		if r == errStampedTooLarge {
 			reason = DropStreamTooLarge
 		}
 		b.stats.drop(reason)
@@ -94,7 +95,11 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		return
 	}
 	if r.counted() {
-		b.logRefused(c, kindNames[s.kind], s.command, r.text)
+		if s.kind == kindControl {
+			b.logRefused(c, s.command, s.topic, r.text)
+		} else {
+			b.logRefused(c, kindNames[s.kind], s.command, r.text)
+		}
 	}
 	s.command, s.from = strings.Clone(s.command), strings.Clone(s.from)
 	rc := r.rc
@@ -158,7 +163,7 @@ func receiptResult(r wire.Result) wire.Result {
 // strings are clipped and cloned: they may alias the read buffer.
 func (b *Broker) logRefused(c *conn, op, channel, why string) {
 	b.stats.refused.Add(1)
-	b.log.Warn("refused", "node", c.node, "op", op, "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
+	b.log.Warn("refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
 }
 
 // cmp is rc, or def when rc is unset.

@@ -33,6 +33,7 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 		return
 	}
+	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 	if v.IsHeartbeat() {
 		return
 	}
@@ -93,8 +94,9 @@ func permit(c *conn, action auth.Action, channel string) *refusal {
 }
 
 // errStampedTooLarge refuses a message that fit the frame limit as sent
-// but not once the broker stamped its source and deadline into it.
-var errStampedTooLarge = refuse(wire.ResultTooLarge, "frame too large once stamped")
+// but not once the broker stamped its source and deadline into it: a
+// permanent refusal (REJECTED), so the sender does not retry it.
+var errStampedTooLarge = rejectf("the message is over the frame limit once its source and deadline are stamped; send less")
 
 // frameFrom encodes v once for every destination, from c, with a ttl slot
 // when the message has a deadline.
@@ -282,7 +284,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	}
 	defer f.Release()
 	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline}) {
-		return rejectf("a call with this id is already open")
+		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
 	if !dest.out.EnqueueFrame(f, deadline) {
 		b.pend.take(dest, s.id, k)
@@ -425,7 +427,11 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 	}
 	var fixed hotpath.View
 	if !resultAllowed(v) {
-		v = normalizeResult(v, &fixed)
+		if v = normalizeResult(v, c.addr, &fixed); v == nil {
+			// Fail closed: never forward a result the node may not claim.
+			b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+			return
+		}
 	}
 	f, r := frameFrom(c, v, false)
 	if r != nil {
@@ -458,18 +464,19 @@ func resultAllowed(v *hotpath.View) bool {
 // normalizeResult rewrites a response whose result is not allowed: a
 // success loses its result, a failure's becomes HANDLER_FAILED. It is the
 // rare path, so it decodes and re-encodes; the result is parsed into into.
-func normalizeResult(v *hotpath.View, into *hotpath.View) *hotpath.View {
+func normalizeResult(v *hotpath.View, from string, into *hotpath.View) *hotpath.View {
 	m, err := v.Message()
 	if err != nil { // cannot happen: v parsed
-		return v
+		return nil
 	}
+	m.Set(wire.HeaderFrom, from) // measured as it will be sent
 	if !wire.ResponseRC(m).IsError() {
 		m.Del(wire.HeaderResult)
 	} else if !resultAllowedKind(wire.Result(m.Value(wire.HeaderResult))) {
 		m.Set(wire.HeaderResult, string(wire.ResultHandler))
 	}
 	if err := hotpath.ParseView(m.ToBytes(), into); err != nil {
-		return v
+		return nil // too large once corrected: the caller fails the call
 	}
 	return into
 }

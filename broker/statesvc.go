@@ -341,13 +341,14 @@ func (s *stateService) leave(c *conn) {
 
 // stateControl handles the bus.state.* requests; on success it has
 // answered.
-func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
-	answer := func(v any) *refusal { return b.replyJSON(c, s, v, "the answer", "ask for less") }
+func (b *Broker) stateControl(c *conn, m *wire.Message, s *subject) *refusal {
+	answer := func(v any) *refusal { return b.replyJSON(c, *s, v, "the answer", "ask for less") }
 	if s.command == wire.CmdStateSet {
 		var d state.Delta
 		if err := json.Unmarshal(m.Body(), &d); err != nil {
 			return rejectf("state delta: %v", err)
 		}
+		s.topic = d.NS
 		r, no := b.stateWrite(c, d, false)
 		if no != nil {
 			return no
@@ -358,6 +359,7 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
 	if err := json.Unmarshal(m.Body(), &q); err != nil {
 		return rejectf("state query: %v", err)
 	}
+	s.topic = q.NS
 	switch s.command {
 	case wire.CmdStateOpen:
 		r, no := b.stateWrite(c, state.Delta{NS: q.NS, Key: q.Key}, true)
@@ -381,7 +383,7 @@ func (b *Broker) stateControl(c *conn, m *wire.Message, s subject) *refusal {
 		return b.stateWatch(c, q.NS, func(snap state.Snapshot) bool {
 			no := answer(snap)
 			if no != nil {
-				b.answer(c, s, no)
+				b.answer(c, *s, no)
 			}
 			return no == nil
 		})

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -152,6 +153,8 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 	switch {
 	case err != nil:
 		return nil, err
+	case errors.Is(cerr, errQueueFull): // the broker's answer would say OVERLOAD too
+		return nil, callError(cerr)
 	case cerr != nil:
 		return nil, cerr
 	case p != nil:
@@ -251,6 +254,8 @@ func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration,
 		return nil, err
 	case exists:
 		return nil, ErrHandlerExists
+	case errors.Is(cerr, errQueueFull):
+		return nil, callError(cerr)
 	case cerr != nil:
 		return nil, cerr
 	}
