@@ -87,7 +87,7 @@ func TestChannelRefusalsArePlainErrors(t *testing.T) {
 			}
 		}
 	}
-	// What the broker refuses is still its answer: a receipt, a *RequestError.
+	// At the limit the call is sent, and answered by the broker as usual.
 	if r, err := b.Scope("s").Channel("x").Send(ctxT(t, 5*time.Second), "alpha", make([]byte, 1024)); err != nil || r.Result != wire.Accepted {
 		t.Fatalf("at the limit: %+v, %v", r, err)
 	}
