@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"busbar/state"
 	"busbar/wire"
 )
@@ -27,7 +25,7 @@ const MaxNamespacesPerNode = 64
 // overflows: then the watch is dropped and the watcher told to resync.
 type stateService struct {
 	mu       sync.Mutex
-	db       *bolt.DB // nil: in memory only
+	store    *store // nil: in memory only (store.go)
 	spaces   map[string]*state.Namespace
 	owned    map[string]int                // namespaces per owner node
 	watchers map[string]map[*conn]struct{} // namespace → watching connections
