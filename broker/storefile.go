@@ -126,7 +126,7 @@ func inspectFile(path string) (fileInfo, error) {
 		return info, err
 	}
 	if size < 2*pageSize {
-		return info, fmt.Errorf("the file is %d bytes, shorter than bbolt's two meta pages (2 × %d): it is truncated", size, pageSize)
+		return info, fmt.Errorf("the file is %s, shorter than bbolt's two meta pages (2 × %d): it is truncated", byteCount(size), pageSize)
 	}
 	p0, p1 := make([]byte, metaEnd), make([]byte, metaEnd)
 	if _, err := f.ReadAt(p0, 0); err != nil {
@@ -154,7 +154,7 @@ func inspectFile(path string) (fileInfo, error) {
 		return info, fmt.Errorf("its meta page says pages of %d bytes, its layout %d", m.pageSize, pageSize)
 	}
 	if m.hwm < 2 || m.hwm > uint64(size/pageSize) {
-		return info, fmt.Errorf("the store has %d pages of %d bytes but the file only %d bytes: it is truncated", m.hwm, pageSize, size)
+		return info, fmt.Errorf("the store has %d pages of %d bytes but the file only %s: it is truncated", m.hwm, pageSize, byteCount(size))
 	}
 	fc := &fileCheck{f: f, pageSize: uint64(pageSize), hwm: m.hwm, seen: map[uint64]bool{}}
 	if m.freelist != noFreelist {
@@ -175,7 +175,7 @@ func findPageSize(f *os.File, size int64) (int64, error) {
 	n, err := f.ReadAt(p, 0)
 	if n < metaEnd {
 		if err == nil || err == io.EOF {
-			err = fmt.Errorf("the file is %d bytes, shorter than one bbolt meta page: it is truncated", size)
+			err = fmt.Errorf("the file is %s, shorter than one bbolt meta page: it is truncated", byteCount(size))
 		}
 		return 0, err
 	}
@@ -373,4 +373,11 @@ func inside(p []byte, at uint64, pos, ksize, vsize uint32) error {
 		return fmt.Errorf("its key and value end at byte %d of a %d-byte page", end, len(p))
 	}
 	return nil
+}
+
+func byteCount(n int64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
