@@ -62,7 +62,7 @@ func New(opts Options) (*Broker, error) {
 	b.hs.init()
 	b.reg.init()
 	b.pend.init()
-	if err := b.state.open(opts.StatePath); err != nil {
+	if err := b.state.open(opts.StatePath, b.log); err != nil {
 		return nil, err
 	}
 	b.sweeper.Add(1)

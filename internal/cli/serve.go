@@ -66,7 +66,9 @@ func runServe(args []string, stdio IO) int {
 	}
 	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db")})
 	if err != nil {
-		log.Error("cannot start the broker", "err", err)
+		// As it is, not as a log attribute: it names the file, what is
+		// wrong and what to do (a state store the broker cannot trust).
+		fmt.Fprintln(stdio.Stderr, "busbar serve: cannot start the broker:", err)
 		return exitFail
 	}
 	eps, err := endpoints(dir, *unixPath, *tcpAddr, *tlsAddr, *tlsCert, *tlsKey)

@@ -467,3 +467,24 @@ func TestServeStatePermissions(t *testing.T) {
 		t.Fatalf("dump by a cfg.* reader: %d %q %s", code, out, errOut)
 	}
 }
+
+// TestServeRefusesAnEmptyStateStore: an existing state.db of 0 bytes is
+// not a new store: serve says why it does not start, and exits 1.
+func TestServeRefusesAnEmptyStateStore(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(data, "state.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, "", "serve", "--data", data, "--tcp", "off")
+	if code != exitFail || !strings.Contains(errOut, "busbar serve: cannot start the broker: broker: state store "+db+" cannot be trusted: the file is empty") ||
+		!strings.Contains(errOut, "move the file aside") {
+		t.Fatalf("serve over an empty state.db: %d\n%s", code, errOut)
+	}
+	if fi, err := os.Stat(db); err != nil || fi.Size() != 0 {
+		t.Fatalf("state.db after the refusal: %v %v", fi, err)
+	}
+}

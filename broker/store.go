@@ -1,0 +1,430 @@
+package broker
+
+// The state service's store (Options.StatePath): one bbolt file that
+// holds every namespace, opened only when it can be trusted
+// (docs/state.md#the-store).
+//
+// Layout: two top-level buckets,
+//
+//	namespaces  name → record(storedMeta{ns, owner, seq})
+//	entries     name → a nested bucket: key → record(state.Entry)
+//
+// and a namespace is in both or in neither (persist writes both in one
+// transaction). A record is
+//
+//	[1 byte: recordFormat][4 bytes: CRC-32C (Castagnoli) of the JSON, big-endian][the JSON]
+//
+// Records written before the checksum existed are the bare JSON of the
+// same structs (storedMeta without ns). JSON of a struct always starts
+// with '{' (0x7b) and the format byte never is '{', so the first byte
+// tells them apart; such a legacy record is trusted as it is (it has
+// nothing to verify but its own rules) and rewritten with its checksum at
+// open.
+//
+// Opening, in order: the file's bbolt structure is checked without bbolt
+// (storefile.go: meta pages, page bounds; a file of size 0 or shorter than
+// two meta pages is refused, never initialised); bbolt opens it; one read
+// transaction runs bbolt's own consistency check (Tx.Check) and loads and
+// verifies every record. All of it runs with a recover and
+// debug.SetPanicOnFault, so a panic in bbolt or a fault reading its memory
+// map becomes an error. Any failure refuses the store: the broker does not
+// start (ErrStoreUntrusted). Nothing is written unless every check passed.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"busbar/auth"
+	"busbar/state"
+	"busbar/wire"
+)
+
+// ErrStoreUntrusted is matched (errors.Is) by the error of New when the
+// state store (Options.StatePath) exists but cannot be trusted: empty,
+// truncated, damaged, or holding what busbar never wrote. The broker does
+// not start on it; docs/state.md#the-store says what to do.
+var ErrStoreUntrusted = errors.New("broker: the state store cannot be trusted")
+
+// untrustedError says which store, what is wrong with it, and the way out.
+type untrustedError struct {
+	path string
+	err  error
+}
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("broker: state store %s cannot be trusted: %v. "+
+		"The broker does not start on it. To start anyway, move the file aside and restart: "+
+		"state then starts empty and every owner rebuilds its namespaces by writing again "+
+		"(see docs/state.md#the-store)", e.path, e.err)
+}
+
+func (e *untrustedError) Unwrap() error        { return e.err }
+func (e *untrustedError) Is(target error) bool { return target == ErrStoreUntrusted }
+
+var (
+	bucketMeta    = []byte("namespaces") // name → record(storedMeta)
+	bucketEntries = []byte("entries")    // one nested bucket per namespace: key → record(state.Entry)
+)
+
+// storedMeta is a namespace's record in bucketMeta. NS repeats the bucket
+// key, so a key damaged in place does not pass as another namespace
+// (legacy records lack it).
+type storedMeta struct {
+	NS    string `json:"ns,omitempty"`
+	Owner string `json:"owner"`
+	Seq   uint64 `json:"seq"`
+}
+
+const recordFormat = 1 // the first byte of a checksummed record
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeRecord is v's record: format byte, CRC-32C of the JSON, the JSON.
+func encodeRecord(v any) []byte {
+	js, err := wire.JSON(v)
+	if err != nil {
+		panic(err) // storedMeta and state.Entry always encode
+	}
+	rec := make([]byte, 5, 5+len(js))
+	rec[0] = recordFormat
+	binary.BigEndian.PutUint32(rec[1:5], crc32.Checksum(js, castagnoli))
+	return append(rec, js...)
+}
+
+// decodeRecord verifies a record and decodes its JSON into v, strictly (no
+// unknown field, nothing after the value). legacy reports a record from
+// before checksums.
+func decodeRecord(rec []byte, v any) (legacy bool, err error) {
+	var js []byte
+	switch {
+	case len(rec) == 0:
+		return false, errors.New("empty record")
+	case rec[0] == '{':
+		js, legacy = rec, true
+	case rec[0] != recordFormat:
+		return false, fmt.Errorf("unknown record format %#02x", rec[0])
+	case len(rec) < 5:
+		return false, errors.New("record shorter than its header")
+	default:
+		js = rec[5:]
+		if crc32.Checksum(js, castagnoli) != binary.BigEndian.Uint32(rec[1:5]) {
+			return false, errors.New("checksum mismatch")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return legacy, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return legacy, errors.New("data after the JSON value")
+	}
+	return legacy, nil
+}
+
+// store is the open bbolt file. Its methods are called under
+// stateService.mu.
+type store struct {
+	db *bolt.DB
+}
+
+// loaded is what open read: every namespace, and the records still in the
+// legacy format, to rewrite with their checksum.
+type loaded struct {
+	spaces []state.Snapshot
+	legacy []legacyRecord
+	fresh  bool // no buckets yet: a new file
+}
+
+type legacyRecord struct {
+	ns, key string // key "": the namespace's meta
+	rec     []byte // the record with its checksum
+}
+
+// openStore opens and verifies the store at path (a missing file is a new,
+// empty store). A store that cannot be trusted is refused with an
+// *untrustedError; a fall-back to the previous transaction is logged.
+func openStore(path string, log *slog.Logger) (st *store, spaces []state.Snapshot, err error) {
+	var info fileInfo
+	if err := guarded(func() (err error) { info, err = inspectFile(path); return err }); err != nil {
+		return nil, nil, &untrustedError{path, err}
+	}
+	var db *bolt.DB
+	if err := guarded(func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+		return err
+	}); err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, nil, fmt.Errorf("broker: state store %s is locked by another process (another broker on the same data directory?)", path)
+		}
+		var pe *panicError
+		if errors.As(err, &pe) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, nil, &untrustedError{path, err}
+		}
+		return nil, nil, fmt.Errorf("broker: state store %s: %w", path, err) // not the file's fault: permissions, I/O
+	}
+	defer func() {
+		if err != nil {
+			_ = guarded(db.Close)
+		}
+	}()
+	var l loaded
+	if err := guarded(func() error { return db.View(func(tx *bolt.Tx) (err error) { l, err = load(tx); return err }) }); err != nil {
+		return nil, nil, &untrustedError{path, err}
+	}
+	if l.fresh || len(l.legacy) > 0 {
+		if err := guarded(func() error { return db.Update(func(tx *bolt.Tx) error { return upgrade(tx, l.legacy) }) }); err != nil {
+			return nil, nil, fmt.Errorf("broker: state store %s: %w", path, err)
+		}
+		if len(l.legacy) > 0 {
+			log.Info("state store: records from before checksums rewritten with them", "file", path, "records", len(l.legacy))
+		}
+	}
+	if info.damagedMeta >= 0 {
+		// Which of the two was the newer cannot be told for sure: the
+		// damage may be in the txid itself. So the warning says "may".
+		log.Warn("state store may have fallen back to its previous transaction: one of its two meta pages is damaged and bbolt opened the other. "+
+			"After a crash, that is a write torn while it was committed, which was never acknowledged; otherwise the file is damaged, and the last write before the stop may be lost",
+			"file", path, "damaged_meta_page", info.damagedMeta, "opened_txid", info.txid)
+	}
+	return &store{db: db}, l.spaces, nil
+}
+
+// guarded runs f in this goroutine with a recover and SetPanicOnFault
+// (restored after), so a panic in bbolt over a damaged page, or a fault
+// reading its memory map (a damaged page id, a page past the end of the
+// file), is an error instead of the end of the process.
+func guarded(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{r}
+		}
+	}()
+	return f()
+}
+
+// panicError is a panic that guarded recovered.
+type panicError struct{ v any }
+
+func (e *panicError) Error() string { return fmt.Sprintf("reading it failed: %v", e.v) }
+
+// load runs bbolt's consistency check, then reads and verifies every
+// namespace.
+func load(tx *bolt.Tx) (loaded, error) {
+	var l loaded
+	var first error
+	problems := 0
+	for err := range tx.Check() { // drained to the end: Check's goroutine sends until done
+		if problems++; first == nil {
+			first = err
+		}
+	}
+	if problems > 0 {
+		more := ""
+		if problems > 1 {
+			more = fmt.Sprintf(" (and %d more)", problems-1)
+		}
+		return l, fmt.Errorf("bbolt's consistency check failed: %v%s", first, more)
+	}
+	meta, entries, err := topBuckets(tx)
+	if err != nil {
+		return l, err
+	}
+	if meta == nil {
+		l.fresh = true
+		return l, nil
+	}
+	inMeta := map[string]bool{}
+	c := meta.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		ns := string(k)
+		if v == nil {
+			return l, fmt.Errorf("namespace %q: a bucket where its record belongs", ns)
+		}
+		snap, err := loadNamespace(ns, v, entries.Bucket(k), &l)
+		if err != nil {
+			return l, fmt.Errorf("namespace %q: %w", ns, err)
+		}
+		inMeta[ns] = true
+		l.spaces = append(l.spaces, snap)
+	}
+	c = entries.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil || !inMeta[string(k)] {
+			return l, fmt.Errorf("entries of namespace %q without its record", k)
+		}
+	}
+	return l, nil
+}
+
+// topBuckets returns the two buckets, both nil in a new file. Anything else
+// at the top (one without the other, another key) is damage.
+func topBuckets(tx *bolt.Tx) (meta, entries *bolt.Bucket, err error) {
+	c := tx.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil || !bytes.Equal(k, bucketMeta) && !bytes.Equal(k, bucketEntries) {
+			return nil, nil, fmt.Errorf("unexpected top-level key %q", k)
+		}
+	}
+	meta, entries = tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
+	if (meta == nil) != (entries == nil) {
+		return nil, nil, errors.New("one of its two buckets is missing")
+	}
+	return meta, entries, nil
+}
+
+// loadNamespace verifies a namespace's record and entries: checksums, the
+// namespace and key rules, each entry's key against its bucket key, the
+// rules every stored write obeyed (a key not open was written by the
+// owner; a namespace has no more keys than writes, nor than MaxKeys).
+func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snapshot, error) {
+	snap := state.Snapshot{NS: ns}
+	if err := state.CheckName(ns); err != nil {
+		return snap, err
+	}
+	var m storedMeta
+	legacy, err := decodeRecord(rec, &m)
+	switch {
+	case err != nil:
+		return snap, fmt.Errorf("its record: %w", err)
+	case m.NS != ns && (!legacy || m.NS != ""):
+		return snap, fmt.Errorf("its record names namespace %q", m.NS)
+	case auth.ValidNodeName(m.Owner) != nil:
+		return snap, fmt.Errorf("owner %q is not a node name", m.Owner)
+	case b == nil:
+		return snap, errors.New("its entries are missing")
+	}
+	if legacy {
+		l.legacy = append(l.legacy, legacyRecord{ns: ns, rec: encodeRecord(storedMeta{NS: ns, Owner: m.Owner, Seq: m.Seq})})
+	}
+	snap.Owner, snap.Seq = m.Owner, m.Seq
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			return snap, fmt.Errorf("key %q: a bucket where its entry belongs", k)
+		}
+		e, legacy, err := loadEntry(ns, m.Owner, string(k), v)
+		if err != nil {
+			return snap, fmt.Errorf("key %q: %w", k, err)
+		}
+		if legacy {
+			l.legacy = append(l.legacy, legacyRecord{ns: ns, key: e.Key, rec: encodeRecord(e)})
+		}
+		snap.Entries = append(snap.Entries, e)
+	}
+	if n := uint64(len(snap.Entries)); n > state.MaxKeys || n > m.Seq {
+		return snap, fmt.Errorf("%d keys after %d writes (at most %d keys)", n, m.Seq, state.MaxKeys)
+	}
+	return snap, nil
+}
+
+func loadEntry(ns, owner, key string, rec []byte) (e state.Entry, legacy bool, err error) {
+	if legacy, err = decodeRecord(rec, &e); err != nil {
+		return e, legacy, err
+	}
+	d := state.Delta{NS: ns, Key: e.Key, Value: e.Value, Version: e.Version, Deleted: e.Deleted}
+	switch {
+	case e.Key != key:
+		return e, legacy, fmt.Errorf("its entry is for key %q", e.Key)
+	case d.Check() != nil:
+		return e, legacy, d.Check()
+	case auth.ValidNodeName(e.Source) != nil:
+		return e, legacy, fmt.Errorf("source %q is not a node name", e.Source)
+	case !e.Open && e.Source != owner:
+		return e, legacy, fmt.Errorf("written by %s, but the key is not open and %s owns the namespace", e.Source, owner)
+	}
+	return e, legacy, nil
+}
+
+// upgrade creates the buckets of a new store and rewrites legacy records
+// with their checksum (run only after load verified everything).
+func upgrade(tx *bolt.Tx, legacy []legacyRecord) error {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	entries, err := tx.CreateBucketIfNotExists(bucketEntries)
+	if err != nil {
+		return err
+	}
+	for _, r := range legacy {
+		if r.key == "" {
+			err = meta.Put([]byte(r.ns), r.rec)
+		} else {
+			err = entries.Bucket([]byte(r.ns)).Put([]byte(r.key), r.rec)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// put writes e and its namespace's record with seq, durably, in one
+// transaction.
+func (st *store) put(ns, owner string, seq uint64, e state.Entry) error {
+	meta := encodeRecord(storedMeta{NS: ns, Owner: owner, Seq: seq})
+	rec := encodeRecord(e)
+	return st.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put([]byte(ns), meta); err != nil {
+			return err
+		}
+		b, err := tx.Bucket(bucketEntries).CreateBucketIfNotExists([]byte(ns))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(e.Key), rec)
+	})
+}
+
+// open loads the store at path ("" keeps state in memory); log hears of a
+// fall-back to the previous transaction.
+func (s *stateService) open(path string, log *slog.Logger) error {
+	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
+	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
+	s.lost = map[*conn]map[string]struct{}{}
+	if path == "" {
+		return nil
+	}
+	st, spaces, err := openStore(path, log)
+	if err != nil {
+		return err
+	}
+	for _, snap := range spaces {
+		s.spaces[snap.NS] = state.FromSnapshot(snap)
+		s.owned[snap.Owner]++
+	}
+	s.store = st
+	return nil
+}
+
+func (s *stateService) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.store == nil {
+		return nil
+	}
+	err := s.store.db.Close()
+	s.store = nil
+	return err
+}
+
+// persist writes e and the namespace's record with seq, durably.
+func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) error {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.put(n.Name(), n.Owner(), seq, e)
+}

@@ -1,0 +1,417 @@
+package broker
+
+// The state store on real files: the broker refuses a store it cannot
+// trust (empty, truncated, damaged) with an error and without touching
+// it, never panics on one, loads stores written before checksums, and
+// says so when bbolt fell back to the previous transaction.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"busbar/state"
+	"busbar/wire"
+)
+
+// history is a store written through the broker's write path and every
+// state it held: history.states[i] after i writes.
+type history struct {
+	file   []byte
+	states [][]state.Snapshot
+}
+
+func (h history) final() []state.Snapshot    { return h.states[len(h.states)-1] }
+func (h history) previous() []state.Snapshot { return h.states[len(h.states)-2] }
+
+// writeHistory builds a store at a temporary path with a few namespaces,
+// owners, an open key written by another node and deletes, through
+// Broker.stateWrite, and returns the file after Shutdown.
+func writeHistory(t *testing.T) history {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := New(Options{StatePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thermostat, lamp, phone := &conn{node: "thermostat"}, &conn{node: "lamp"}, &conn{node: "phone"}
+	var h history
+	snap := func() {
+		all, _ := b.state.get(state.Query{}, anyNamespace)
+		h.states = append(h.states, all.([]state.Snapshot))
+	}
+	write := func(c *conn, ns, key, value string, ver uint64) {
+		t.Helper()
+		d := state.Delta{NS: ns, Key: key, Version: ver, Deleted: value == ""}
+		if value != "" {
+			d.Value = json.RawMessage(value)
+		}
+		if r, no := b.stateWrite(c, d, false); no != nil || !r.Applied {
+			t.Fatalf("write %s %s/%s: %+v %v", c.node, ns, key, r, no)
+		}
+		snap()
+	}
+	snap()
+	write(thermostat, "home", "target", `20.5`, 1)
+	write(thermostat, "home", "mode", `"eco"`, 2)
+	write(lamp, "lights.kitchen", "on", `true`, 1)
+	write(lamp, "lights.kitchen", "level", `{"pct":40,"fade":"slow <&>"}`, 2)
+	if r, no := b.stateWrite(thermostat, state.Delta{NS: "home", Key: "target"}, true); no != nil || !r.Applied {
+		t.Fatalf("open: %+v %v", r, no)
+	}
+	snap()
+	write(phone, "home", "target", `22`, 5)
+	write(thermostat, "home", "mode", "", 3)
+	write(phone, "phone.prefs", "theme", `"dark"`, 1)
+	write(lamp, "lights.kitchen", "level", `{"pct":75}`, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h.file, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// openStoreFile opens data as a store file and returns every namespace it
+// loaded and what it logged.
+func openStoreFile(t *testing.T, data []byte) ([]state.Snapshot, string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	var s stateService
+	if err := s.open(path, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+		return nil, logged.String(), err
+	}
+	defer s.close()
+	all, _ := s.get(state.Query{}, anyNamespace)
+	return all.([]state.Snapshot), logged.String(), nil
+}
+
+// pageLayout reads the page size and the high-water mark (pages in use)
+// from the meta page bbolt opens at.
+func pageLayout(t *testing.T, file []byte) (pageSize, hwm int) {
+	t.Helper()
+	pageSize = int(binary.NativeEndian.Uint32(file[pageHeaderSize+8:]))
+	m0, _ := readMeta(file)
+	m1, _ := readMeta(file[pageSize:])
+	m := max(m0.hwm, m1.hwm)
+	return pageSize, int(m)
+}
+
+const fellBack = "may have fallen back to its previous transaction"
+
+func TestStoreRefusesAnEmptyFileAndLeavesIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(path)
+	_, err := New(Options{StatePath: path})
+	if !errors.Is(err, ErrStoreUntrusted) {
+		t.Fatalf("New on an empty store file: %v", err)
+	}
+	for _, want := range []string{path, "empty", "move the file aside"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	after, _ := os.Stat(path)
+	if after.Size() != 0 || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("the refused file was changed: %d bytes, modified %v (was %v)", after.Size(), after.ModTime(), before.ModTime())
+	}
+}
+
+func TestStoreRefusesATruncatedFileAndLeavesIt(t *testing.T) {
+	h := writeHistory(t)
+	pageSize, hwm := pageLayout(t, h.file)
+	used := pageSize * hwm
+	t.Logf("file %d bytes, %d pages of %d in use", len(h.file), hwm, pageSize)
+	for _, n := range []int{1, 79, pageSize, 2*pageSize - 1, 2 * pageSize, used / 2, used - pageSize, used - 1} {
+		path := filepath.Join(t.TempDir(), "state.db")
+		if err := os.WriteFile(path, h.file[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(Options{StatePath: path})
+		if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), path) {
+			t.Errorf("truncated to %d bytes: %v", n, err)
+			continue
+		}
+		t.Logf("%d bytes: %v", n, err)
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, h.file[:n]) {
+			t.Errorf("truncated to %d bytes: the refused file was changed", n)
+		}
+	}
+	// The file may end where its pages do: bbolt's slack is not state.
+	got, _, err := openStoreFile(t, h.file[:used])
+	if err != nil || !reflect.DeepEqual(got, h.final()) {
+		t.Fatalf("the pages in use alone: %v\n%v", err, got)
+	}
+}
+
+// TestStoreWithFlippedBytesFailsOrLoadsWhatWasWritten flips 1 to 3 random
+// bytes of a store — anywhere in the file, in the pages in use, or only
+// among their non-zero bytes (headers, keys, records) — and opens it: the
+// store must be refused, or load exactly the state written last, or —
+// only with the fall-back warning — exactly the state before the last
+// write. Never a panic, never other content.
+func TestStoreWithFlippedBytesFailsOrLoadsWhatWasWritten(t *testing.T) {
+	h := writeHistory(t)
+	pageSize, hwm := pageLayout(t, h.file)
+	var anywhere, inUse, nonZero []int
+	for i, c := range h.file {
+		anywhere = append(anywhere, i)
+		if i < pageSize*hwm {
+			inUse = append(inUse, i)
+			if c != 0 {
+				nonZero = append(nonZero, i)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		offsets []int
+		seeds   uint64
+	}{
+		{"anywhere", anywhere, 200},
+		{"pages in use", inUse, 400},
+		{"non-zero bytes in use", nonZero, 800},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			count := map[string]int{}
+			for seed := range tc.seeds {
+				rng := rand.New(rand.NewPCG(seed, 0x5eed))
+				file := bytes.Clone(h.file)
+				var flips []string
+				for range 1 + rng.IntN(3) {
+					at, x := tc.offsets[rng.IntN(len(tc.offsets))], byte(1+rng.IntN(255))
+					file[at] ^= x
+					flips = append(flips, fmt.Sprintf("%d^%#02x", at, x))
+				}
+				got, logged, err := openStoreFile(t, file)
+				warned := strings.Contains(logged, fellBack)
+				switch {
+				case err != nil && errors.Is(err, ErrStoreUntrusted):
+					count["refused by "+refusedBy(err)]++
+				case err != nil:
+					t.Errorf("seed %d, flips %v: refused without ErrStoreUntrusted: %v", seed, flips, err)
+				case reflect.DeepEqual(got, h.final()) && warned:
+					count["final state, with the fall-back warning"]++
+				case reflect.DeepEqual(got, h.final()):
+					count["final state"]++
+				case reflect.DeepEqual(got, h.previous()) && warned:
+					count["previous state, with the fall-back warning"]++
+				default:
+					t.Errorf("seed %d, flips %v: loaded other content (warned %v):\n%v\nlog: %s", seed, flips, warned, got, logged)
+				}
+			}
+			t.Logf("%d seeds, flips among %d bytes:", tc.seeds, len(tc.offsets))
+			for _, k := range slices.Sorted(maps.Keys(count)) {
+				t.Logf("%5d %s", count[k], k)
+			}
+		})
+	}
+}
+
+// refusedBy names the check that refused a store.
+func refusedBy(err error) string {
+	var pe *panicError
+	switch msg := errors.Unwrap(err).Error(); {
+	case errors.As(err, &pe):
+		return "a panic in bbolt, recovered"
+	case strings.Contains(msg, "checksum mismatch") && strings.Contains(msg, "namespace"):
+		return "a record's checksum"
+	case strings.Contains(msg, "meta page"):
+		return "the meta pages"
+	case strings.Contains(msg, "bbolt's consistency check"):
+		return "bbolt's consistency check"
+	case strings.Contains(msg, "top-level key") || strings.Contains(msg, "namespace"):
+		return "the records' rules (buckets, keys, names, owners)"
+	default:
+		return "the file's pages (bounds, ids, counts)"
+	}
+}
+
+func TestStoreFallBackToThePreviousTransactionIsLogged(t *testing.T) {
+	h := writeHistory(t)
+	pageSize, _ := pageLayout(t, h.file)
+	newest := 0
+	if txidOf(h.file[pageSize:]) > txidOf(h.file) {
+		newest = 1
+	}
+	for _, tc := range []struct {
+		page int
+		want []state.Snapshot
+	}{{newest, h.previous()}, {1 - newest, h.final()}} {
+		file := bytes.Clone(h.file)
+		file[tc.page*pageSize+pageHeaderSize+20] ^= 0xff // inside the meta's checksummed fields
+		got, logged, err := openStoreFile(t, file)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Fatalf("meta page %d damaged: %v\n%v", tc.page, err, got)
+		}
+		if !strings.Contains(logged, fellBack) || !strings.Contains(logged, "level=WARN") {
+			t.Fatalf("meta page %d damaged: no warning: %q", tc.page, logged)
+		}
+	}
+	if _, logged, _ := openStoreFile(t, h.file); logged != "" {
+		t.Fatalf("an intact store logged: %q", logged)
+	}
+}
+
+func TestStoreChecksumCatchesAChangedValue(t *testing.T) {
+	h := writeHistory(t)
+	// Every copy of the entry (the page in use and stale ones): the
+	// changed JSON stays valid, so only the checksum can tell.
+	file := bytes.ReplaceAll(h.file, []byte(`"dark"`), []byte(`"dork"`))
+	if bytes.Equal(file, h.file) {
+		t.Fatal("the value is not in the file")
+	}
+	_, _, err := openStoreFile(t, file)
+	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"theme"`) {
+		t.Fatalf("a changed value: %v", err)
+	}
+}
+
+func TestStoreChecksumCatchesAChangedNamespaceRecord(t *testing.T) {
+	h := writeHistory(t)
+	file := bytes.ReplaceAll(h.file, []byte(`"owner":"phone"`), []byte(`"owner":"phonf"`))
+	_, _, err := openStoreFile(t, file)
+	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"phone.prefs"`) {
+		t.Fatalf("a changed owner: %v", err)
+	}
+}
+
+// A key changed in the b+tree itself (not in the record) no longer matches
+// the key its entry was written for.
+func TestStoreCatchesAKeyThatDoesNotMatchItsEntry(t *testing.T) {
+	h := writeHistory(t)
+	// In a leaf, a key is followed by its value, whose first byte is the
+	// record format.
+	stored := append([]byte("theme"), recordFormat)
+	file := bytes.ReplaceAll(h.file, stored, append([]byte("thyme"), recordFormat))
+	if bytes.Equal(file, h.file) {
+		t.Fatal("the key is not in the file")
+	}
+	_, _, err := openStoreFile(t, file)
+	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), `"thyme"`) {
+		t.Fatalf("a changed key: %v", err)
+	}
+}
+
+// TestStoreWrittenBeforeChecksumsLoads: a store of plain JSON records (as
+// busbar wrote before checksums) loads, is rewritten with checksums, and
+// loads again the same.
+func TestStoreWrittenBeforeChecksumsLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []state.Entry{
+		{Key: "mode", Version: 3, Source: "thermostat", Deleted: true},
+		{Key: "target", Value: json.RawMessage(`22`), Version: 5, Source: "phone", Open: true},
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, _ := tx.CreateBucketIfNotExists(bucketMeta)
+		all, _ := tx.CreateBucketIfNotExists(bucketEntries)
+		old, _ := json.Marshal(struct {
+			Owner string `json:"owner"`
+			Seq   uint64 `json:"seq"`
+		}{"thermostat", 7})
+		if err := meta.Put([]byte("home"), old); err != nil {
+			return err
+		}
+		b, err := all.CreateBucket([]byte("home"))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			raw, _ := wire.JSON(e)
+			if err := b.Put([]byte(e.Key), raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || db.Close() != nil {
+		t.Fatal(err)
+	}
+	want := []state.Snapshot{{NS: "home", Owner: "thermostat", Seq: 7, Entries: entries}}
+	for _, round := range []string{"before checksums", "rewritten with checksums"} {
+		var logged bytes.Buffer
+		var s stateService
+		if err := s.open(path, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+			t.Fatalf("%s: %v", round, err)
+		}
+		got, _ := s.get(state.Query{}, anyNamespace)
+		_ = s.close()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: loaded %v", round, got)
+		}
+		t.Logf("%s: log %q", round, logged.String())
+	}
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bolt.Tx) error {
+		check := func(what string, rec []byte) {
+			if len(rec) == 0 || rec[0] != recordFormat {
+				t.Errorf("%s was not rewritten: %q", what, rec)
+			}
+		}
+		check("the namespace record", tx.Bucket(bucketMeta).Get([]byte("home")))
+		for _, e := range entries {
+			check(e.Key, tx.Bucket(bucketEntries).Bucket([]byte("home")).Get([]byte(e.Key)))
+		}
+		return nil
+	})
+}
+
+// A legacy record is still held to the rules: a key that does not match
+// its entry is refused.
+func TestStoreRefusesALegacyEntryUnderAnotherKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, _ := tx.CreateBucketIfNotExists(bucketMeta)
+		all, _ := tx.CreateBucketIfNotExists(bucketEntries)
+		_ = meta.Put([]byte("home"), []byte(`{"owner":"thermostat","seq":1}`))
+		b, _ := all.CreateBucket([]byte("home"))
+		return b.Put([]byte("targex"), []byte(`{"k":"target","v":1,"ver":1,"src":"thermostat"}`))
+	})
+	if err != nil || db.Close() != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{StatePath: path})
+	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), `its entry is for key "target"`) {
+		t.Fatalf("a legacy entry under another key: %v", err)
+	}
+}
+
+// anyNamespace lets a test read every namespace, as an in-process node may.
+func anyNamespace(string) bool { return true }
