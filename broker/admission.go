@@ -147,3 +147,28 @@ func refuseConn(nc net.Conn, res wire.Result, text string) {
 	}
 	_ = nc.Close()
 }
+
+// floodLogInterval is how often a warning that a flood can repeat (a
+// connection evicted while logging in, one refused at capacity) is
+// written at most; the ones in between are counted into the next.
+const floodLogInterval = time.Second
+
+// throttle passes one log line per floodLogInterval and counts the rest.
+type throttle struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+// allow reports whether to log now, and how many lines were skipped
+// since the last one logged.
+func (t *throttle) allow(now time.Time) (skipped int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.last) < floodLogInterval {
+		t.skipped++
+		return 0, false
+	}
+	t.last, skipped, t.skipped = now, t.skipped, 0
+	return skipped, true
+}

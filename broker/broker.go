@@ -28,6 +28,8 @@ type Broker struct {
 	pend  pendingTable
 	hs    handshakes
 
+	evictLog, capacityLog, authLog throttle // flood warnings, at most one per floodLogInterval
+
 	// closing is set once, under mu, when Shutdown begins; read anywhere
 	// (the hot path refuses new work without taking mu).
 	closing atomic.Bool
@@ -147,14 +149,19 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	if !inproc {
 		if old := b.admitHandshake(c); old != nil {
 			b.stats.handshakesEvicted.Add(1)
-			b.log.Warn("connection closed while logging in, to make room", "remote", remote(old.nc), "max_handshakes", b.opts.MaxHandshakes)
+			if skipped, ok := b.evictLog.allow(time.Now()); ok {
+				b.log.Warn("connection closed while logging in, to make room", "remote", remote(old.nc),
+					"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
+			}
 			old.closeWith(wire.ResultOverload, b.handshakeLimitText())
 		}
 	}
 	err := b.handshake(c, r)
 	b.handshakeDone(c)
 	if err != nil {
-		b.log.Info("handshake failed", "remote", remote(nc), "err", clip(err.Error()))
+		// Debug: a flood of connections that never log in would otherwise
+		// write a line each; evictions and refusals are logged, throttled.
+		b.log.Debug("handshake failed", "remote", remote(nc), "err", clip(err.Error()))
 		c.finish()
 		return
 	}
@@ -199,7 +206,9 @@ func (b *Broker) track(c *conn) *refusal {
 	}
 	if !c.inproc && b.external >= b.opts.MaxConnections {
 		b.stats.overCapacity.Add(1)
-		b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc))
+		if skipped, ok := b.capacityLog.allow(time.Now()); ok {
+			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc), "more_since_last_logged", skipped)
+		}
 		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections; retry later")
 	}
 	b.conns[c] = struct{}{}

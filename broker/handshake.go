@@ -135,7 +135,10 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	p, err := b.opts.Auth.Authenticate(auth.Credential{Principal: h.Principal, Secret: h.Secret, Signature: h.Signature}, h.Node, nonce)
 	if err != nil {
-		b.log.Warn("authentication refused", "node", clip(h.Node), "principal", clip(h.Principal), "reason", auth.Reason(err), "remote", remote(c.nc))
+		if skipped, ok := b.authLog.allow(time.Now()); ok {
+			b.log.Warn("authentication refused", "node", clip(h.Node), "principal", clip(h.Principal), "reason", auth.Reason(err),
+				"remote", remote(c.nc), "more_since_last_logged", skipped)
+		}
 		return nil, err
 	}
 	return &p.Permissions, nil
