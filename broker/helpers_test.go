@@ -9,96 +9,27 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
-	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 	"busbar/wire"
 )
 
 func testOpts() broker.Options { return broker.Options{} }
 
-// connect registers node on e's broker as principal "local" (or the
-// principal named by opts.Credential.Principal) and closes it at cleanup.
-func connect(t testing.TB, e *testbroker.Env, node string, mods ...func(*client.Options)) *client.Client {
-	t.Helper()
-	c, err := dialClient(e, node, mods...)
-	if err != nil {
-		t.Fatalf("connect %s: %v", node, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+// The shared helpers of the tests that drive a broker with real clients.
+var (
+	connect         = testclient.Connect
+	dialClient      = testclient.DialClient
+	connectPausable = testclient.ConnectPausable
+	ctxT            = testclient.Ctx
+)
 
-func dialClient(e *testbroker.Env, node string, mods ...func(*client.Options)) (*client.Client, error) {
-	opts := client.Options{Node: node, Server: e.Endpoint, TLS: e.ClientTLS, Credential: auth.Credential{Principal: "local"}}
-	if e.Scheme == "inproc" {
-		opts.Dial = func(context.Context) (net.Conn, error) { return e.Broker.DialInProcess() }
-	}
-	for _, m := range mods {
-		m(&opts)
-	}
-	if opts.Credential.Secret == "" && opts.PrivateKey == nil {
-		opts.Credential.Secret = e.Secrets[opts.Credential.Principal]
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return client.Connect(ctx, opts)
-}
-
-// connectPausable connects node over e's (non-inproc) transport through a
-// testbroker.PausableConn, so the test can make it stop reading.
-func connectPausable(t *testing.T, e *testbroker.Env, node string) (*client.Client, *testbroker.PausableConn) {
-	t.Helper()
-	var pc *testbroker.PausableConn
-	c := connect(t, e, node, func(o *client.Options) {
-		o.Dial = func(ctx context.Context) (net.Conn, error) {
-			nc, err := e.Dial(ctx)
-			if err != nil {
-				return nil, err
-			}
-			pc = &testbroker.PausableConn{Conn: nc}
-			return pc, nil
-		}
-	})
-	t.Cleanup(pc.Resume)
-	return c, pc
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// inbox collects events for assertions.
-type inbox struct {
-	mu   sync.Mutex
-	msgs []*client.Message
-}
-
-func (b *inbox) handler(_ context.Context, m *client.Message) {
-	b.mu.Lock()
-	b.msgs = append(b.msgs, m)
-	b.mu.Unlock()
-}
-
-func (b *inbox) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.msgs)
-}
-
-func (b *inbox) get(i int) *client.Message {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.msgs[i]
-}
+type inbox = testclient.Inbox
 
 func echo(_ context.Context, m *client.Message) ([]byte, error) { return m.Payload(), nil }
 

@@ -28,7 +28,7 @@ func TestBrokerAsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	var in inbox
-	if _, err := self.Scope("core").Channel("audit").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := self.Scope("core").Channel("audit").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	a := connect(t, e, "alpha")
@@ -47,7 +47,7 @@ func TestBrokerAsEndpoint(t *testing.T) {
 	if len(res.Results) != 2 || res.Results[0] != want[0] || res.Results[1] != want[1] {
 		t.Fatalf("publish: %v", res.Results)
 	}
-	testbroker.Eventually(t, 5*time.Second, "broker's subscriber", func() bool { return in.len() == 2 })
+	testbroker.Eventually(t, 5*time.Second, "broker's subscriber", func() bool { return in.Len() == 2 })
 	// The broker's endpoint can call nodes too.
 	if _, err := a.Scope("s").Channel("echo").Handle(ctxT(t, 5*time.Second), echo); err != nil {
 		t.Fatal(err)

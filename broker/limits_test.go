@@ -102,7 +102,7 @@ func TestMaxPublishCandidatesEdge(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	pub := connect(t, e, "publisher", func(o *client.Options) { o.Workers = 1 }) // callbacks in arrival order
 	var in inbox
-	if _, err := pub.Scope("s").Channel("wide").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := pub.Scope("s").Channel("wide").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	for i := range broker.MaxPublishCandidates - 2 { // + publisher + broker = 256
@@ -118,7 +118,7 @@ func TestMaxPublishCandidatesEdge(t *testing.T) {
 	if len(res.Results) != broker.MaxPublishCandidates {
 		t.Fatalf("%d results", len(res.Results))
 	}
-	testbroker.Eventually(t, 5*time.Second, "delivery", func() bool { return in.len() == 1 })
+	testbroker.Eventually(t, 5*time.Second, "delivery", func() bool { return in.Len() == 1 })
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "one-more", "local", e.Secrets["local"])
 	_, err = pub.Scope("s").Channel("wide").Publish(ctxT(t, 10*time.Second), []byte("y"))
@@ -130,8 +130,8 @@ func TestMaxPublishCandidatesEdge(t *testing.T) {
 	if rc, _ := connect(t, e, "marker").Scope("s").Channel("wide").Send(ctxT(t, 5*time.Second), "publisher", []byte("marker")); rc.Result != wire.Accepted {
 		t.Fatalf("marker: %+v", rc)
 	}
-	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.len() >= 2 })
-	if n, second := in.len(), string(in.get(1).Payload()); n != 2 || second != "marker" {
+	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.Len() >= 2 })
+	if n, second := in.Len(), string(in.Get(1).Payload()); n != 2 || second != "marker" {
 		t.Fatalf("a refused publication was dispatched: %d delivered, the second %q", n, second)
 	}
 }

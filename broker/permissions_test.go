@@ -31,14 +31,14 @@ func TestPermissions(t *testing.T) {
 	full := connect(t, e, "full")
 	var in inbox
 	for _, ch := range []string{"orders.created", "orders.other"} {
-		if _, err := full.Scope("s").Channel(ch).Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+		if _, err := full.Scope("s").Channel(ch).Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := full.Scope("s").Channel("rpc.x").Handle(ctxT(t, 5*time.Second), echo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Scope("s").Channel("orders.created").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := d.Scope("s").Channel("orders.created").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	// Sending side.
@@ -59,7 +59,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("forbidden request: %v", err)
 	}
 	// Receiving side, checked independently.
-	if _, err := d.Scope("s").Channel("orders.other").Subscribe(ctxT(t, 5*time.Second), in.handler); !errors.Is(err, client.ErrRejected) {
+	if _, err := d.Scope("s").Channel("orders.other").Subscribe(ctxT(t, 5*time.Second), in.Handler); !errors.Is(err, client.ErrRejected) {
 		t.Fatalf("forbidden subscribe: %v", err)
 	}
 	if _, err := d.Scope("s").Channel("rpc.x").Handle(ctxT(t, 5*time.Second), echo); !errors.Is(err, client.ErrRejected) {

@@ -92,15 +92,15 @@ func TestDisconnectWithoutReplay(t *testing.T) {
 	}
 	var in inbox
 	a2 := connect(t, e, "alpha", func(o *client.Options) { o.Workers = 1 }) // callbacks in arrival order
-	if _, err := a2.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := a2.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	// A marker sent now is queued behind anything the broker replayed.
 	if r, _ := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", []byte("marker")); r.Result != wire.Accepted {
 		t.Fatalf("send after the reconnection: %+v", r)
 	}
-	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.len() >= 1 })
-	if n, first := in.len(), string(in.get(0).Payload()); n != 1 || first != "marker" {
+	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.Len() >= 1 })
+	if n, first := in.Len(), string(in.Get(0).Payload()); n != 1 || first != "marker" {
 		t.Fatalf("an event was replayed across connections: %d delivered, the first %q", n, first)
 	}
 }

@@ -20,7 +20,7 @@ func TestForgedSourceIsOverwritten(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	a := connect(t, e, "alpha")
 	var in inbox
-	if _, err := a.Scope("s").Channel("x").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := a.Scope("s").Channel("x").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	r := e.DialRaw(t)
@@ -32,8 +32,8 @@ func TestForgedSourceIsOverwritten(t *testing.T) {
 	if rc := r.Read(t); rc.Value(wire.HeaderResult) != string(wire.Accepted) || rc.Value(wire.HeaderReplyTo) != "e1" {
 		t.Fatalf("receipt %q", rc)
 	}
-	testbroker.Eventually(t, 5*time.Second, "delivery", func() bool { return in.len() == 1 })
-	if got := in.get(0).From(); got != "mallory.bus" {
+	testbroker.Eventually(t, 5*time.Second, "delivery", func() bool { return in.Len() == 1 })
+	if got := in.Get(0).From(); got != "mallory.bus" {
 		t.Fatalf("from = %q, want mallory.bus", got)
 	}
 	// A response that answers nobody's request is dropped, never delivered.

@@ -255,7 +255,7 @@ func TestBareTargetResolution(t *testing.T) {
 	}
 	// A send to a bare service name reaches its node too.
 	var in inbox
-	if _, err := alpha.Scope("s").Channel("news").Subscribe(ctx, in.handler); err != nil {
+	if _, err := alpha.Scope("s").Channel("news").Subscribe(ctx, in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := caller.Scope("c").Channel("news").Send(ctx, "calc", []byte("x")); r.Result != wire.Accepted || r.Node != "alpha.bus" {

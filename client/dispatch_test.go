@@ -36,7 +36,7 @@ func TestStalledHandlerDoesNotStallConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	var in inbox
-	if _, err := a.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := a.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	bs := b.Scope("s")
@@ -60,7 +60,7 @@ func TestStalledHandlerDoesNotStallConnection(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	testbroker.Eventually(t, 5*time.Second, "queued event delivered", func() bool { return in.len() == 1 })
+	testbroker.Eventually(t, 5*time.Second, "queued event delivered", func() bool { return in.Len() == 1 })
 }
 
 // TestScopeCloseIsIndependent: closing one plugin's scope revokes only its
@@ -71,10 +71,10 @@ func TestScopeCloseIsIndependent(t *testing.T) {
 	b := connect(t, e, "beta")
 	p1, p2 := a.Scope("plugin-1"), a.Scope("plugin-2")
 	var in1, in2 inbox
-	if _, err := p1.Channel("ev").Subscribe(ctxT(t, 5*time.Second), in1.handler); err != nil {
+	if _, err := p1.Channel("ev").Subscribe(ctxT(t, 5*time.Second), in1.Handler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p2.Channel("ev").Subscribe(ctxT(t, 5*time.Second), in2.handler); err != nil {
+	if _, err := p2.Channel("ev").Subscribe(ctxT(t, 5*time.Second), in2.Handler); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p1.Channel("rpc").Handle(ctxT(t, 5*time.Second), echo); err != nil {
@@ -102,8 +102,8 @@ func TestScopeCloseIsIndependent(t *testing.T) {
 	if r, _ := bs.Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", []byte("1")); r.Result != wire.Accepted {
 		t.Fatalf("send after p1 closed: %+v", r)
 	}
-	testbroker.Eventually(t, 5*time.Second, "p2 still receives", func() bool { return in2.len() == 1 })
-	if in1.len() != 0 {
+	testbroker.Eventually(t, 5*time.Second, "p2 still receives", func() bool { return in2.Len() == 1 })
+	if in1.Len() != 0 {
 		t.Fatal("closed scope's subscriber ran")
 	}
 	if _, err := bs.Channel("rpc").Request(ctxT(t, 5*time.Second), "alpha", nil); !errors.Is(err, client.ErrNoHandler) {
@@ -111,7 +111,7 @@ func TestScopeCloseIsIndependent(t *testing.T) {
 	}
 	// Retained handles of p1 cannot create new work.
 	ch := p1.Channel("ev")
-	if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in1.handler); !errors.Is(err, client.ErrScopeClosed) {
+	if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in1.Handler); !errors.Is(err, client.ErrScopeClosed) {
 		t.Fatalf("subscribe after close: %v", err)
 	}
 	if _, err := ch.Send(ctxT(t, 5*time.Second), "beta", nil); !errors.Is(err, client.ErrScopeClosed) {

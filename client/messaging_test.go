@@ -17,34 +17,13 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 	"busbar/wire"
 )
 
 func testOpts() broker.Options { return broker.Options{} }
 
-// inbox collects events for assertions.
-type inbox struct {
-	mu   sync.Mutex
-	msgs []*client.Message
-}
-
-func (b *inbox) handler(_ context.Context, m *client.Message) {
-	b.mu.Lock()
-	b.msgs = append(b.msgs, m)
-	b.mu.Unlock()
-}
-
-func (b *inbox) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.msgs)
-}
-
-func (b *inbox) get(i int) *client.Message {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.msgs[i]
-}
+type inbox = testclient.Inbox
 
 func TestSendReceipts(t *testing.T) {
 	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
@@ -53,7 +32,7 @@ func TestSendReceipts(t *testing.T) {
 		var in1, in2 inbox
 		ch := a.Scope("plugin").Channel("orders.created")
 		for _, in := range []*inbox{&in1, &in2} {
-			if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+			if _, err := ch.Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,9 +42,9 @@ func TestSendReceipts(t *testing.T) {
 		if r.Result != wire.Accepted || r.ID == "" || r.Node != "alpha.bus" {
 			t.Fatalf("receipt = %+v", r)
 		}
-		testbroker.Eventually(t, 5*time.Second, "both subscribers", func() bool { return in1.len() == 1 && in2.len() == 1 })
+		testbroker.Eventually(t, 5*time.Second, "both subscribers", func() bool { return in1.Len() == 1 && in2.Len() == 1 })
 		for _, in := range []*inbox{&in1, &in2} {
-			m := in.get(0)
+			m := in.Get(0)
 			if m.ID() != r.ID || m.From() != "beta.bus" || m.Kind() != client.Event || m.Channel() != "orders.created" || string(m.Payload()) != "order 1" {
 				t.Fatalf("delivered %+v", m)
 			}
@@ -226,7 +205,7 @@ func TestPublishResults(t *testing.T) {
 			cl *client.Client
 			in *inbox
 		}{{a, &ina}, {c, &inc}} {
-			if _, err := x.cl.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), x.in.handler); err != nil {
+			if _, err := x.cl.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), x.in.Handler); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -244,8 +223,8 @@ func TestPublishResults(t *testing.T) {
 		if !slices.Equal(res.Results, want) {
 			t.Fatalf("results = %v, want %v", res.Results, want)
 		}
-		testbroker.Eventually(t, 5*time.Second, "deliveries", func() bool { return ina.len() == 1 && inc.len() == 1 })
-		if m := inc.get(0); m.ID() != res.ID || m.From() != "alpha.bus" || m.To() != "" {
+		testbroker.Eventually(t, 5*time.Second, "deliveries", func() bool { return ina.Len() == 1 && inc.Len() == 1 })
+		if m := inc.Get(0); m.ID() != res.ID || m.From() != "alpha.bus" || m.To() != "" {
 			t.Fatalf("delivered %+v", m)
 		}
 		_ = b
@@ -270,7 +249,7 @@ func TestSendWithoutTargetRefused(t *testing.T) {
 	a := connect(t, e, "alpha", func(o *client.Options) { o.Workers = 1 }) // callbacks in arrival order
 	b := connect(t, e, "beta")
 	var in inbox
-	if _, err := a.Scope("s").Channel("orders.x").Subscribe(ctxT(t, 5*time.Second), in.handler); err != nil {
+	if _, err := a.Scope("s").Channel("orders.x").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
 	r, err := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "", []byte("p"))
@@ -279,8 +258,8 @@ func TestSendWithoutTargetRefused(t *testing.T) {
 	if rc, _ := b.Scope("s").Channel("orders.x").Send(ctxT(t, 5*time.Second), "alpha", []byte("marker")); rc.Result != wire.Accepted {
 		t.Fatalf("marker: %+v", rc)
 	}
-	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.len() >= 1 })
-	if n, first := in.len(), string(in.get(0).Payload()); !errors.Is(err, wire.ErrBadAddress) || n != 1 || first != "marker" {
+	testbroker.Eventually(t, 5*time.Second, "the marker delivered", func() bool { return in.Len() >= 1 })
+	if n, first := in.Len(), string(in.Get(0).Payload()); !errors.Is(err, wire.ErrBadAddress) || n != 1 || first != "marker" {
 		t.Fatalf("Send with an empty target: receipt %+v, %v, %d delivered (the first %q); want ErrBadAddress and only the marker delivered", r, err, n, first)
 	}
 }

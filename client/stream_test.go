@@ -29,7 +29,7 @@ func TestEmit(t *testing.T) {
 		c  *client.Client
 		in *inbox
 	}{{ca, &a}, {cb, &b}} {
-		if _, err := x.c.Scope("s").Channel("metrics").Subscribe(ctxT(t, 5*time.Second), x.in.handler); err != nil {
+		if _, err := x.c.Scope("s").Channel("metrics").Subscribe(ctxT(t, 5*time.Second), x.in.Handler); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,14 +41,14 @@ func TestEmit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testbroker.Eventually(t, 10*time.Second, "all delivered", func() bool { return a.len() == n && b.len() == n })
+	testbroker.Eventually(t, 10*time.Second, "all delivered", func() bool { return a.Len() == n && b.Len() == n })
 	for i := range n {
-		got := a.get(i).Payload()
+		got := a.Get(i).Payload()
 		if int(got[0])<<8|int(got[1]) != i {
 			t.Fatalf("message %d arrived as %v: order not kept", i, got)
 		}
-		if a.get(i).From() != "producer.bus" || a.get(i).ID() == "" {
-			t.Fatalf("message %+v", a.get(i))
+		if a.Get(i).From() != "producer.bus" || a.Get(i).ID() == "" {
+			t.Fatalf("message %+v", a.Get(i))
 		}
 	}
 	// A node that may not publish: dropped at the broker, counted.
@@ -81,7 +81,7 @@ func TestEmit(t *testing.T) {
 	}
 	testbroker.Eventually(t, 5*time.Second, "drops counted on the node", func() bool { return slow.Dropped() >= 8 })
 	close(release)
-	if a.len() != n || b.len() != n {
+	if a.Len() != n || b.Len() != n {
 		t.Fatal("extra deliveries")
 	}
 }
