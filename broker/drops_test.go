@@ -23,21 +23,7 @@ import (
 // DroppedReplies add them up.
 func TestDropsAreCountedByReason(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, secret := newTestBroker(t, Options{MaxQueueMessages: 2, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
-		pub := join(t, b, secret, "pub")
-		sub := join(t, b, secret, "sub")
-		t.Cleanup(func() {
-			_ = pub.nc.Close()
-			_ = sub.nc.Close()
-			if err := b.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		sub.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
-		if m, err := sub.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
-			t.Fatalf("subscribe: %v %v", err, m)
-		}
-		synctest.Wait()
+		b := pubAndSub(t)
 		// From here on sub never reads: its writer blocks on the first
 		// frame and its queue holds two more.
 		pc, sc := b.dir.lookup("pub"), b.dir.lookup("sub")
@@ -78,6 +64,29 @@ func TestDropsAreCountedByReason(t *testing.T) {
 			t.Fatalf("Dropped %d, DroppedReplies %d; want 3 and 2", s.Dropped, s.DroppedReplies)
 		}
 	})
+}
+
+// pubAndSub is a broker in a synctest bubble with nodes "pub" and "sub",
+// sub subscribed to "ch" and reading nothing more from here on. Its queue
+// holds two messages.
+func pubAndSub(t *testing.T) *Broker {
+	t.Helper()
+	b, secret := newTestBroker(t, Options{MaxQueueMessages: 2, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
+	pub := join(t, b, secret, "pub")
+	sub := join(t, b, secret, "sub")
+	t.Cleanup(func() {
+		_ = pub.nc.Close()
+		_ = sub.nc.Close()
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	sub.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
+	if m, err := sub.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("subscribe: %v %v", err, m)
+	}
+	synctest.Wait()
+	return b
 }
 
 func checkDrops(t *testing.T, b *Broker, want [numDropReasons]int64) {
@@ -186,21 +195,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // third and raised its p99 6 to 8 times.)
 func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, secret := newTestBroker(t, Options{MaxQueueMessages: 2, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
-		pub := join(t, b, secret, "pub")
-		sub := join(t, b, secret, "sub")
-		t.Cleanup(func() {
-			_ = pub.nc.Close()
-			_ = sub.nc.Close()
-			if err := b.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		sub.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
-		if m, err := sub.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
-			t.Fatalf("subscribe: %v %v", err, m)
-		}
-		synctest.Wait()
+		b := pubAndSub(t)
 		pc := b.dir.lookup("pub")
 		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
