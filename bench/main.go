@@ -62,6 +62,7 @@ func main() {
 // plan sizes the workloads.
 type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
+	frozenMsgs                                          int64 // per run of 7, alone and with the frozen reader
 	idleConns                                           int
 	only                                                map[string]bool // workload numbers; nil: all
 }
@@ -69,8 +70,8 @@ type plan struct {
 func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
 var (
-	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, idleConns: 1000}
-	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, idleConns: 50}
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: 1_000_000, idleConns: 1000}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenQuickMsgs, idleConns: 50}
 )
 
 // row is one metric of one workload, measured on every system.

@@ -69,7 +69,7 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 	}
 	for _, s := range order {
 		fmt.Fprintf(log, "round %d: %s\n", round+1, s.name())
-		if err := measure(ctx, p, rep, s); err != nil {
+		if err := measure(ctx, p, rep, s, round); err != nil {
 			return fmt.Errorf("%s: %w", s.name(), err)
 		}
 		runtime.GC()
@@ -77,7 +77,7 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 	return nil
 }
 
-func measure(ctx context.Context, p plan, rep *report, s system) error {
+func measure(ctx context.Context, p plan, rep *report, s system, round int) error {
 	sys := s.name()
 	if p.runs("1") { // pub/sub 1 -> 1, 128 B
 		pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
@@ -124,6 +124,11 @@ func measure(ctx context.Context, p plan, rep *report, s system) error {
 			return err
 		}
 		rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
+	}
+	if p.runs("7") { // a frozen reader beside a healthy one
+		if err := measureFrozen(ctx, p, rep, s, round%2 == 1); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,9 @@ type system interface {
 	pubsub(ctx context.Context, subs, size int, msgs int64) (pub loadgen.Result, got []loadgen.Result, err error)
 	request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error)
 	idle(ctx context.Context, n int) (closeAll func(), err error)
+	// freeze subscribes to pubsub's channel on a connection that then
+	// never reads; closing it ends the subscription.
+	freeze(ctx context.Context) (io.Closer, error)
 	server() *child
 }
 

@@ -1,0 +1,270 @@
+package main
+
+// Workload 7: a frozen reader. One producer publishes at full speed to a
+// channel with two subscribers: a healthy one that reads everything, and
+// one whose connection subscribes and then never reads again, as a peer
+// whose process hung (tailscale's derp TestSendFreeze freezes one client
+// the same way). The healthy subscriber is measured twice in each round,
+// alone and beside the frozen one; what matters is the ratio of the two,
+// because a slow peer should not slow the others down.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"busbar/loadgen"
+	"busbar/transport"
+	"busbar/wire"
+)
+
+const (
+	frozenWorkload = "7 frozen reader 1->1 128B"
+	frozenChannel  = "bench.flow" // the channel pubsub publishes on
+	frozenSize     = 128
+	handshakeLimit = 5 * time.Second // bounds the frozen reader's handshake
+	// frozenQuickMsgs is the count of the quick run and of the harness's
+	// test: well past what the frozen connection absorbs before it is
+	// stuck (the broker's 8 MiB queue and the sockets' buffers, about
+	// 40,000 messages of 128 B), so even a smoke run reaches that state.
+	frozenQuickMsgs = 100_000
+)
+
+// measureFrozen records workload 7 for s: the healthy subscriber's rate
+// and latency alone and with a frozen subscriber on the same channel (in
+// that order, or the other way round when frozenFirst is set, so neither
+// run is always the warm one), and the ratios of the two runs of the
+// round.
+func measureFrozen(ctx context.Context, p plan, rep *report, s system, frozenFirst bool) error {
+	var alone, frozen healthy
+	for _, freeze := range []bool{frozenFirst, !frozenFirst} {
+		into, what := &alone, "alone"
+		if freeze {
+			into, what = &frozen, "beside a frozen reader"
+		}
+		h, err := healthyRun(ctx, s, p.frozenMsgs, freeze)
+		if err != nil {
+			return fmt.Errorf("healthy subscriber %s: %w", what, err)
+		}
+		*into = h
+	}
+	sys := s.name()
+	rec := func(metric, unit, better string, v float64) {
+		rep.record(frozenWorkload, metric, unit, better, sys, v)
+	}
+	rec("healthy rate alone", "msgs/s", "higher", alone.got.MsgsPerS)
+	rec("healthy rate w/ frozen", "msgs/s", "higher", frozen.got.MsgsPerS)
+	rec("rate frozen/alone", "x", "higher", frozen.got.MsgsPerS/alone.got.MsgsPerS)
+	rec("healthy delivered w/ frozen", "%", "higher", 100*float64(frozen.got.Msgs)/float64(max(1, frozen.sent)))
+	rec("healthy p50 alone", "ms", "lower", ms(alone.got.Latency.P50))
+	rec("healthy p50 w/ frozen", "ms", "lower", ms(frozen.got.Latency.P50))
+	rec("healthy p99 alone", "ms", "lower", ms(alone.got.Latency.P99))
+	rec("healthy p99 w/ frozen", "ms", "lower", ms(frozen.got.Latency.P99))
+	rec("p99 frozen/alone", "x", "lower", float64(frozen.got.Latency.P99)/float64(alone.got.Latency.P99))
+	return nil
+}
+
+// healthy is what one run delivered to the healthy subscriber.
+type healthy struct {
+	sent int64
+	got  loadgen.Result
+}
+
+// healthyRun publishes msgs to one healthy subscriber, with a frozen
+// subscriber beside it when freeze is set; the frozen connection is closed
+// when the run ends.
+func healthyRun(ctx context.Context, s system, msgs int64, freeze bool) (h healthy, err error) {
+	if freeze {
+		fc, ferr := s.freeze(ctx)
+		if ferr != nil {
+			return healthy{}, fmt.Errorf("frozen reader: %w", ferr)
+		}
+		defer func() {
+			if cerr := fc.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("closing the frozen reader: %w", cerr)
+			}
+		}()
+	}
+	pub, got, err := s.pubsub(ctx, 1, frozenSize, msgs)
+	if err != nil {
+		return healthy{}, err
+	}
+	if got[0].Latency == nil {
+		return healthy{}, fmt.Errorf("the healthy subscriber received nothing (%d sent)", pub.Msgs)
+	}
+	return healthy{sent: pub.Msgs, got: got[0]}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// --- busbar ---------------------------------------------------------------
+
+// freeze opens a raw connection to the broker that says hello with the
+// harness's credential, subscribes to the channel pubsub publishes on,
+// and, once the broker has confirmed both, never reads again. The client
+// package cannot be made to stop reading (its reader goroutine drains the
+// socket into its queues), so the protocol is spoken by hand here.
+func (s *busbarSystem) freeze(ctx context.Context) (io.Closer, error) {
+	ep, err := transport.ParseEndpoint(s.endpoint)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, handshakeLimit)
+	defer cancel()
+	nc, err := transport.Dial(ctx, ep, nil)
+	if err != nil {
+		return nil, err
+	}
+	node := fmt.Sprintf("frozen%d", s.seq.Add(1))
+	if err := busbarSubscribeRaw(nc, node, s.cred.Principal, s.cred.Secret); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &busbarFrozen{Conn: nc, sys: s, node: node}, nil
+}
+
+// busbarFrozen is a frozen reader's connection to the broker.
+type busbarFrozen struct {
+	net.Conn
+	sys  *busbarSystem
+	node string
+}
+
+// Close closes the connection and waits until the broker's directory no
+// longer lists the node, so a run after this one does not route to it.
+func (f *busbarFrozen) Close() error {
+	err := f.Conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeLimit)
+	defer cancel()
+	c, cerr := f.sys.connect(ctx, nil)
+	if cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	defer c.Close()
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		nodes, derr := c.Directory(ctx)
+		if derr != nil {
+			return errors.Join(err, derr)
+		}
+		if !slices.ContainsFunc(nodes, func(n wire.NodeInfo) bool { return n.Node == f.node }) {
+			return err
+		}
+		time.Sleep(pause) // polling the broker's state, which decides
+	}
+}
+
+// busbarSubscribeRaw reads bus.info, says hello and subscribes to
+// frozenChannel on nc, then clears nc's deadline. It reads nothing past
+// the broker's answer to the subscription.
+func busbarSubscribeRaw(nc net.Conn, node, principal, secret string) error {
+	_ = nc.SetDeadline(time.Now().Add(handshakeLimit))
+	r := wire.NewReader(nc)
+	info, err := readControl(r)
+	if err != nil {
+		return err
+	}
+	if info.Value(wire.HeaderCommand) != wire.CmdInfo {
+		return fmt.Errorf("first frame is %q, not %s", info.Value(wire.HeaderCommand), wire.CmdInfo)
+	}
+	body, err := json.Marshal(wire.Hello{Node: node, Principal: principal, Secret: secret})
+	if err != nil {
+		return err
+	}
+	hello := wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).
+		WithHeader(wire.HeaderID, "hello").WithBody(body)
+	sub := wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "sub").WithBody([]byte(frozenChannel))
+	for _, m := range []*wire.Message{hello, sub} {
+		if err := writeControl(nc, m); err != nil {
+			return err
+		}
+		a, err := readControl(r)
+		if err != nil {
+			return err
+		}
+		if rc := wire.ResponseRC(a); rc.IsError() {
+			return fmt.Errorf("%s refused: rc %d %s", m.Value(wire.HeaderCommand), rc, a.Body())
+		}
+	}
+	return nc.SetDeadline(time.Time{})
+}
+
+func writeControl(nc net.Conn, m *wire.Message) error {
+	f, err := wire.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	_, err = nc.Write(f)
+	return err
+}
+
+// readControl reads the next frame that is not a heartbeat.
+func readControl(r *wire.Reader) (*wire.Message, error) {
+	for {
+		m, err := r.ReadMessage()
+		if err != nil || !m.IsHeartbeat() {
+			return m, err
+		}
+	}
+}
+
+// --- NATS -------------------------------------------------------------------
+
+// freeze opens a raw TCP connection to nats-server that sends CONNECT and
+// SUB for the channel pubsub publishes on, waits for the PONG that proves
+// the server processed both, and never reads again. (A nats.go handler
+// that blocks would not do: nats.go's reader keeps draining the socket
+// into the subscription's pending queue.)
+func (s *natsSystem) freeze(ctx context.Context) (io.Closer, error) {
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, handshakeLimit)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return nil, err
+	}
+	if err := natsSubscribeRaw(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// natsSubscribeRaw speaks the NATS client protocol on nc up to the PONG
+// that answers the PING after CONNECT and SUB, then clears nc's deadline.
+func natsSubscribeRaw(nc net.Conn) error {
+	_ = nc.SetDeadline(time.Now().Add(handshakeLimit))
+	connect, err := json.Marshal(map[string]any{"user": natsUser, "pass": natsPass, "verbose": false,
+		"pedantic": false, "name": "frozen", "lang": "go", "version": "raw", "protocol": 1})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(nc, "CONNECT %s\r\nSUB %s 1\r\nPING\r\n", connect, frozenChannel); err != nil {
+		return err
+	}
+	r := bufio.NewReader(nc)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		switch line = strings.TrimSpace(line); {
+		case line == "PONG":
+			return nc.SetDeadline(time.Time{})
+		case strings.HasPrefix(line, "-ERR"):
+			return fmt.Errorf("nats-server: %s", line)
+		}
+		// INFO, or a PING from the server: nothing to do before PONG.
+	}
+}
