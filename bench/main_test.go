@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 // frozen reader (7) keeps the quick run's count, so its connection does
 // get stuck; its ratios are printed, not judged.
 func TestQuickComparison(t *testing.T) {
-	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenQuickMsgs, idleConns: 20}
+	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenMsgs, idleConns: 20}
 	var log strings.Builder
 	rep, err := run(context.Background(), p, 1, &log)
 	if err != nil {
