@@ -4,9 +4,12 @@ package main
 // channel with two subscribers: a healthy one that reads everything, and
 // one whose connection subscribes and then never reads again, as a peer
 // whose process hung (tailscale's derp TestSendFreeze freezes one client
-// the same way). The healthy subscriber is measured twice in each round,
-// alone and beside the frozen one; what matters is the ratio of the two,
-// because a slow peer should not slow the others down.
+// the same way). The healthy subscriber is measured three times in each
+// round: alone; beside a second subscriber that reads (the control: what
+// delivering to a second connection costs on this machine, since the
+// frozen one is delivered to as well until its buffers are full); and
+// beside the frozen one. What matters is the ratios, because a stuck peer
+// should not slow the others down.
 
 import (
 	"bufio"
@@ -44,37 +47,49 @@ const (
 	frozenMsgs = 100_000
 )
 
+// The second subscriber of a run of workload 7.
+type beside int
+
+const (
+	besideNone beside = iota
+	besideReader
+	besideFrozen
+)
+
+func (b beside) String() string {
+	return [...]string{"alone", "beside a reader", "beside a frozen reader"}[b]
+}
+
 // measureFrozen records workload 7 for s: the healthy subscriber's rate
-// and latency alone and with a frozen subscriber on the same channel (in
-// that order, or the other way round when frozenFirst is set, so neither
-// run is always the warm one), and the ratios of the two runs of the
-// round.
-func measureFrozen(ctx context.Context, p plan, rep *report, s system, frozenFirst bool) error {
-	var alone, frozen healthy
-	for _, freeze := range []bool{frozenFirst, !frozenFirst} {
-		into, what := &alone, "alone"
-		if freeze {
-			into, what = &frozen, "beside a frozen reader"
-		}
-		h, err := healthyRun(ctx, s, p.frozenMsgs, freeze)
+// and latency alone, beside a reader and beside a frozen reader, and the
+// ratios of the runs of the round. The order of the three runs rotates
+// with the round, so none is always the first on fresh servers.
+func measureFrozen(ctx context.Context, p plan, rep *report, s system, round int) error {
+	var runs [3]healthy
+	for i := range len(runs) {
+		b := beside((i + round) % len(runs))
+		h, err := healthyRun(ctx, s, p.frozenMsgs, b)
 		if err != nil {
-			return fmt.Errorf("healthy subscriber %s: %w", what, err)
+			return fmt.Errorf("healthy subscriber %v: %w", b, err)
 		}
-		*into = h
+		runs[b] = h
 	}
+	alone, reader, frozen := runs[besideNone].got, runs[besideReader].got, runs[besideFrozen].got
 	sys := s.name()
 	rec := func(metric, unit, better string, v float64) {
 		rep.record(frozenWorkload, metric, unit, better, sys, v)
 	}
-	rec("healthy rate alone", "msgs/s", "higher", alone.got.MsgsPerS)
-	rec("healthy rate w/ frozen", "msgs/s", "higher", frozen.got.MsgsPerS)
-	rec("rate frozen/alone", "x", "higher", frozen.got.MsgsPerS/alone.got.MsgsPerS)
-	rec("healthy delivered w/ frozen", "%", "higher", 100*float64(frozen.got.Msgs)/float64(max(1, frozen.sent)))
-	rec("healthy p50 alone", "ms", "lower", ms(alone.got.Latency.P50))
-	rec("healthy p50 w/ frozen", "ms", "lower", ms(frozen.got.Latency.P50))
-	rec("healthy p99 alone", "ms", "lower", ms(alone.got.Latency.P99))
-	rec("healthy p99 w/ frozen", "ms", "lower", ms(frozen.got.Latency.P99))
-	rec("p99 frozen/alone", "x", "lower", float64(frozen.got.Latency.P99)/float64(alone.got.Latency.P99))
+	rec("healthy rate alone", "msgs/s", "higher", alone.MsgsPerS)
+	rec("healthy rate w/ reader", "msgs/s", "higher", reader.MsgsPerS)
+	rec("healthy rate w/ frozen", "msgs/s", "higher", frozen.MsgsPerS)
+	rec("rate frozen/alone", "x", "higher", frozen.MsgsPerS/alone.MsgsPerS)
+	rec("healthy delivered w/ frozen", "%", "higher", 100*float64(frozen.Msgs)/float64(max(1, runs[besideFrozen].sent)))
+	rec("healthy p50 alone", "ms", "lower", ms(alone.Latency.P50))
+	rec("healthy p50 w/ frozen", "ms", "lower", ms(frozen.Latency.P50))
+	rec("healthy p99 alone", "ms", "lower", ms(alone.Latency.P99))
+	rec("healthy p99 w/ reader", "ms", "lower", ms(reader.Latency.P99))
+	rec("healthy p99 w/ frozen", "ms", "lower", ms(frozen.Latency.P99))
+	rec("p99 frozen/alone", "x", "lower", float64(frozen.Latency.P99)/float64(alone.Latency.P99))
 	return nil
 }
 
@@ -84,11 +99,16 @@ type healthy struct {
 	got  loadgen.Result
 }
 
-// healthyRun publishes msgs to one healthy subscriber, with a frozen
-// subscriber beside it when freeze is set; the frozen connection is closed
-// when the run ends.
-func healthyRun(ctx context.Context, s system, msgs int64, freeze bool) (h healthy, err error) {
-	if freeze {
+// healthyRun publishes msgs to the healthy subscriber, with b beside it.
+// A frozen reader subscribes first and is closed when the run ends; a
+// reader subscribes first too (pubsub's first subscriber), so the healthy
+// subscriber is second in both.
+func healthyRun(ctx context.Context, s system, msgs int64, b beside) (h healthy, err error) {
+	subs := 1
+	switch b {
+	case besideReader:
+		subs = 2
+	case besideFrozen:
 		fc, ferr := s.freeze(ctx)
 		if ferr != nil {
 			return healthy{}, fmt.Errorf("frozen reader: %w", ferr)
@@ -99,14 +119,16 @@ func healthyRun(ctx context.Context, s system, msgs int64, freeze bool) (h healt
 			}
 		}()
 	}
-	pub, got, err := s.pubsub(ctx, 1, frozenSize, msgs)
+	pub, got, err := s.pubsub(ctx, subs, frozenSize, msgs)
 	if err != nil {
 		return healthy{}, err
 	}
-	if got[0].Latency == nil {
-		return healthy{}, fmt.Errorf("the healthy subscriber received nothing (%d sent)", pub.Msgs)
+	for _, g := range got {
+		if g.Latency == nil {
+			return healthy{}, fmt.Errorf("a subscriber received nothing (%d sent)", pub.Msgs)
+		}
 	}
-	return healthy{sent: pub.Msgs, got: got[0]}, nil
+	return healthy{sent: pub.Msgs, got: got[len(got)-1]}, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -26,7 +26,7 @@ func TestQuickComparison(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Rows) != 19 {
+	if len(rep.Rows) != 21 {
 		t.Fatalf("%d rows", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
