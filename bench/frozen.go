@@ -36,18 +36,19 @@ const (
 	handshakeLimit = 5 * time.Second // bounds the frozen reader's handshake
 	// frozenMsgs is the count of each run, in the full plan, the quick
 	// one and the harness's test alike. It is well past what busbar lets
-	// the frozen connection absorb before it counts as stuck (the broker's
-	// 8 MiB queue and the sockets' buffers: measured, 35,000 messages of
-	// 128 B over Unix, 51,000 over TCP), and short enough that the healthy subscriber's own backlog
-	// (at full speed its client falls behind) stays well under the 250 ms
-	// a stuck writer may hold the producer today: a run alone lasts a few
-	// tenths of a second, so one stall shows in both ratios. It is below
-	// the 48 MiB of backlog at which nats-server starts stalling a
-	// producer for a slow client; -frozen-msgs 1000000 shows that case.
+	// the frozen connection absorb before it counts as stuck (the
+	// broker's 8 MiB queue and the sockets' buffers: measured, 35,000
+	// messages of 128 B over Unix, 51,000 over TCP), and short enough
+	// that the healthy subscriber's own backlog (at full speed its client
+	// falls behind) stays well under the 250 ms a stuck writer may hold
+	// the producer today: a run alone lasts a few tenths of a second, so
+	// one hold shows in both ratios. It is below the 48 MiB of backlog at
+	// which nats-server starts stalling a producer for a slow client;
+	// -frozen-msgs 1000000 shows that case.
 	frozenMsgs = 100_000
 )
 
-// The second subscriber of a run of workload 7.
+// beside is the second subscriber of a run of workload 7.
 type beside int
 
 const (
