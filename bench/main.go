@@ -66,8 +66,9 @@ func main() {
 // plan sizes the workloads.
 type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
-	frozenMsgs                                          int64 // per run of 7, alone and with the frozen reader
+	frozenMsgs                                          int64 // per run of 7 (alone, beside a reader, beside the frozen reader)
 	idleConns                                           int
+	straggle                                            time.Duration   // a subscriber's wait for stragglers (0: idleWait)
 	only                                                map[string]bool // workload numbers; nil: all
 }
 

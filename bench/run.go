@@ -9,8 +9,12 @@ import (
 )
 
 // startSystems starts both server children and returns the systems to
-// measure: busbar over TCP and over its Unix socket, NATS over TCP.
-func startSystems() ([]system, func(), error) {
+// measure: busbar over TCP and over its Unix socket, NATS over TCP; their
+// subscribers wait straggle for stragglers (idleWait when zero).
+func startSystems(straggle time.Duration) ([]system, func(), error) {
+	if straggle <= 0 {
+		straggle = idleWait
+	}
 	bb, err := startChild("busbar")
 	if err != nil {
 		return nil, nil, err
@@ -27,9 +31,9 @@ func startSystems() ([]system, func(), error) {
 		return nil, nil, err
 	}
 	return []system{
-		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb},
-		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb},
-		&natsSystem{url: nt.addrs[0], srv: nt},
+		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb, straggle: straggle},
+		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb, straggle: straggle},
+		&natsSystem{url: nt.addrs[0], srv: nt, straggle: straggle},
 	}, stop, nil
 }
 
@@ -37,7 +41,7 @@ func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error
 	rep := &report{Machine: machine(), When: time.Now().UTC(), Rounds: rounds}
 	for round := range rounds {
 		// Fresh servers per round, so no round inherits another's heap.
-		systems, stop, err := startSystems()
+		systems, stop, err := startSystems(p.straggle)
 		if err != nil {
 			return nil, err
 		}
