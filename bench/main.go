@@ -26,6 +26,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small counts, one round: a smoke run")
 	out := flag.String("json", "results/latest.json", "write the results here as JSON (empty: do not)")
 	cpuprofile := flag.String("cpuprofile", "", "write the harness's (the clients') CPU profile here")
+	frozenMsgs := flag.Int64("frozen-msgs", 0, "messages per run of 7, the frozen reader (default: the plan's)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -36,6 +37,9 @@ func main() {
 	plan := fullPlan
 	if *quick {
 		plan, *rounds = quickPlan, 1
+	}
+	if *frozenMsgs > 0 {
+		plan.frozenMsgs = *frozenMsgs
 	}
 	if *only != "" {
 		plan.only = map[string]bool{}
@@ -62,15 +66,17 @@ func main() {
 // plan sizes the workloads.
 type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
+	frozenMsgs                                          int64 // per run of 7 (alone, beside a reader, beside the frozen reader)
 	idleConns                                           int
+	straggle                                            time.Duration   // a subscriber's wait for stragglers (0: idleWait)
 	only                                                map[string]bool // workload numbers; nil: all
 }
 
 func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
 var (
-	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, idleConns: 1000}
-	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, idleConns: 50}
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50}
 )
 
 // row is one metric of one workload, measured on every system.

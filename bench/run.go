@@ -9,8 +9,12 @@ import (
 )
 
 // startSystems starts both server children and returns the systems to
-// measure: busbar over TCP and over its Unix socket, NATS over TCP.
-func startSystems() ([]system, func(), error) {
+// measure: busbar over TCP and over its Unix socket, NATS over TCP; their
+// subscribers wait straggle for stragglers (idleWait when zero).
+func startSystems(straggle time.Duration) ([]system, func(), error) {
+	if straggle <= 0 {
+		straggle = idleWait
+	}
 	bb, err := startChild("busbar")
 	if err != nil {
 		return nil, nil, err
@@ -27,9 +31,9 @@ func startSystems() ([]system, func(), error) {
 		return nil, nil, err
 	}
 	return []system{
-		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb},
-		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb},
-		&natsSystem{url: nt.addrs[0], srv: nt},
+		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb, straggle: straggle},
+		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb, straggle: straggle},
+		&natsSystem{url: nt.addrs[0], srv: nt, straggle: straggle},
 	}, stop, nil
 }
 
@@ -37,7 +41,7 @@ func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error
 	rep := &report{Machine: machine(), When: time.Now().UTC(), Rounds: rounds}
 	for round := range rounds {
 		// Fresh servers per round, so no round inherits another's heap.
-		systems, stop, err := startSystems()
+		systems, stop, err := startSystems(p.straggle)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +73,7 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 	}
 	for _, s := range order {
 		fmt.Fprintf(log, "round %d: %s\n", round+1, s.name())
-		if err := measure(ctx, p, rep, s); err != nil {
+		if err := measure(ctx, p, rep, s, round); err != nil {
 			return fmt.Errorf("%s: %w", s.name(), err)
 		}
 		runtime.GC()
@@ -77,7 +81,7 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 	return nil
 }
 
-func measure(ctx context.Context, p plan, rep *report, s system) error {
+func measure(ctx context.Context, p plan, rep *report, s system, round int) error {
 	sys := s.name()
 	if p.runs("1") { // pub/sub 1 -> 1, 128 B
 		pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
@@ -124,6 +128,11 @@ func measure(ctx context.Context, p plan, rep *report, s system) error {
 			return err
 		}
 		rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
+	}
+	if p.runs("7") { // a frozen reader beside a healthy one
+		if err := measureFrozen(ctx, p, rep, s, round); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,8 @@ import (
 	"busbar/loadgen"
 )
 
-// idleWait is how long a subscriber waits for stragglers before reporting.
+// idleWait is how long a subscriber waits for stragglers before
+// reporting, unless the plan says otherwise.
 const idleWait = 2 * time.Second
 
 // system is one side of the comparison, reached over one transport.
@@ -23,6 +25,9 @@ type system interface {
 	pubsub(ctx context.Context, subs, size int, msgs int64) (pub loadgen.Result, got []loadgen.Result, err error)
 	request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error)
 	idle(ctx context.Context, n int) (closeAll func(), err error)
+	// freeze subscribes to pubsub's channel on a connection that then
+	// never reads; closing it ends the subscription.
+	freeze(ctx context.Context) (io.Closer, error)
 	server() *child
 }
 
@@ -32,6 +37,7 @@ type busbarSystem struct {
 	label, endpoint string
 	cred            auth.Credential
 	srv             *child
+	straggle        time.Duration // a subscriber's wait for stragglers
 	seq             atomic.Int64
 }
 
@@ -80,7 +86,7 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 	}
 	var got []loadgen.Result
 	for _, sub := range counters {
-		got = append(got, sub.Wait(ctx, idleWait))
+		got = append(got, sub.Wait(ctx, s.straggle))
 	}
 	return res, got, nil
 }
@@ -123,8 +129,9 @@ func (s *busbarSystem) idle(ctx context.Context, n int) (func(), error) {
 // --- NATS -------------------------------------------------------------------
 
 type natsSystem struct {
-	url string
-	srv *child
+	url      string
+	srv      *child
+	straggle time.Duration // a subscriber's wait for stragglers
 }
 
 func (s *natsSystem) name() string   { return "nats-tcp" }
@@ -192,15 +199,15 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 	pub := loadgen.NewResult("pub", sent, sent*int64(size), 0, time.Since(start), nil)
 	var got []loadgen.Result
 	for _, k := range counters {
-		waitCount(ctx, k.done, &k.got)
+		waitCount(ctx, k.done, &k.got, s.straggle)
 		got = append(got, loadgen.NewResult("sub", k.got.Load(), k.bytes.Load(), 0, time.Duration(k.last.Load()-k.first.Load()), k.lat.Summary()))
 	}
 	return pub, got, nil
 }
 
-// waitCount waits for done, ctx, or idleWait without progress.
-func waitCount(ctx context.Context, done <-chan struct{}, got *atomic.Int64) {
-	t := time.NewTicker(idleWait)
+// waitCount waits for done, ctx, or idle without progress.
+func waitCount(ctx context.Context, done <-chan struct{}, got *atomic.Int64, idle time.Duration) {
+	t := time.NewTicker(idle)
 	defer t.Stop()
 	last := int64(-1)
 	for {
