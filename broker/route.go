@@ -155,11 +155,11 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 // c's writer is making progress, it stalls the producer (up to streamStall
 // per message) for room, as nats-server stalls fast producers: a
 // subscriber that is merely slower paces the publisher through TCP instead
-// of losing messages. A stall that runs out is not tried again until c's
-// writer makes progress, so a subscriber that froze costs its publishers
-// one stall, not one per message (and the healthy subscribers of the same
-// publisher keep their rate and latency); and when c's writer has
-// completed nothing for stuckAfter, the frame is dropped at once.
+// of losing messages. A stall during which c's writer wrote nothing is not
+// tried again until it does, so a subscriber that froze costs its
+// publishers one stall, not one per message (and the healthy subscribers
+// of the same publisher keep their rate and latency); and when c's writer
+// has completed nothing for stuckAfter, the frame is dropped at once.
 func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
 	if c.out.EnqueueFrame(f, deadline) {
 		return 0, true
@@ -175,7 +175,12 @@ func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bo
 	if c.out.EnqueueFrameWithin(f, deadline, streamStall) {
 		return 0, true
 	}
-	c.stallFailed.Store(c.out.LastWrite().UnixNano())
+	if c.out.LastWrite().Equal(last) {
+		// Not a byte written during the whole stall: frozen, as far as a
+		// publisher can tell. A writer that progressed but freed no room
+		// yet (a big batch to a slower reader) is waited for again.
+		c.stallFailed.Store(last.UnixNano())
+	}
 	return DropQueueFull, false
 }
 
