@@ -116,8 +116,8 @@ func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
 // the same publisher, and logs it: the healthy one's rate and latency
 // percentiles alone and beside the frozen one, and their ratios (the
 // target is at most 2× the p99 and at most 20 % less rate; run with -v,
-// without -race, for figures worth reading; `go run -C bench . -workload
-// frozen` compares with NATS). What it asserts does not depend on timing:
+// without -race, for figures worth reading; `go run -C bench . -only 7`
+// compares with NATS). What it asserts does not depend on timing:
 // the frozen subscriber's messages are dropped and counted, and the
 // healthy one receives nine in ten even under the race detector. (That a
 // frozen subscriber costs its publisher one stall is proved in virtual
