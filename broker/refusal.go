@@ -10,11 +10,11 @@ import (
 )
 
 // A refusal is the broker's typed "no" to one message or command: the
-// result its sender is told, the return code, and why. It is an error, so
-// the code that decides returns it like any other; answer turns it into
-// what the sender expects. A fatal refusal also closes the connection
-// after the answer (nsq's FatalClientErr); any other leaves it serving
-// (nsq's ClientErr).
+// result its sender is told, and why. It is an error, so the code that
+// decides returns it like any other; answer turns it into what the sender
+// expects, with the return code of that kind of answer (kindRC). A fatal
+// refusal also closes the connection after the answer (nsq's
+// FatalClientErr); any other leaves it serving (nsq's ClientErr).
 //
 // Not every refusal is a failure of the sender: NO_SUBSCRIBER,
 // NOT_CONNECTED or BACKPRESSURED on a send are ordinary outcomes the
@@ -22,7 +22,6 @@ import (
 // AMBIGUOUS count as refusals in Stats and the log.
 type refusal struct {
 	result wire.Result
-	rc     wire.RC // 0: the default of the answer it becomes (see answer)
 	text   string
 	fatal  bool
 }
@@ -64,6 +63,14 @@ const (
 	kindHello               // the bus.hello response; the connection closes
 )
 
+// kindRC is the return code of each kind's answer: a message the bus
+// could not carry is a failure (RC_FAILURE); a publication or command it
+// refused is an error (RC_ERROR). A receipt carries no rc.
+var kindRC = [...]wire.RC{
+	kindRequest: wire.RCFailure, kindPublish: wire.RCError, kindControl: wire.RCError,
+	kindFrame: wire.RCFailure, kindHello: wire.RCFailure,
+}
+
 var kindNames = [...]string{
 	kindStream: "stream", kindSend: "send", kindRequest: "request", kindPublish: "publish",
 	kindControl: "control", kindFrame: "frame", kindHello: "hello",
@@ -102,7 +109,6 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		}
 	}
 	s.command, s.from = strings.Clone(s.command), strings.Clone(s.from)
-	rc := r.rc
 	var m *wire.Message
 	switch s.kind {
 	case kindSend:
@@ -116,26 +122,21 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		m = wire.New(wire.TypeResponse, s.command).
 			WithHeader(wire.HeaderReplyTo, s.id).
 			WithHeader(wire.HeaderFrom, b.opts.Name+".bus")
-		rc = cmp(rc, wire.RCFailure)
 	case kindPublish:
 		m = wire.New(wire.TypeResponse, wire.CmdPublished).WithHeader(wire.HeaderReplyTo, s.id)
-		rc = cmp(rc, wire.RCError)
 	case kindControl:
 		m = wire.New(wire.TypeResponse, s.command).WithHeader(wire.HeaderReplyTo, s.id)
-		rc = cmp(rc, wire.RCError)
 	case kindFrame:
 		b.stats.malformed.Add(1)
 		m = wire.New(wire.TypeEvent, wire.CmdError)
-		rc = cmp(rc, wire.RCFailure)
 	case kindHello:
 		m = wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion)
 		if s.id != "" {
 			m.Set(wire.HeaderReplyTo, s.id)
 		}
-		rc = cmp(rc, wire.RCFailure)
 	}
 	if s.kind != kindSend {
-		m.Set(wire.HeaderRC, strconv.Itoa(int(rc)))
+		m.Set(wire.HeaderRC, strconv.Itoa(int(kindRC[s.kind])))
 		m.Set(wire.HeaderResult, string(r.result))
 		m.Set(wire.HeaderError, r.text)
 	}
@@ -164,14 +165,6 @@ func receiptResult(r wire.Result) wire.Result {
 func (b *Broker) logRefused(c *conn, op, channel, why string) {
 	b.stats.refused.Add(1)
 	b.log.Warn("refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
-}
-
-// cmp is rc, or def when rc is unset.
-func cmp(rc, def wire.RC) wire.RC {
-	if rc == 0 {
-		return def
-	}
-	return rc
 }
 
 // post queues an answer the broker owes c, counting it when c's queue
