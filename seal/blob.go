@@ -73,8 +73,12 @@ func Seal(author *Identity, to Public, msg Inner) ([]byte, error) {
 		return nil, err
 	}
 	hdr := makeHeader(Version, to.ID())
-	inner := signInner(author, hdr[:], &msg)
-	enc, s, err := hpke.NewSender(to.kem, kdf, aead, sealInfo(hdr[:]))
+	return sealInner(to, hdr[:], signInner(author, hdr[:], &msg))
+}
+
+// sealInner encrypts signed inner bytes to the blob with header hdr.
+func sealInner(to Public, hdr, inner []byte) ([]byte, error) {
+	enc, s, err := hpke.NewSender(to.kem, kdf, aead, sealInfo(hdr))
 	if err != nil {
 		return nil, fmt.Errorf("seal: %v", err)
 	}
@@ -82,8 +86,8 @@ func Seal(author *Identity, to Public, msg Inner) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: %v", err)
 	}
-	blob := make([]byte, 0, HeaderSize+len(enc)+len(ct))
-	blob = append(blob, hdr[:]...)
+	blob := make([]byte, 0, len(hdr)+len(enc)+len(ct))
+	blob = append(blob, hdr...)
 	blob = append(blob, enc...)
 	return append(blob, ct...), nil
 }
