@@ -118,15 +118,15 @@ func TestLoadRefusesDamage(t *testing.T) {
 	other := fixedIdentity(t, 2).ID()
 	flip := func(i int) []byte { b := append([]byte(nil), good...); b[i] ^= 1; return b }
 	cases := map[string][]byte{
-		"empty":          nil,
-		"truncated":      good[:len(good)-1],
-		"extended":       append(append([]byte(nil), good...), 0),
-		"magic":          flip(0),
-		"format":         flip(4),
-		"signing seed":   flip(5),
-		"sealing seed":   flip(5 + 32),
-		"device id":      flip(len(good) - 1),
-		"another id":     append(good[:len(good)-DeviceIDSize:len(good)-DeviceIDSize], other[:]...),
+		"empty":        nil,
+		"truncated":    good[:len(good)-1],
+		"extended":     append(append([]byte(nil), good...), 0),
+		"magic":        flip(0),
+		"format":       flip(4),
+		"signing seed": flip(5),
+		"sealing seed": flip(5 + 32),
+		"device id":    flip(len(good) - 1),
+		"another id":   append(good[:len(good)-DeviceIDSize:len(good)-DeviceIDSize], other[:]...),
 	}
 	for name, data := range cases {
 		dir := t.TempDir()
