@@ -163,6 +163,8 @@ func TestPairRefused(t *testing.T) {
 	if _, err := tok.VerifyPair(mustMessage(t, KindPair, "home", []byte("junk")), testNow); err == nil {
 		t.Fatal("a junk pair verified")
 	}
+	junk := mustSeal(t, bob, alice.Public(), mustMessage(t, KindPair, "home", []byte("junk")))
+	wantErr(t, second(Open(alice, junk, m)), ErrMalformed)
 	if _, err := tok.PairMessage(bob, "bad\nlabel", testNow); err == nil {
 		t.Fatal("a bad label accepted")
 	}
