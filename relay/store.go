@@ -62,6 +62,7 @@ type counters struct {
 type batch struct {
 	pushes  []pushOp
 	deletes []deleteOp
+	barrier bool          // flush waits on this batch: commit it even if empty
 	done    chan struct{} // closed once the batch is synced or has failed
 	err     error         // set before done is closed
 }

@@ -55,7 +55,7 @@ func (s *Store) commit(reclaim bool) {
 	w := &s.writerWS
 	s.mu.Lock()
 	b := s.pending
-	if len(b.pushes) > 0 || len(b.deletes) > 0 {
+	if len(b.pushes) > 0 || len(b.deletes) > 0 || b.barrier {
 		s.pending = newBatch()
 	} else {
 		b = &batch{done: make(chan struct{})} // s.pending stays: its done is for the pushes still to come
@@ -71,6 +71,7 @@ func (s *Store) commit(reclaim bool) {
 		return
 	}
 	if len(b.pushes) == 0 && len(b.deletes) == 0 && !compact {
+		close(b.done)
 		if reclaim {
 			s.reclaim()
 		}
@@ -163,6 +164,22 @@ func (s *Store) commit(reclaim bool) {
 			s.kick()
 		}
 	}
+}
+
+// flush returns once everything queued before it (acks included) is
+// synced. Ack does not wait; tests that need the log in a known order do.
+func (s *Store) flush() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	b := s.pending
+	b.barrier = true
+	s.mu.Unlock()
+	s.kick()
+	<-b.done
+	return b.err
 }
 
 // sync makes the commit durable, through hooks.sync when a test set it.
