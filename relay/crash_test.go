@@ -308,18 +308,19 @@ func TestDamageFoundWhenReadingIsDroppedNotDelivered(t *testing.T) {
 // A crash right after Ack, before the writer syncs its delete, brings the
 // blob back: the only effect of acks being synced lazily.
 func TestAckIsDurableWithTheNextCommit(t *testing.T) {
-	var hold sync.Mutex
+	gate := make(chan struct{}, 1) // the writer passes while the token is in it
+	gate <- struct{}{}
 	dir := t.TempDir()
-	s := open(t, dir, Options{hooks: &hooks{beforeWrite: func() { hold.Lock(); hold.Unlock() }}})
+	s := open(t, dir, Options{hooks: &hooks{beforeWrite: func() { gate <- <-gate }}})
 	a := push(t, s, "d", []byte("a"))
 	b := push(t, s, "d", []byte("b"))
-	hold.Lock() // the writer stops before its next write
+	<-gate // the writer stops before its next write
 	if err := s.Ack("d", a); err != nil {
 		t.Fatal(err)
 	}
 	checkInbox(t, s, "d", []want{{b, []byte("b")}}) // gone at once for every session
 	crashed := copyDir(t, dir)                      // a crash now
-	hold.Unlock()
+	gate <- struct{}{}
 	if err := s.flush(); err != nil {
 		t.Fatal(err)
 	}

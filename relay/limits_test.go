@@ -48,12 +48,18 @@ func TestDeviceIDs(t *testing.T) {
 	good := []string{"a", strings.Repeat("x", MaxDeviceBytes), "Dev_1.phone-2", "3f2a9c", "q1w2E3r4_-"}
 	bad := []string{"", strings.Repeat("x", MaxDeviceBytes+1), "a b", "a/b", "é", "a\x00", "alice@home", "a:b"}
 	for _, d := range good {
+		if err := ValidDevice(d); err != nil {
+			t.Fatalf("ValidDevice(%q): %v", d, err)
+		}
 		push(t, s, d, []byte("x"))
 		if _, err := s.Session(d); err != nil {
 			t.Fatalf("session for %q: %v", d, err)
 		}
 	}
 	for _, d := range bad {
+		if err := ValidDevice(d); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ValidDevice(%q): %v", d, err)
+		}
 		refused(t, s, d, []byte("x"), ErrMalformed)
 		if _, err := s.Session(d); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("session for %q: %v", d, err)

@@ -156,12 +156,13 @@ func (s *Store) commit(reclaim bool) {
 	close(b.done)
 
 	if reclaim {
-		s.reclaim()
+		freed := s.reclaim()
 		s.mu.Lock()
 		more := s.compactNeededLocked()
 		s.mu.Unlock()
-		if more {
-			s.kick()
+		midPass := w.compactSeg != nil && w.compactOff < w.compactSeg.size
+		if more && (len(copies) > 0 || freed > 0 || midPass) {
+			s.kick() // go on reclaiming, between the pushes that come; a pass that found nothing waits for the next push or sweep
 		}
 	}
 }
@@ -294,12 +295,12 @@ func (s *Store) copyForward(buf []byte, active *segment) ([]byte, []copyOp, erro
 // that still matters: a delete is never in an older segment than the push
 // it deletes. The directory is synced after each removal, so removals
 // are durable in order.
-func (s *Store) reclaim() {
-	for {
+func (s *Store) reclaim() (freed int) {
+	for ; ; freed++ {
 		s.mu.Lock()
 		if len(s.segs) < 2 || s.segs[0].live > 0 {
 			s.mu.Unlock()
-			return
+			return freed
 		}
 		seg := s.segs[0]
 		s.segs = s.segs[1:]
@@ -308,11 +309,11 @@ func (s *Store) reclaim() {
 		seg.f.Close()
 		if err := os.Remove(seg.path); err != nil {
 			s.log.Error("relay store: deleting a segment nothing needs", "file", seg.path, "err", err)
-			return
+			return freed
 		}
 		if err := syncDir(s.dir); err != nil {
 			s.log.Error("relay store: syncing the directory after deleting a segment", "dir", s.dir, "err", err)
-			return
+			return freed
 		}
 	}
 }
