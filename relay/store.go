@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -91,8 +92,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil { // the new directory's own entry
+			return nil, fmt.Errorf("relay: %w", err)
+		}
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -140,7 +146,7 @@ func (s *Store) recover() error {
 	}
 	for i, num := range nums {
 		last := i == len(nums)-1
-		path := s.dir + string(os.PathSeparator) + segName(num)
+		path := filepath.Join(s.dir, segName(num))
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return fmt.Errorf("relay: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -215,4 +217,19 @@ func TestPushKeepsItsOwnCopy(t *testing.T) {
 	seq := push(t, s, "d", blob)
 	copy(blob, "CHANGED!")
 	checkInbox(t, s, "d", []want{{seq, []byte("original")}})
+}
+
+func TestOpenMakesAPrivateDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data", "relay")
+	s := open(t, dir, Options{})
+	push(t, s, "d", []byte("x"))
+	s.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("directory %v %v, want mode 0700", fi.Mode(), err)
+	}
+	for _, f := range segFiles(t, dir) {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
+		}
+	}
 }

@@ -14,6 +14,10 @@ import (
 // to the inboxes and completes their Push calls. While one round syncs,
 // the next fills; nothing waits on a timer.
 
+// maxKeptBuffer is the largest commit buffer the writer keeps for the next
+// commit.
+const maxKeptBuffer = 4 << 20
+
 // writerState is owned by the writer.
 type writerState struct {
 	buf        []byte   // the commit's records
@@ -107,6 +111,9 @@ func (s *Store) commit(reclaim bool) {
 		}
 	}
 	w.buf, w.offs = buf, offs
+	if cap(buf) > maxKeptBuffer {
+		w.buf = nil // a burst of large blobs does not pin its buffer
+	}
 
 	if len(buf) > 0 {
 		if _, err := active.f.WriteAt(buf, active.size); err != nil {
