@@ -446,6 +446,7 @@ func TestKillMidWrite(t *testing.T) {
 		}
 
 		s := open(t, dir, Options{})
+		checkCounts(t, s)
 		seen := map[Seq]bool{}
 		for g := range 8 {
 			device := fmt.Sprint("dev-", g)

@@ -33,6 +33,7 @@ func TestSpaceIsReclaimed(t *testing.T) {
 	if err := s.flush(); err != nil {
 		t.Fatal(err)
 	}
+	checkCounts(t, s)
 	st := s.Stats()
 	t.Logf("%+v", st)
 	if st.Copied == 0 || st.Segments > 4 || st.DiskBytes > 2*st.LiveBytes+2*opts.SegmentBytes+compactChunk {
