@@ -161,6 +161,9 @@ func (s *Store) recover() error {
 					unlive(old)
 					delete(live, r.seq)
 				}
+			case old != nil && old.device != string(r.device):
+				// Not a copy: the checksums hold but the log contradicts
+				// itself. The first push holds.
 			case old != nil: // a copy made while reclaiming space: the later one holds
 				unlive(old)
 				old.e.seg, old.e.off = seg, off
