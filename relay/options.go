@@ -1,0 +1,148 @@
+package relay
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// The limits. Each is documented in docs/relay-store.md#limits and tested
+// at and past its edge.
+const (
+	// MaxBlobBytes is the largest blob the relay takes: a sealed trueseal
+	// message of the Protocol Size Limit (61,440 payload bytes) plus 4,096
+	// bytes for the sealing's envelope, signature and padding. A ceiling:
+	// Options.MaxBlobBytes may only lower it.
+	MaxBlobBytes = 64 << 10
+
+	// MaxDeviceBytes is the longest device id (see ValidDevice).
+	MaxDeviceBytes = 64
+
+	// DefaultMaxInboxBlobs is how many blobs one device's inbox holds
+	// before pushes to it are refused InboxFull.
+	DefaultMaxInboxBlobs = 10_000
+
+	// DefaultMaxInboxBytes is how many blob bytes one device's inbox holds
+	// before pushes to it are refused InboxFull (1,024 blobs of the maximum
+	// size).
+	DefaultMaxInboxBytes = 64 << 20
+
+	// DefaultMaxPushRate and DefaultPushBurst are the token bucket of one
+	// device's inbox: pushes a second, sustained, and how many may come at
+	// once. A push over it is refused RateLimited.
+	DefaultMaxPushRate = 100
+	DefaultPushBurst   = 1_000
+
+	// DefaultTTL is how long a blob waits for its device; MaxTTL is the
+	// most Options.TTL may say (the trueseal contract: 30 days by default
+	// and at most 30 days). A longer TTL refuses to open.
+	DefaultTTL = 30 * 24 * time.Hour
+	MaxTTL     = DefaultTTL
+
+	// DefaultSegmentBytes is the size at which the log moves on to a new
+	// segment file; space is given back a whole segment at a time.
+	DefaultSegmentBytes = 64 << 20
+
+	// DefaultSweepInterval is how often expired blobs are deleted and idle
+	// inboxes forgotten.
+	DefaultSweepInterval = time.Minute
+
+	// compactChunk is how many bytes of the oldest segment one group
+	// commit copies forward while the store reclaims space.
+	compactChunk = 1 << 20
+)
+
+// Options configure a Store. The zero value is the defaults.
+type Options struct {
+	// TTL: a blob not acked this long after its push is deleted and never
+	// delivered; nobody is told. 0 is DefaultTTL; more than MaxTTL, or
+	// less than 0, refuses to open.
+	TTL time.Duration
+
+	// MaxBlobBytes: 0 is MaxBlobBytes; more than MaxBlobBytes refuses to
+	// open.
+	MaxBlobBytes int
+
+	// MaxInboxBlobs and MaxInboxBytes bound one device's inbox, counting
+	// pushes admitted but not yet on disk. 0 is the default.
+	MaxInboxBlobs int
+	MaxInboxBytes int64
+
+	// MaxPushRate is the pushes a second into one device's inbox, and
+	// PushBurst how many may come at once. 0 is the default; a negative
+	// MaxPushRate turns rate limiting off.
+	MaxPushRate float64
+	PushBurst   int
+
+	// SegmentBytes: 0 is DefaultSegmentBytes. Tests use small ones.
+	SegmentBytes int64
+
+	// SweepInterval: 0 is DefaultSweepInterval.
+	SweepInterval time.Duration
+
+	// Now is the clock for push times, expiry and rate limits; nil is
+	// time.Now. Tests pass a fake one.
+	Now func() time.Time
+
+	// Logger hears of failures (a failed write or fsync, a blob whose
+	// record fails its check when read, a torn tail cut at open). nil is
+	// slog.Default().
+	Logger *slog.Logger
+
+	hooks *hooks // tests only
+}
+
+// hooks let in-package tests watch and steer the writer.
+type hooks struct {
+	// sync replaces the fsync of a group commit; pushes are the sequence
+	// numbers the commit holds. It must sync f itself (syncData) to keep
+	// the store honest.
+	sync func(f *os.File, pushes []Seq) error
+	// beforeWrite runs in the writer before each group commit's write.
+	beforeWrite func()
+}
+
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.TTL < 0:
+		return o, fmt.Errorf("relay: TTL %v is negative", o.TTL)
+	case o.TTL > MaxTTL:
+		return o, fmt.Errorf("relay: TTL %v is longer than the most a blob may wait, %v (MaxTTL)", o.TTL, MaxTTL)
+	case o.MaxBlobBytes < 0 || o.MaxBlobBytes > MaxBlobBytes:
+		return o, fmt.Errorf("relay: MaxBlobBytes %d is outside 1..%d", o.MaxBlobBytes, MaxBlobBytes)
+	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0:
+		return o, fmt.Errorf("relay: negative limit in %+v", o)
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.MaxBlobBytes == 0 {
+		o.MaxBlobBytes = MaxBlobBytes
+	}
+	if o.MaxInboxBlobs == 0 {
+		o.MaxInboxBlobs = DefaultMaxInboxBlobs
+	}
+	if o.MaxInboxBytes == 0 {
+		o.MaxInboxBytes = DefaultMaxInboxBytes
+	}
+	if o.MaxPushRate == 0 {
+		o.MaxPushRate = DefaultMaxPushRate
+	}
+	if o.PushBurst == 0 {
+		o.PushBurst = DefaultPushBurst
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
