@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -27,6 +28,12 @@ type Broker struct {
 	state stateService
 	pend  pendingTable
 	hs    handshakes
+	relay relayRole
+
+	// ctx ends when Shutdown closes the connections: work the broker runs
+	// for them (relay pushes, deliveries) stops with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	evictLog, capacityLog, authLog throttle // flood warnings, at most one per floodLogInterval
 
@@ -62,9 +69,16 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.dir.init()
 	b.hs.init()
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg.init()
 	b.pend.init()
 	if err := b.state.open(opts.StatePath, b.log); err != nil {
+		b.cancel()
+		return nil, err
+	}
+	if err := b.relay.open(opts.RelayDir, b.log); err != nil {
+		b.cancel()
+		_ = b.state.close()
 		return nil, err
 	}
 	b.sweeper.Add(1)
@@ -171,6 +185,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	b.log.Info("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
 	b.readLoop(c, r)
 	c.finish()
+	c.endDurable()
 	b.dir.remove(c)
 	b.retire(c)
 	b.dropPending(c)
@@ -187,6 +202,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 func (b *Broker) retire(c *conn) {
 	b.leave(c)
 	b.state.leave(c)
+	c.stopDelivery()
 }
 
 func remote(nc net.Conn) string {

@@ -51,6 +51,9 @@ type conn struct {
 	hsAddr      string
 	hsLocal     bool
 
+	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
+	durable durableWork // what the relay runs for this connection (relay.go)
+
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
 	subs    map[string]struct{} // channels with subscribers on this node

@@ -100,6 +100,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.closeWith(wire.ResultShutdown, "broker shutting down")
 	}
+	b.cancel() // relay pushes and deliveries stop with their connections
 	close(b.stop)
 	b.sweeper.Wait()
 	done := make(chan struct{})
@@ -119,6 +120,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	// Nothing is served any more: the store can close.
 	if cerr := b.state.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if cerr := b.relay.close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err

@@ -95,6 +95,11 @@ type Options struct {
 	// StatePath is the file of the embedded store (bbolt) that keeps every
 	// state namespace across restarts; "" keeps them in memory only.
 	StatePath string
+
+	// RelayDir is the directory of the relay's inbox store (package relay):
+	// with it the broker is a relay for durable, end-to-end-sealed delivery
+	// (docs/durable.md); "" turns the relay role off.
+	RelayDir string
 }
 
 func (o *Options) setDefaults() error {

@@ -64,7 +64,7 @@ func runServe(args []string, stdio IO) int {
 	for _, note := range store.Notes() { // entries older than the state permissions
 		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
 	}
-	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db")})
+	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db"), RelayDir: filepath.Join(dir, "relay")})
 	if err != nil {
 		// As it is, not as a log attribute: it names the file, what is
 		// wrong and what to do (a state store the broker cannot trust).

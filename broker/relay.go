@@ -1,0 +1,261 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"busbar/internal/sendq"
+	"busbar/relay"
+	"busbar/seal"
+	"busbar/wire"
+)
+
+// The relay role: durable, end-to-end-sealed delivery over the ordinary
+// broker connection (docs/durable.md#the-relay-on-the-broker-connection).
+// The store (package relay) keeps each device's inbox on disk; the broker
+// turns bus.durable.* commands into its calls. A push is answered only
+// once the fsync covering it is done, and pushes of one connection run
+// concurrently (up to MaxInflight), so they share fsyncs. A receive
+// session belongs to the connection that proved it holds the device's key;
+// a newer session for the same device ends the older one.
+
+// relayRole is the broker's relay: the store, and the receive sessions.
+type relayRole struct {
+	store *relay.Store // nil: this broker is not a relay
+
+	mu       sync.Mutex           // guards sessions
+	sessions map[string]*delivery // device id → its live session
+}
+
+// delivery is one receive session, owned by the connection that opened
+// it: a goroutine that sends the inbox's blobs until cancel.
+type delivery struct {
+	c      *conn
+	device string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine has returned
+}
+
+// durableWork joins what a connection started for the relay: its pushes
+// and its delivery goroutine.
+type durableWork struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards session
+	session *delivery
+}
+
+func (r *relayRole) open(dir string, log *slog.Logger) error {
+	r.sessions = map[string]*delivery{}
+	if dir == "" {
+		return nil
+	}
+	s, err := relay.Open(dir, relay.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	r.store = s
+	return nil
+}
+
+func (r *relayRole) close() error {
+	if r.store == nil {
+		return nil
+	}
+	return r.store.Close()
+}
+
+// durable handles the bus.durable.* commands; on success it has answered.
+func (b *Broker) durable(c *conn, m *wire.Message, s *subject) *refusal {
+	if b.relay.store == nil {
+		return rejectf("this broker is not a relay (serve it with a relay directory)")
+	}
+	switch s.command {
+	case wire.CmdDurablePush:
+		return b.durablePush(c, m, s)
+	case wire.CmdDurableReceive:
+		return b.durableReceive(c, m, s)
+	case wire.CmdDurableAck:
+		return b.durableAck(c, m, s)
+	}
+	return rejectf("unknown control command %s", s.command)
+}
+
+// durablePush stores one blob for the device its clear header names and
+// answers once it is on disk. It runs in a goroutine of its own, so the
+// connection's next pushes join the same group commit.
+func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
+	blob := m.Body() // the message's own copy: it outlives the read buffer
+	id, err := seal.PeekRecipient(blob)
+	if err != nil {
+		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
+	}
+	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+		return b.tooManyCalls()
+	}
+	c.inflight.Add(1)
+	c.durable.wg.Add(1)
+	answer := *s
+	go func() {
+		defer c.durable.wg.Done()
+		defer c.inflight.Add(-1)
+		seq, err := b.relay.store.Push(b.ctx, id.String(), blob)
+		if err != nil {
+			b.answer(c, answer, pushRefusal(err))
+			return
+		}
+		b.reply(c, answer, strconv.AppendUint(nil, uint64(seq), 10))
+	}()
+	return nil
+}
+
+// pushRefusal is the answer to a push the store refused: its code, and no
+// content.
+func pushRefusal(err error) *refusal {
+	code, ok := relay.RefusalCode(err)
+	if !ok {
+		return refuse(wire.ResultInternal, "the relay could not store the blob")
+	}
+	res := wire.ResultInternal
+	switch code {
+	case relay.TooLarge:
+		res = wire.ResultTooLarge
+	case relay.Malformed:
+		res = wire.ResultMalformed
+	case relay.InboxFull:
+		res = wire.ResultInboxFull
+	case relay.RateLimited:
+		res = wire.ResultRateLimited
+	case relay.Unavailable:
+		res = wire.ResultUnavailable
+	}
+	return refuse(res, code.String())
+}
+
+// durableReceive opens a receive session for the device whose key the
+// connection proves it holds, ending any older session of that device.
+func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
+	var req wire.DurableReceive
+	if err := json.Unmarshal(m.Body(), &req); err != nil {
+		return rejectf("receive: %v", err)
+	}
+	s.topic = req.Device
+	pub, err := seal.ParsePublic(req.Public)
+	if err != nil || pub.ID().String() != req.Device {
+		return rejectf("receive: the public key is not device %s's", req.Device)
+	}
+	if !seal.VerifyReceive(pub, c.nonce, req.Sig) {
+		return rejectf("receive: the signature does not prove device %s's key on this connection", req.Device)
+	}
+	sess, err := b.relay.store.Session(req.Device)
+	if err != nil {
+		return pushRefusal(err)
+	}
+	c.durable.mu.Lock()
+	defer c.durable.mu.Unlock()
+	if c.durable.session != nil {
+		return rejectf("this connection already receives for device %s", c.durable.session.device)
+	}
+	if c.out.Closing() {
+		return rejectf("connection is closing")
+	}
+	// The answer goes first, so every delivery follows it.
+	b.reply(c, *s, nil)
+	ctx, cancel := context.WithCancel(b.ctx)
+	d := &delivery{c: c, device: req.Device, cancel: cancel, done: make(chan struct{})}
+	c.durable.session = d
+	b.relay.mu.Lock()
+	old := b.relay.sessions[req.Device]
+	b.relay.sessions[req.Device] = d
+	b.relay.mu.Unlock()
+	if old != nil {
+		old.cancel() // a newer session of the device ends the older one
+	}
+	c.durable.wg.Add(1)
+	go func() {
+		defer c.durable.wg.Done()
+		defer close(d.done)
+		b.deliver(ctx, d, sess)
+	}()
+	return nil
+}
+
+// deliver sends the session's blobs to its connection, in arrival order,
+// waiting for room in its queue (a blob is never dropped: it would only
+// come again on the next session), until ctx ends.
+func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) {
+	defer func() {
+		b.relay.mu.Lock()
+		if b.relay.sessions[d.device] == d {
+			delete(b.relay.sessions, d.device)
+		}
+		b.relay.mu.Unlock()
+	}()
+	for {
+		blob, err := sess.Next(ctx)
+		if err != nil {
+			return
+		}
+		m := wire.New(wire.TypeEvent, wire.CmdDurableDeliver).
+			WithHeader(wire.HeaderID, strconv.FormatUint(uint64(blob.Seq), 10)).WithBody(blob.Data)
+		f := sendq.NewFrame()
+		f.TTLOff = -1
+		if f.B, err = wire.AppendFrame(f.B, m); err != nil {
+			f.Release()
+			b.log.Error("relay: a stored blob does not fit a frame", "device", d.device, "seq", blob.Seq, "err", err)
+			continue
+		}
+		err = d.c.out.EnqueueFrameWait(ctx, f, time.Time{})
+		f.Release()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// durableAck deletes a delivered blob from the inbox of the device this
+// connection receives for, and only from it.
+func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
+	seq, err := strconv.ParseUint(string(m.Body()), 10, 64)
+	if err != nil {
+		return rejectf("ack: the body must be a blob's sequence number")
+	}
+	c.durable.mu.Lock()
+	d := c.durable.session
+	c.durable.mu.Unlock()
+	if d == nil {
+		return rejectf("ack: this connection has no receive session")
+	}
+	s.topic = d.device
+	if err := b.relay.store.Ack(d.device, relay.Seq(seq)); err != nil {
+		if errors.Is(err, relay.ErrNoSuchBlob) {
+			return rejectf("ack: no blob %d in device %s's inbox", seq, d.device)
+		}
+		return pushRefusal(err)
+	}
+	b.reply(c, *s, nil)
+	return nil
+}
+
+// stopDelivery ends c's receive session, if any, without waiting: c is
+// retired (replaced, lease expired) or closing.
+func (c *conn) stopDelivery() {
+	c.durable.mu.Lock()
+	d := c.durable.session
+	c.durable.mu.Unlock()
+	if d != nil {
+		d.cancel()
+	}
+}
+
+// endDurable stops what c started for the relay and waits for it: its
+// delivery goroutine and its pushes in flight. Only c's serving goroutine
+// calls it, once c's queue is closed.
+func (c *conn) endDurable() {
+	c.stopDelivery()
+	c.durable.wg.Wait()
+}
