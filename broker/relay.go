@@ -39,6 +39,10 @@ type delivery struct {
 	device string
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine has returned
+	// window holds a token per blob delivered and not yet acked: at most
+	// wire.DurableWindow, so a receiver's buffer of that size never
+	// overflows.
+	window chan struct{}
 }
 
 // durableWork joins what a connection started for the relay: its pushes
@@ -166,7 +170,7 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	// The answer goes first, so every delivery follows it.
 	b.reply(c, *s, nil)
 	ctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{c: c, device: req.Device, cancel: cancel, done: make(chan struct{})}
+	d := &delivery{c: c, device: req.Device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
 	c.durable.session = d
 	b.relay.mu.Lock()
 	old := b.relay.sessions[req.Device]
@@ -196,6 +200,11 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		b.relay.mu.Unlock()
 	}()
 	for {
+		select {
+		case d.window <- struct{}{}: // room in the receiver's window
+		case <-ctx.Done():
+			return
+		}
 		blob, err := sess.Next(ctx)
 		if err != nil {
 			return
@@ -207,6 +216,7 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		if f.B, err = wire.AppendFrame(f.B, m); err != nil {
 			f.Release()
 			b.log.Error("relay: a stored blob does not fit a frame", "device", d.device, "seq", blob.Seq, "err", err)
+			<-d.window // nothing went out
 			continue
 		}
 		err = d.c.out.EnqueueFrameWait(ctx, f, time.Time{})
@@ -236,6 +246,10 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 			return rejectf("ack: no blob %d in device %s's inbox", seq, d.device)
 		}
 		return pushRefusal(err)
+	}
+	select { // one more blob may go out
+	case <-d.window:
+	default:
 	}
 	b.reply(c, *s, nil)
 	return nil

@@ -32,6 +32,7 @@ type Client struct {
 	nc      net.Conn
 	out     *sendq.Queue // safe for concurrent use; its lock is taken last
 	welcome wire.Welcome
+	nonce   []byte // the broker's bus.info nonce: a relay receive proof signs it
 	exec    Executor
 	pool    *pool           // the default executor, owned; nil when the caller gave one
 	ctx     context.Context // cancelled by shutdown: callbacks' contexts derive from it
@@ -56,6 +57,8 @@ type Client struct {
 
 	discovery discovery   // registry watches: its own lock
 	state     stateClient // replicated state's watches and clocks: its own locks
+
+	durable atomic.Pointer[DurableSession] // the relay receive session, if any (durable.go)
 
 	// Owned by the read loop.
 	streams []streamItem // stream messages not yet handed to the executor
@@ -168,6 +171,7 @@ func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
 	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
 		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
 	}
+	c.nonce = info.Nonce
 	hello := wire.Hello{Node: c.opts.Node, IID: c.opts.IID, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}
 	if c.opts.PrivateKey != nil {
 		hello.Secret = ""
@@ -375,6 +379,8 @@ func (c *Client) dispatch(m *wire.Message) {
 			c.state.delta(m)
 		case wire.CmdStateReset:
 			c.state.reset(m)
+		case wire.CmdDurableDeliver:
+			c.durableDeliver(m)
 		default:
 			c.deliverEvent(m)
 		}

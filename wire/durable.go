@@ -20,6 +20,12 @@ const (
 	CmdDurableAck = "bus.durable.ack"
 )
 
+// DurableWindow bounds the blobs a receive session has delivered and not
+// yet seen acked: the relay sends the next only once an earlier one is
+// acked, so a receiver needs room for this many (and a device may hold up
+// to 100 blobs of a newer version unacked and still receive).
+const DurableWindow = 256
+
 // The relay's refusals of a push, which carry no content. TOO_LARGE and
 // MALFORMED (ResultTooLarge, ResultMalformed) are permanent; these are
 // temporary: the sender keeps the entry and retries.

@@ -1,0 +1,85 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/seal"
+	"busbar/wire"
+)
+
+// A device pushes sealed blobs through its client and another receives
+// them through its own, in order, opens them, and acks them; the relay
+// sends at most wire.DurableWindow unacked, and the next once one is
+// acked.
+func TestDurablePushReceiveAckThroughClients(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
+	alice, err := seal.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := seal.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender := connect(t, e, "alice")
+	const n = wire.DurableWindow + 1
+	for i := range n {
+		msg, err := seal.NewMessage(seal.KindSync, "g", []byte{byte(i), byte(i >> 8)}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, err := seal.Seal(alice, bob.Public(), msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq, err := sender.DurablePush(ctxT(t, 5*time.Second), blob); err != nil || seq != uint64(i+1) {
+			t.Fatalf("push %d: seq %d, %v", i, seq, err)
+		}
+	}
+	if _, err := sender.DurablePush(ctxT(t, 5*time.Second), []byte("junk")); !client.DurablePermanent(err) {
+		t.Fatalf("a junk push: %v, want a permanent refusal", err)
+	}
+
+	rx := connect(t, e, "bob")
+	sess, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	senders := seal.SendersFunc(func(string, seal.DeviceID) (seal.Public, bool) { return alice.Public(), true })
+	for i := range wire.DurableWindow {
+		b, err := sess.Next(ctxT(t, 5*time.Second))
+		if err != nil || b.Seq != uint64(i+1) {
+			t.Fatalf("delivery %d: %+v %v", i, b.Seq, err)
+		}
+		in, err := seal.Open(bob, b.Blob, senders)
+		if err != nil || int(in.Body[0])|int(in.Body[1])<<8 != i {
+			t.Fatalf("delivery %d opens to %v, %v", i, in.Body, err)
+		}
+	}
+	// The window is full: the last blob comes only after an ack. (Waiting
+	// 300 ms for it can only pass wrongly, never fail wrongly.)
+	if b, err := sess.Next(ctxT(t, 300*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blob %d delivered past a full window (%v)", b.Seq, err)
+	}
+	if err := sess.Ack(ctxT(t, 5*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sess.Next(ctxT(t, 5*time.Second)); err != nil || b.Seq != n {
+		t.Fatalf("after an ack: %+v %v, want seq %d", b.Seq, err, n)
+	}
+	// A second session on the same client is refused; Close ends this one.
+	if _, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob); err == nil {
+		t.Fatal("a second session on one client")
+	}
+	sess.Close()
+	if _, err := sess.Next(context.Background()); !errors.Is(err, client.ErrDurableSession) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
