@@ -32,11 +32,14 @@ func FuzzRoute(f *testing.F) {
 		wire.New(wire.TypeRequest, wire.CmdStateGet).WithHeader(wire.HeaderID, "14").WithBody([]byte(`{}`)),
 		wire.New(wire.TypeRequest, wire.CmdStateWatch).WithHeader(wire.HeaderID, "15").WithBody([]byte(`{"ns":"n"}`)),
 		wire.New(wire.TypeRequest, wire.CmdStateUnwatch).WithHeader(wire.HeaderID, "16").WithBody([]byte(`{"ns":"n"}`)),
+		wire.New(wire.TypeRequest, wire.CmdDurablePush).WithHeader(wire.HeaderID, "18").WithBody(append([]byte("BBSL\x00\x01"), make([]byte, 1300)...)),
+		wire.New(wire.TypeRequest, wire.CmdDurableReceive).WithHeader(wire.HeaderID, "19").WithBody([]byte(`{"device":"aaaa","public":"AAAA","sig":"AAAA"}`)),
+		wire.New(wire.TypeRequest, wire.CmdDurableAck).WithHeader(wire.HeaderID, "20").WithBody([]byte("1")),
 		wire.New(wire.TypeRequest, "x").WithHeader(wire.HeaderID, "17").WithHeader(wire.HeaderTo, "svc"),
 	} {
 		f.Add(m.ToBytes())
 	}
-	b, secret := newTestBroker(f, Options{})
+	b, secret := newTestBroker(f, Options{RelayDir: f.TempDir()})
 	f.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	// Two nodes: the fuzzer speaks as "fuzz", "peer" subscribes and handles
 	// so that routes reach a destination; both drain what they are sent.
