@@ -101,11 +101,11 @@ type Device struct {
 
 	mu      sync.Mutex
 	closed  bool
-	handler *registration     // guarded by mu
-	regCh   chan struct{}     // closed and replaced when handler changes; guarded by mu
-	done    chan struct{}     // closed by Close
-	evReady chan struct{}     // 1-slot: an event was buffered by this process
-	runs    sync.WaitGroup    // Run calls in progress
+	handler *registration  // guarded by mu
+	regCh   chan struct{}  // closed and replaced when handler changes; guarded by mu
+	done    chan struct{}  // closed by Close
+	evReady chan struct{}  // 1-slot: an event was buffered by this process
+	runs    sync.WaitGroup // Run calls in progress
 }
 
 // Init makes a new device in dir: its identity (seal.Identity.Save, which

@@ -443,4 +443,3 @@ func (d *Device) Dedup(sender seal.DeviceID, id seal.MessageID) (until time.Time
 	})
 	return until, ok, err
 }
-
