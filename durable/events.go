@@ -43,7 +43,18 @@ type Event struct {
 	RelaySeq  uint64         `json:",omitempty"` // the blob's sequence on the relay (recipient events)
 }
 
-var keyEventsDropped = []byte("eventsDropped")
+var (
+	keyEventsDropped = []byte("eventsDropped")
+	keyEventsCount   = []byte("eventsCount")
+)
+
+// counter reads a count kept in the meta bucket.
+func counter(meta *bolt.Bucket, key []byte) uint64 {
+	if v := meta.Get(key); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
 
 // raise buffers ev in device.db within tx. Past Options.MaxEvents the
 // oldest buffered event is deleted and counted (TakeEvents returns the
@@ -62,19 +73,20 @@ func (d *Device) raise(tx *bolt.Tx, ev Event) error {
 	if err := b.Put(u64(seq), v); err != nil {
 		return err
 	}
-	if b.Stats().KeyN > d.opts.MaxEvents {
+	meta := tx.Bucket(bMeta)
+	n := counter(meta, keyEventsCount) + 1
+	if n > uint64(d.opts.MaxEvents) {
 		k, _ := b.Cursor().First()
 		if err := b.Delete(k); err != nil {
 			return err
 		}
-		meta := tx.Bucket(bMeta)
-		var n uint64
-		if v := meta.Get(keyEventsDropped); len(v) == 8 {
-			n = binary.BigEndian.Uint64(v)
-		}
-		if err := meta.Put(keyEventsDropped, u64(n+1)); err != nil {
+		n--
+		if err := meta.Put(keyEventsDropped, u64(counter(meta, keyEventsDropped)+1)); err != nil {
 			return err
 		}
+	}
+	if err := meta.Put(keyEventsCount, u64(n)); err != nil {
+		return err
 	}
 	select {
 	case d.evReady <- struct{}{}:
@@ -107,8 +119,9 @@ func (d *Device) TakeEvents() (evs []Event, dropped uint64, err error) {
 			}
 		}
 		meta := tx.Bucket(bMeta)
-		if v := meta.Get(keyEventsDropped); len(v) == 8 {
-			dropped = binary.BigEndian.Uint64(v)
+		dropped = counter(meta, keyEventsDropped)
+		if err := meta.Delete(keyEventsCount); err != nil {
+			return err
 		}
 		return meta.Delete(keyEventsDropped)
 	})

@@ -65,7 +65,7 @@ func (d *Device) Flush(ctx context.Context, r Relay) (FlushResult, error) {
 		}
 	}
 	err = d.view(func(tx *bolt.Tx) error {
-		res.Pending = tx.Bucket(bOutbox).Stats().KeyN
+		res.Pending = countKeys(tx.Bucket(bOutbox))
 		return nil
 	})
 	return res, err
@@ -286,7 +286,7 @@ func putIfPresent(tx *bolt.Tx, key []byte, e entry) error {
 // Outbox returns how many entries wait in the outbox.
 func (d *Device) Outbox() (n int, err error) {
 	err = d.view(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bOutbox).Stats().KeyN
+		n = countKeys(tx.Bucket(bOutbox))
 		return nil
 	})
 	return n, err

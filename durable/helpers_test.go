@@ -120,7 +120,9 @@ type clock struct {
 	t  time.Time
 }
 
-var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+// t0 is the real time when the tests start, so that a device on the fake
+// clock and one on the real clock agree about the replay window.
+var t0 = time.Now().UTC().Truncate(time.Millisecond)
 
 func newClock() *clock { return &clock{t: t0} }
 

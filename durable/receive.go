@@ -161,12 +161,13 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 	case errors.As(err, &older):
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonSenderOutdated, Version: v})
 	}
-	// 2. Open (seal, signature, membership), then the replay window.
+	// 2. Open (seal, signature, membership), then the replay window, for
+	// Sync messages: control messages never expire.
 	in, err := seal.Open(d.me, blob, d.senders())
 	if err != nil {
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(err), Err: err.Error()})
 	}
-	if d.now().Sub(in.Timestamp) > ReplayWindow {
+	if in.Kind == seal.KindSync && d.now().Sub(in.Timestamp) > ReplayWindow {
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonExpired, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
 	}
 	if in.Kind.Control() {
@@ -265,7 +266,7 @@ func (d *Device) hold(ctx context.Context, s Session, seq uint64, v uint16) erro
 		if b.Get(u64(seq)) != nil {
 			return nil // held already: seen again on a new session
 		}
-		if b.Stats().KeyN >= d.opts.MaxHeld {
+		if countKeys(b) >= d.opts.MaxHeld {
 			over = true
 			return nil
 		}
@@ -284,7 +285,7 @@ func (d *Device) hold(ctx context.Context, s Session, seq uint64, v uint16) erro
 // Held returns how many blobs of a newer version are held unacked.
 func (d *Device) Held() (n int, err error) {
 	err = d.view(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bHeld).Stats().KeyN
+		n = countKeys(tx.Bucket(bHeld))
 		return nil
 	})
 	return n, err
@@ -442,4 +443,15 @@ func (d *Device) Dedup(sender seal.DeviceID, id seal.MessageID) (until time.Time
 		return nil
 	})
 	return until, ok, err
+}
+
+// countKeys counts a bucket's keys by walking it: Bucket.Stats does not
+// see the writes of the transaction in progress.
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
 }
