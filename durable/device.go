@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -101,9 +102,11 @@ type Device struct {
 
 	mu      sync.Mutex
 	closed  bool
-	handler *registration  // guarded by mu
-	regCh   chan struct{}  // closed and replaced when handler changes; guarded by mu
-	done    chan struct{}  // closed by Close
+	handler *registration   // guarded by mu
+	regCh   chan struct{}   // closed and replaced when handler changes; guarded by mu
+	done    chan struct{}   // closed by Close
+	life    context.Context // cancelled by Close: ends Run's sessions
+	kill    context.CancelFunc
 	evReady chan struct{}  // 1-slot: an event was buffered by this process
 	runs    sync.WaitGroup // Run calls in progress
 }
@@ -143,6 +146,7 @@ func open(dir string, id *seal.Identity, opts Options) (*Device, error) {
 		done:    make(chan struct{}),
 		evReady: make(chan struct{}, 1),
 	}
+	d.life, d.kill = context.WithCancel(context.Background())
 	if err := os.MkdirAll(filepath.Join(dir, groupsDir), 0o700); err != nil {
 		return nil, err
 	}
@@ -171,6 +175,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	close(d.done)
+	d.kill()
 	d.mu.Unlock()
 	d.runs.Wait()
 	return nil

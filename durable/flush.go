@@ -50,6 +50,9 @@ type FlushResult struct {
 // reaches the recipient twice and its dedup drops the copy.
 func (d *Device) Flush(ctx context.Context, r Relay) (FlushResult, error) {
 	var res FlushResult
+	if d.isClosed() {
+		return res, ErrClosed
+	}
 	var heads []seal.DeviceID
 	err := d.update(func(tx *bolt.Tx) error {
 		var err error

@@ -106,15 +106,10 @@ func (d *Device) Run(ctx context.Context, r Relay) error {
 		}
 		sctx, stop := context.WithCancel(ctx)
 		unReg := context.AfterFunc(reg.ctx, stop)
-		go func() {
-			select {
-			case <-d.done:
-				stop()
-			case <-sctx.Done():
-			}
-		}()
+		unClose := context.AfterFunc(d.life, stop)
 		err = d.session(sctx, r, reg.h)
 		unReg()
+		unClose()
 		stop()
 		switch {
 		case ctx.Err() != nil:
