@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -261,6 +262,9 @@ func (d *Device) hold(ctx context.Context, s Session, seq uint64, v uint16) erro
 		if b.Get(u64(seq)) != nil {
 			return nil // held already: seen again on a new session
 		}
+		if err := forgetStaleHeld(b, d.now()); err != nil {
+			return err
+		}
 		if countKeys(b) >= d.opts.MaxHeld {
 			over = true
 			return nil
@@ -449,4 +453,23 @@ func countKeys(b *bolt.Bucket) int {
 		n++
 	}
 	return n
+}
+
+// forgetStaleHeld deletes held records older than the relay's TTL (30
+// days at most): the relay has deleted those blobs unacked, so they will
+// never come again and must not count against MaxHeld.
+func forgetStaleHeld(b *bolt.Bucket, now time.Time) error {
+	var stale [][]byte
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) != 10 || now.Sub(unixMilli(v[:8])) > SyncTTL {
+			stale = append(stale, bytes.Clone(k))
+		}
+	}
+	for _, k := range stale {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

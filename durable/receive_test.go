@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/relay"
 	"busbar/seal"
 )
 
@@ -433,5 +434,47 @@ func TestDeliveryIssues(t *testing.T) {
 	}
 	if !slices.Equal(reasons, []string{"unknownSender", "badSeal", "malformed"}) || inbox(r, b) != 0 {
 		t.Fatalf("reasons %q, inbox %d", reasons, inbox(r, b))
+	}
+}
+
+// A held record outlives its blob on the relay by at most the relay's
+// TTL: past it, it no longer counts against the bound.
+func TestStaleHeldForgotten(t *testing.T) {
+	cb := newClock()
+	o := testOpts(cb)
+	o.MaxHeld = 1
+	r := newRelay(t, relayOpts())
+	a, b := newDevice(t, testOpts(nil)), newDevice(t, o)
+	group(t, a, b)
+	m, _ := a.Group("home")
+	msg, _ := seal.NewMessage(seal.KindSync, "home", []byte("v2"), time.Now())
+	blob, err := seal.Seal(a.Identity(), m.Recipients(a.ID())[0], msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func() uint64 {
+		seq, err := r.st.Push(context.Background(), b.ID().String(), withVersion(blob, seal.Version+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(seq)
+	}
+	first := push()
+	mustDrain(t, b, r, &collector{})
+	// The relay drops the first blob (its TTL); b does not hear of it.
+	if err := r.st.Ack(b.ID().String(), relay.Seq(first)); err != nil {
+		t.Fatal(err)
+	}
+	push()
+	cb.Add(SyncTTL)
+	mustDrain(t, b, r, &collector{})
+	if evs := takeEvents(t, b); len(evs) != 2 || evs[1].Reason != ReasonTooManyHeld {
+		t.Fatalf("at the TTL the stale record still counts: %+v", evs)
+	}
+	push()
+	cb.Add(time.Millisecond)
+	mustDrain(t, b, r, &collector{})
+	if evs := takeEvents(t, b); len(evs) != 1 || evs[0].Kind != EventHeldForUpgrade {
+		t.Fatalf("past the TTL: %+v", evs)
 	}
 }
