@@ -1,0 +1,45 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+
+	"busbar/seal"
+)
+
+var (
+	// ErrClosed: the Device was closed.
+	ErrClosed = errors.New("durable: device closed")
+	// ErrHandlerAlreadySet: OnMessage while a handler is registered.
+	ErrHandlerAlreadySet = errors.New("durable: message handler already set")
+	// ErrNoDevice: Open of a directory that Init did not make.
+	ErrNoDevice = errors.New("durable: no device here (run Init first)")
+	// ErrLocked: device.db stayed locked by another process for longer
+	// than Options.LockTimeout.
+	ErrLocked = errors.New("durable: device.db is locked by another process")
+)
+
+// ErrPayloadTooLarge is what Send returns for a body over the device's
+// maximum (Options.MaxPayloadBytes): Max is that maximum. Nothing is
+// written.
+type ErrPayloadTooLarge = seal.ErrPayloadTooLarge
+
+// Membership statuses of ErrNotMember.
+const (
+	StatusNoGroup = "noGroup" // this device holds no manifest of the group
+	StatusRemoved = "removed" // the manifest it holds does not list it
+)
+
+// ErrNotMember is what Send returns for a group this device cannot send
+// to. It matches seal.ErrNotMember with errors.Is.
+type ErrNotMember struct {
+	Group  string
+	Status string // StatusNoGroup or StatusRemoved
+}
+
+func (e *ErrNotMember) Error() string {
+	return fmt.Sprintf("durable: not a member of group %q (%s)", e.Group, e.Status)
+}
+
+// Is makes errors.Is(err, seal.ErrNotMember) hold.
+func (e *ErrNotMember) Is(target error) bool { return target == seal.ErrNotMember }

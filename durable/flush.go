@@ -1,0 +1,296 @@
+package durable
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"busbar/seal"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// backoff is the delay before the next push of an entry whose push has
+// failed attempts times: 1 s, 2 s, 4 s, … up to 5 min.
+func backoff(attempts uint32) time.Duration {
+	if attempts == 0 {
+		return 0
+	}
+	d := MinBackoff
+	for i := uint32(1); i < attempts && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+// FlushResult says what a Flush did and when the next push is due.
+type FlushResult struct {
+	Pushed  int       // entries delivered (deleted)
+	Failed  int       // entries removed with sendFailed (refused permanently, or expired)
+	Retry   int       // entries whose push failed and wait for their backoff
+	Pending int       // entries still in the outbox
+	NextDue time.Time // the earliest time a queued head entry is due; zero if none waits
+}
+
+// Flush pushes every entry that is due, for each recipient in the order
+// they were sent, and returns once each recipient's queue is empty or
+// waits for a backoff. Head of line: an entry is pushed only once the one
+// before it for that recipient is delivered or failed, so a later entry
+// never goes out while an earlier one waits to be retried.
+//
+// A push acknowledged by the relay deletes the entry (Delivered). A
+// permanent refusal deletes it with sendFailed(tooLarge|malformed)
+// (Failed). Any other error (a temporary refusal, a lost connection)
+// leaves it queued with the next backoff (1 s doubling to 5 min). First,
+// every Sync entry 30 days old (SyncTTL) or older is removed with
+// sendFailed(expired); control entries never expire.
+//
+// Several processes may Flush one device; an entry pushed by two of them
+// reaches the recipient twice and its dedup drops the copy.
+func (d *Device) Flush(ctx context.Context, r Relay) (FlushResult, error) {
+	var res FlushResult
+	if d.isClosed() {
+		return res, ErrClosed
+	}
+	var heads []seal.DeviceID
+	err := d.update(func(tx *bolt.Tx) error {
+		var err error
+		heads, err = d.expire(tx, &res)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	for _, to := range heads {
+		if err := d.flushTo(ctx, r, to, &res); err != nil {
+			return res, err
+		}
+	}
+	err = d.view(func(tx *bolt.Tx) error {
+		res.Pending = countKeys(tx.Bucket(bOutbox))
+		return nil
+	})
+	return res, err
+}
+
+// expire removes expired Sync entries and returns the recipients that
+// have entries left.
+func (d *Device) expire(tx *bolt.Tx, res *FlushResult) ([]seal.DeviceID, error) {
+	now := d.now()
+	var heads []seal.DeviceID
+	c := tx.Bucket(bOutbox).Cursor()
+	for k, v := c.First(); k != nil; {
+		e, err := decodeEntry(v)
+		if err != nil {
+			return nil, err
+		}
+		m, err := getMessage(tx, e.msg)
+		if err != nil {
+			return nil, err
+		}
+		if m.inner.Kind == seal.KindSync && !now.Before(m.inner.Timestamp.Add(SyncTTL)) {
+			k = bytes.Clone(k)
+			if err := d.drop(tx, k, e, m.inner, ReasonExpired); err != nil {
+				return nil, err
+			}
+			res.Failed++
+			k, v = c.Seek(k) // the first key after the deleted one
+			continue
+		}
+		to := e.to.ID()
+		if len(heads) == 0 || heads[len(heads)-1] != to {
+			heads = append(heads, to)
+		}
+		k, v = c.Next()
+	}
+	return heads, nil
+}
+
+// flushTo pushes to's entries, in order, until one fails or none is due.
+func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *FlushResult) error {
+	for {
+		var (
+			key []byte
+			e   entry
+			msg seal.Inner
+		)
+		err := d.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bOutbox).Cursor()
+			k, v := c.Seek(to[:])
+			if k == nil || !bytes.HasPrefix(k, to[:]) {
+				return nil
+			}
+			var err error
+			if e, err = decodeEntry(v); err != nil {
+				return err
+			}
+			m, err := getMessage(tx, e.msg)
+			key, msg = bytes.Clone(k), m.inner
+			return err
+		})
+		if err != nil || key == nil {
+			return err
+		}
+		if d.now().Before(e.due) {
+			if res.NextDue.IsZero() || e.due.Before(res.NextDue) {
+				res.NextDue = e.due
+			}
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		blob, err := seal.Seal(d.me, e.to, msg)
+		if err != nil {
+			// Cannot happen for what Send wrote; a record that no longer
+			// seals is dropped rather than blocking the queue forever.
+			return d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, ReasonMalformed) })
+		}
+		_, perr := r.Push(ctx, blob)
+		if perr == nil {
+			if err := d.fail("sender-after-push"); err != nil {
+				return err
+			}
+		}
+		switch {
+		case perr == nil:
+			res.Pushed++
+			err = d.update(func(tx *bolt.Tx) error { return d.remove(tx, key, e) })
+		case Permanent(perr):
+			reason := ReasonMalformed
+			var ref *RefusedError
+			if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
+				reason = ReasonTooLarge
+			}
+			res.Failed++
+			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, reason) })
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			res.Retry++
+			e.attempts++
+			e.due = d.now().Add(backoff(e.attempts))
+			if res.NextDue.IsZero() || e.due.Before(res.NextDue) {
+				res.NextDue = e.due
+			}
+			return d.update(func(tx *bolt.Tx) error { return putIfPresent(tx, key, e) })
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// RetryNow makes every queued entry due at once: call it when a
+// connection to the relay is made, so that the backoff of entries queued
+// while it was down does not delay them (the seed: "immediately on
+// reconnect"). Their attempt counts are kept.
+func (d *Device) RetryNow() error {
+	return d.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOutbox)
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			e, err := decodeEntry(v)
+			if err != nil {
+				return err
+			}
+			if e.due.IsZero() {
+				continue
+			}
+			e.due = time.Time{}
+			if err := b.Put(bytes.Clone(k), e.encode()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RunSender pushes the outbox to r until ctx ends: at once (a new
+// connection), then whenever an entry is due, and at least every poll
+// (Sends by other processes are found by polling). It returns ctx's error
+// or the device's.
+func (d *Device) RunSender(ctx context.Context, r Relay, poll time.Duration) error {
+	if err := d.RetryNow(); err != nil {
+		return err
+	}
+	for {
+		res, err := d.Flush(ctx, r)
+		if err != nil {
+			return err
+		}
+		wait := poll
+		if !res.NextDue.IsZero() {
+			wait = min(wait, max(res.NextDue.Sub(d.now()), 0))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-d.done:
+			t.Stop()
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+func getMessage(tx *bolt.Tx, id seal.MessageID) (message, error) {
+	v := tx.Bucket(bMessages).Get(id[:])
+	if v == nil {
+		return message{}, errRecord
+	}
+	return decodeMessage(v)
+}
+
+// remove deletes a delivered entry, and its message once no entry refers
+// to it. An entry already gone (another process delivered it) is fine.
+func (d *Device) remove(tx *bolt.Tx, key []byte, e entry) error {
+	out := tx.Bucket(bOutbox)
+	if out.Get(key) == nil {
+		return nil
+	}
+	if err := out.Delete(key); err != nil {
+		return err
+	}
+	msgs := tx.Bucket(bMessages)
+	m, err := getMessage(tx, e.msg)
+	if err != nil {
+		return err
+	}
+	if m.refs <= 1 {
+		return msgs.Delete(e.msg[:])
+	}
+	m.refs--
+	return msgs.Put(e.msg[:], m.encode())
+}
+
+// drop removes a failed entry and raises sendFailed.
+func (d *Device) drop(tx *bolt.Tx, key []byte, e entry, msg seal.Inner, reason string) error {
+	if tx.Bucket(bOutbox).Get(key) == nil {
+		return nil
+	}
+	if err := d.remove(tx, key, e); err != nil {
+		return err
+	}
+	return d.raise(tx, Event{Kind: EventSendFailed, MessageID: msg.ID, Group: msg.Group, Peer: e.to.ID().String(), Reason: reason})
+}
+
+func putIfPresent(tx *bolt.Tx, key []byte, e entry) error {
+	b := tx.Bucket(bOutbox)
+	if b.Get(key) == nil {
+		return nil
+	}
+	return b.Put(key, e.encode())
+}
+
+// Outbox returns how many entries wait in the outbox.
+func (d *Device) Outbox() (n int, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		n = countKeys(tx.Bucket(bOutbox))
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,475 @@
+package durable
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"busbar/seal"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A Message is what the handler receives: a Sync message from a member.
+type Message struct {
+	ID    seal.MessageID // stable across redeliveries; dedupe by it, never by Body
+	From  seal.Member    // From.ID() is the sender's device id, as in the manifest
+	Group string
+	Sent  time.Time // the sender timestamp, stamped once at Send
+	Body  []byte
+}
+
+// A Handler handles one message. It is awaited: the next message waits
+// for it, and the blob is acked only after it returns nil (or after it
+// failed HandlerAttempts times). The library sets no timeout; ctx ends
+// when Run ends or the handler is cancelled.
+type Handler func(ctx context.Context, m Message) error
+
+type registration struct {
+	h      Handler
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// OnMessage registers the device's one handler; receiving starts when
+// it is registered (Run pulls nothing before). A second call while one is
+// registered fails with ErrHandlerAlreadySet. cancel unregisters it: Run
+// stops pulling (a handler running is cancelled through its ctx, and its
+// blob comes again on the next session) and waits for a new handler.
+func (d *Device) OnMessage(h Handler) (cancel func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	if d.handler != nil {
+		return nil, ErrHandlerAlreadySet
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	reg := &registration{h: h, ctx: ctx, cancel: stop}
+	d.setHandler(reg)
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		stop()
+		if d.handler == reg {
+			d.setHandler(nil)
+		}
+	}, nil
+}
+
+func (d *Device) setHandler(reg *registration) { // d.mu held
+	d.handler = reg
+	close(d.regCh)
+	d.regCh = make(chan struct{})
+}
+
+// waitHandler returns the registered handler, waiting for one.
+func (d *Device) waitHandler(ctx context.Context) (*registration, error) {
+	for {
+		d.mu.Lock()
+		reg, ch, closed := d.handler, d.regCh, d.closed
+		d.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if reg != nil {
+			return reg, nil
+		}
+		select {
+		case <-ch:
+		case <-d.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Run receives this device's messages from r until ctx ends, the device
+// is closed (ErrClosed) or the relay fails (its error: reconnect and call
+// Run again). It opens a receive session only once a handler is
+// registered, and handles one blob at a time (docs/durable.md, "The
+// recipient").
+func (d *Device) Run(ctx context.Context, r Relay) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.runs.Add(1)
+	d.mu.Unlock()
+	defer d.runs.Done()
+	for {
+		reg, err := d.waitHandler(ctx)
+		if err != nil {
+			return err
+		}
+		sctx, stop := context.WithCancel(ctx)
+		unReg := context.AfterFunc(reg.ctx, stop)
+		unClose := context.AfterFunc(d.life, stop)
+		err = d.session(sctx, r, reg.h)
+		unReg()
+		unClose()
+		stop()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case d.isClosed():
+			return ErrClosed
+		case reg.ctx.Err() != nil:
+			continue // cancelled: wait for the next handler
+		}
+		return err
+	}
+}
+
+func (d *Device) session(ctx context.Context, r Relay, h Handler) error {
+	s, err := r.Receive(ctx, d.me)
+	if err != nil {
+		return err
+	}
+	for {
+		seq, blob, err := s.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := d.handleBlob(ctx, s, seq, blob, h); err != nil {
+			return err
+		}
+	}
+}
+
+// handleBlob takes one blob through the seed's steps. An error means the
+// session must end with the blob unacked (a crash, the device's store, the
+// relay).
+func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []byte, h Handler) error {
+	// 1. The end-to-end version.
+	v, err := seal.PeekVersion(blob)
+	if err != nil {
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: ReasonMalformed, Err: err.Error()})
+	}
+	var newer seal.ErrVersionNewer
+	var older seal.ErrVersionOlder
+	switch err := seal.CheckVersion(v); {
+	case errors.As(err, &newer):
+		return d.hold(ctx, s, seq, v)
+	case errors.As(err, &older):
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonSenderOutdated, Version: v})
+	}
+	// 2. Open (seal, signature, membership), then the replay window, for
+	// Sync messages: control messages never expire.
+	in, err := seal.Open(d.me, blob, d.senders())
+	if err != nil {
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(err), Err: err.Error()})
+	}
+	if in.Kind == seal.KindSync && d.now().Sub(in.Timestamp) > ReplayWindow {
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonExpired, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
+	}
+	if in.Kind.Control() {
+		return d.control(ctx, s, seq, in)
+	}
+	// 3. The dedup table.
+	dup, err := d.seen(in)
+	if err != nil {
+		return err
+	}
+	if dup {
+		return d.ack(ctx, s, seq)
+	}
+	// 4. The handler, awaited, 5 attempts.
+	m, err := d.readGroup(in.Group)
+	if err != nil {
+		return err
+	}
+	from, ok := m.Member(in.Sender)
+	if !ok { // removed between Open and here by another process
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: "unknownSender", MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
+	}
+	msg := Message{ID: in.ID, From: from, Group: in.Group, Sent: in.Timestamp, Body: in.Body}
+	if herr := d.runHandler(ctx, h, msg); herr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventHandlerGaveUp, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: herr.Error()})
+	}
+	// 5. Record the id, then ack.
+	if err := d.fail("recipient-before-dedup"); err != nil {
+		return err
+	}
+	if err := d.update(func(tx *bolt.Tx) error { return d.record(tx, in, seq) }); err != nil {
+		return err
+	}
+	return d.ack(ctx, s, seq)
+}
+
+// runHandler runs h up to HandlerAttempts times, waiting HandlerBackoff,
+// then twice that, … between attempts. It returns the last error.
+func (d *Device) runHandler(ctx context.Context, h Handler, m Message) error {
+	wait := d.opts.HandlerBackoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = h(ctx, m); err == nil {
+			return nil
+		}
+		if attempt == HandlerAttempts || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+func (d *Device) ack(ctx context.Context, s Session, seq uint64) error {
+	if err := d.fail("recipient-before-ack"); err != nil {
+		return err
+	}
+	return s.Ack(ctx, seq)
+}
+
+// dropBlob raises ev and acks the blob.
+func (d *Device) dropBlob(ctx context.Context, s Session, seq uint64, ev Event) error {
+	ev.RelaySeq = seq
+	err := d.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bHeld).Delete(u64(seq)); err != nil {
+			return err
+		}
+		return d.raise(tx, ev)
+	})
+	if err != nil {
+		return err
+	}
+	return d.ack(ctx, s, seq)
+}
+
+// ReasonTooManyHeld is the unreadable reason of a newer-version blob
+// that finds Options.MaxHeld blobs already held: it is acked and dropped.
+const ReasonTooManyHeld = "tooManyHeld"
+
+// hold leaves a blob of a newer end-to-end version unacked and records it,
+// raising heldForUpgrade the first time. Past MaxHeld blobs, it is acked
+// and dropped as unreadable(tooManyHeld).
+func (d *Device) hold(ctx context.Context, s Session, seq uint64, v uint16) error {
+	over := false
+	err := d.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bHeld)
+		if b.Get(u64(seq)) != nil {
+			return nil // held already: seen again on a new session
+		}
+		if err := forgetStaleHeld(b, d.now()); err != nil {
+			return err
+		}
+		if countKeys(b) >= d.opts.MaxHeld {
+			over = true
+			return nil
+		}
+		val := append(u64(uint64(d.now().UnixMilli())), byte(v>>8), byte(v))
+		if err := b.Put(u64(seq), val); err != nil {
+			return err
+		}
+		return d.raise(tx, Event{Kind: EventHeldForUpgrade, Version: v, RelaySeq: seq})
+	})
+	if err != nil || !over {
+		return err
+	}
+	return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonTooManyHeld, Version: v})
+}
+
+// Held returns how many blobs of a newer version are held unacked.
+func (d *Device) Held() (n int, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		n = countKeys(tx.Bucket(bHeld))
+		return nil
+	})
+	return n, err
+}
+
+// senders finds a sender's key in the manifest this device holds for the
+// message's group, read when the blob is opened.
+func (d *Device) senders() seal.Senders {
+	return seal.SendersFunc(func(group string, id seal.DeviceID) (seal.Public, bool) {
+		m, err := d.readGroup(group)
+		if err != nil || m == nil {
+			return seal.Public{}, false
+		}
+		return m.SenderKey(group, id)
+	})
+}
+
+// issueReason names a failure of Open or of a control message.
+func issueReason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{seal.ErrMalformed, "malformed"},
+		{seal.ErrNotForMe, "notForMe"},
+		{seal.ErrBadSeal, "badSeal"},
+		{seal.ErrUnknownSender, "unknownSender"},
+		{seal.ErrBadSignature, "badSignature"},
+		{seal.ErrUnauthorizedSigner, "unauthorizedSigner"},
+		{seal.ErrWrongGroup, "wrongGroup"},
+		{seal.ErrBadChange, "badChange"},
+		{seal.ErrNotMember, "notMember"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
+}
+
+// ReasonPairNotHandled is the delivery issue of a Pair message: pairing
+// over the durable path is not built yet (docs/durable.md, the plan's
+// step 4), so the inviter acks and reports it.
+const ReasonPairNotHandled = "pairNotHandled"
+
+// control applies a control message with the library as the handler: no
+// dedup lookup, since a replay changes nothing (a manifest whose epoch is
+// not newer is refused, ErrStaleManifest, and acked without an event).
+func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inner) error {
+	if in.Kind == seal.KindPair {
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: ReasonPairNotHandled, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
+	}
+	var issue error
+	err := d.update(func(tx *bolt.Tx) error {
+		cur, err := d.readGroup(in.Group)
+		if err != nil {
+			return err
+		}
+		next, err := seal.ApplyControl(cur, in)
+		if errors.Is(err, seal.ErrStaleManifest) {
+			return nil
+		}
+		if err != nil {
+			issue = err
+			return nil
+		}
+		if err := d.fail("recipient-before-dedup"); err != nil {
+			return err
+		}
+		return d.writeGroup(next)
+	})
+	if err != nil {
+		return err
+	}
+	if issue != nil {
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(issue), MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: issue.Error()})
+	}
+	return d.ack(ctx, s, seq)
+}
+
+// dedupKey is sender | message id: ids are random, and keying by sender
+// too means one member cannot shadow another's message by reusing its id.
+func dedupKey(in seal.Inner) []byte {
+	return append(append([]byte(nil), in.Sender[:]...), in.ID[:]...)
+}
+
+// seen reports whether in's id is in the dedup table and still kept.
+func (d *Device) seen(in seal.Inner) (dup bool, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bDedup).Get(dedupKey(in))
+		dup = len(v) == 8 && !d.now().After(unixMilli(v))
+		return nil
+	})
+	return dup, err
+}
+
+// dedupSweep bounds the expired records deleted per transaction.
+const dedupSweep = 256
+
+// record writes in's id to the dedup table, kept until ReplayWindow after
+// the later of now and its sender timestamp, forgets the blob if it was
+// held, and deletes some records past their time.
+func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
+	now := d.now()
+	until := now
+	if in.Timestamp.After(until) {
+		until = in.Timestamp
+	}
+	until = until.Add(ReplayWindow)
+	key := dedupKey(in)
+	ms := u64(uint64(until.UnixMilli()))
+	dd, de := tx.Bucket(bDedup), tx.Bucket(bDedupExp)
+	if old := dd.Get(key); len(old) == 8 {
+		if err := de.Delete(append(append([]byte(nil), old...), key...)); err != nil {
+			return err
+		}
+	}
+	if err := dd.Put(key, ms); err != nil {
+		return err
+	}
+	if err := de.Put(append(ms, key...), nil); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bHeld).Delete(u64(seq)); err != nil {
+		return err
+	}
+	return sweepDedup(tx, now)
+}
+
+func sweepDedup(tx *bolt.Tx, now time.Time) error {
+	dd, de := tx.Bucket(bDedup), tx.Bucket(bDedupExp)
+	c := de.Cursor()
+	for i := 0; i < dedupSweep; i++ {
+		k, _ := c.First()
+		if k == nil || len(k) < 8 || !now.After(unixMilli(k[:8])) {
+			return nil
+		}
+		if err := dd.Delete(k[8:]); err != nil {
+			return err
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Dedup returns when the dedup record of (sender, id) goes, if there is one.
+func (d *Device) Dedup(sender seal.DeviceID, id seal.MessageID) (until time.Time, ok bool, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bDedup).Get(dedupKey(seal.Inner{Sender: sender, ID: id}))
+		if len(v) == 8 {
+			until, ok = unixMilli(v), true
+		}
+		return nil
+	})
+	return until, ok, err
+}
+
+// countKeys counts a bucket's keys by walking it: Bucket.Stats does not
+// see the writes of the transaction in progress.
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// forgetStaleHeld deletes held records older than the relay's TTL (30
+// days at most): the relay has deleted those blobs unacked, so they will
+// never come again and must not count against MaxHeld.
+func forgetStaleHeld(b *bolt.Bucket, now time.Time) error {
+	var stale [][]byte
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) != 10 || now.Sub(unixMilli(v[:8])) > SyncTTL {
+			stale = append(stale, bytes.Clone(k))
+		}
+	}
+	for _, k := range stale {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
