@@ -22,7 +22,8 @@ import (
 // once the fsync covering it is done, and pushes of one connection run
 // concurrently (up to MaxInflight), so they share fsyncs. A receive
 // session belongs to the connection that proved it holds the device's key;
-// a newer session for the same device ends the older one.
+// a newer session for the same device, or on the same connection, ends the
+// older one.
 
 // relayRole is the broker's relay: the store, and the receive sessions.
 type relayRole struct {
@@ -161,8 +162,11 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	}
 	c.durable.mu.Lock()
 	defer c.durable.mu.Unlock()
-	if c.durable.session != nil {
-		return rejectf("this connection already receives for device %s", c.durable.session.device)
+	if old := c.durable.session; old != nil {
+		// A new session on this connection replaces the older one, which
+		// stops before the new one starts, so deliveries never interleave.
+		old.cancel()
+		<-old.done
 	}
 	if c.out.Closing() {
 		return rejectf("connection is closing")

@@ -54,7 +54,7 @@ type DurableBlob struct {
 
 // DurableSession is this client's receive session for one device: the
 // device's inbox in arrival order, each blob once; Ack deletes one. A
-// client has at most one.
+// client has at most one: a new DurableReceive ends the older session.
 type DurableSession struct {
 	c     *Client
 	blobs chan DurableBlob // filled by the reader; the relay's window bounds it
@@ -68,9 +68,10 @@ type DurableSession struct {
 func (c *Client) DurableReceive(ctx context.Context, dev *seal.Identity) (*DurableSession, error) {
 	s := &DurableSession{c: c, blobs: make(chan DurableBlob, wire.DurableWindow), done: make(chan struct{})}
 	// Registered before asking, so no delivery that follows the answer
-	// finds no session.
-	if !c.durable.CompareAndSwap(nil, s) {
-		return nil, errors.New("client: this connection already has a durable receive session")
+	// finds no session. It replaces an older session of this client,
+	// which ends (the relay ends it too).
+	if old := c.durable.Swap(s); old != nil {
+		old.end()
 	}
 	body, _ := json.Marshal(wire.DurableReceive{Device: dev.ID().String(), Public: dev.Public().Bytes(), Sig: dev.ProveReceive(c.nonce)})
 	a, err := c.call(ctx, nil, controlMessage(wire.CmdDurableReceive, string(body)), c.deadline(ctx))
@@ -99,28 +100,25 @@ func (c *Client) durableDeliver(m *wire.Message) {
 	}
 }
 
-// Next returns the next blob, in arrival order.
+// Next returns the next blob, in arrival order. Once the session ended
+// it returns ErrDurableSession, even with blobs still buffered: what was
+// not acked comes again on the next session.
 func (s *DurableSession) Next(ctx context.Context) (DurableBlob, error) {
+	select {
+	case <-s.done:
+		return DurableBlob{}, ErrDurableSession
+	default:
+	}
 	select {
 	case b := <-s.blobs:
 		return b, nil
 	case <-s.done:
-		return s.drained()
+		return DurableBlob{}, ErrDurableSession
 	case <-s.c.done: // the session ends with the client
 		s.end()
-		return s.drained()
+		return DurableBlob{}, ErrDurableSession
 	case <-ctx.Done():
 		return DurableBlob{}, ctx.Err()
-	}
-}
-
-// drained returns what arrived before the session ended, then the end.
-func (s *DurableSession) drained() (DurableBlob, error) {
-	select {
-	case b := <-s.blobs:
-		return b, nil
-	default:
-		return DurableBlob{}, ErrDurableSession
 	}
 }
 

@@ -74,12 +74,21 @@ func TestDurablePushReceiveAckThroughClients(t *testing.T) {
 	if b, err := sess.Next(ctxT(t, 5*time.Second)); err != nil || b.Seq != n {
 		t.Fatalf("after an ack: %+v %v, want seq %d", b.Seq, err, n)
 	}
-	// A second session on the same client is refused; Close ends this one.
-	if _, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob); err == nil {
-		t.Fatal("a second session on one client")
+	// A new session on the same client ends this one, and starts again
+	// from the oldest blob not acked.
+	again, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sess.Close()
+	defer again.Close()
 	if _, err := sess.Next(context.Background()); !errors.Is(err, client.ErrDurableSession) {
+		t.Fatalf("Next on the replaced session: %v", err)
+	}
+	if b, err := again.Next(ctxT(t, 5*time.Second)); err != nil || b.Seq != 2 {
+		t.Fatalf("the new session starts with %d, %v; want seq 2", b.Seq, err)
+	}
+	again.Close()
+	if _, err := again.Next(context.Background()); !errors.Is(err, client.ErrDurableSession) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }

@@ -1,0 +1,60 @@
+package durable
+
+import (
+	"context"
+	"errors"
+
+	"busbar/client"
+	"busbar/seal"
+	"busbar/wire"
+)
+
+// NewClientRelay is the relay a device reaches over a busbar client
+// connection: the broker's relay role
+// (docs/durable.md#the-relay-on-the-broker-connection). A push the relay
+// refuses becomes a *RefusedError with the relay's code; any other
+// failure (a timeout, a lost connection) is temporary.
+func NewClientRelay(c *client.Client) Relay { return clientRelay{c} }
+
+type clientRelay struct{ c *client.Client }
+
+// relayCodes are the broker results that are relay refusals.
+var relayCodes = map[wire.Result]string{
+	wire.ResultTooLarge:    CodeTooLarge,
+	wire.ResultMalformed:   CodeMalformed,
+	wire.ResultInboxFull:   CodeInboxFull,
+	wire.ResultRateLimited: CodeRateLimited,
+	wire.ResultUnavailable: CodeUnavailable,
+	wire.ResultInternal:    CodeInternal,
+	wire.ResultOverload:    CodeUnavailable, // too many pushes open on the connection: retry
+}
+
+func (r clientRelay) Push(ctx context.Context, blob []byte) (uint64, error) {
+	seq, err := r.c.DurablePush(ctx, blob)
+	var re *client.RequestError
+	if errors.As(err, &re) {
+		if code, ok := relayCodes[re.Kind]; ok {
+			return 0, &RefusedError{Code: code}
+		}
+	}
+	return seq, err
+}
+
+func (r clientRelay) Receive(ctx context.Context, me *seal.Identity) (Session, error) {
+	s, err := r.c.DurableReceive(ctx, me)
+	if err != nil {
+		return nil, err
+	}
+	// The session lives as long as ctx: the client then takes a new one.
+	context.AfterFunc(ctx, s.Close)
+	return clientSession{s}, nil
+}
+
+type clientSession struct{ s *client.DurableSession }
+
+func (s clientSession) Next(ctx context.Context) (uint64, []byte, error) {
+	b, err := s.s.Next(ctx)
+	return b.Seq, b.Blob, err
+}
+
+func (s clientSession) Ack(ctx context.Context, seq uint64) error { return s.s.Ack(ctx, seq) }
