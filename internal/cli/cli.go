@@ -47,6 +47,8 @@ func init() {
 		"bedrock": {"bedrock bridge: join a bedrock add-on world on stdin/stdout to the broker", runBedrock},
 		"frame":   {"parse or validate a text frame read on stdin", runFrame},
 		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
+		"id":      {"this device's identity for durable delivery: init, show", runID},
+		"durable": {"durable, end-to-end-sealed delivery: send GROUP [BODY|-], listen GROUP, status", runDurable},
 		"version": {"print the version", runVersion},
 		"help":    {"show this help", runHelp},
 	}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"busbar/durable"
+	"busbar/seal"
+)
+
+// The device verbs: `busbar id` and `busbar durable` (docs/cli.md,
+// docs/durable.md). A device is a directory, used by several processes at
+// once (a listener keeps running while send runs in another shell): the
+// durable package opens its store for one transaction at a time.
+
+const envDevice = "BUSBAR_DEVICE"
+
+// deviceDir is --device, else $BUSBAR_DEVICE, else <data>/device.
+func deviceDir(flagValue, data string) string {
+	return cmp.Or(flagValue, os.Getenv(envDevice), filepath.Join(cmp.Or(data, defaultDataDir()), "device"))
+}
+
+// registerDevice adds --device to a verb's flags.
+func registerDevice(v *verbSetup) *string {
+	return v.fs.String("device", "", "device directory (env "+envDevice+"; default <data>/device)")
+}
+
+// openDevice opens the device, saying how to create one if there is none.
+func openDevice(dir string) (*durable.Device, error) {
+	d, err := durable.Open(dir, durable.Options{})
+	if errors.Is(err, durable.ErrNoDevice) {
+		return nil, fmt.Errorf("no device at %s: create one with `busbar id init` (or `busbar group create NAME`)", dir)
+	}
+	return d, err
+}
+
+func runID(args []string, stdio IO) int {
+	if len(args) == 0 || (args[0] != "init" && args[0] != "show") {
+		fmt.Fprintln(stdio.Stderr, "usage: busbar id init|show [--device DIR] [--json]")
+		return exitUsage
+	}
+	v := newVerb("id "+args[0], "", func(n int) bool { return n == 0 }, stdio)
+	dev := registerDevice(v)
+	asJSON := v.fs.Bool("json", false, "print the device as a JSON object")
+	if !v.parse(args[1:]) {
+		return exitUsage
+	}
+	dir := deviceDir(*dev, v.conn.data)
+	var d *durable.Device
+	var err error
+	if args[0] == "init" {
+		d, err = durable.Init(dir, durable.Options{})
+		if err != nil && errors.Is(err, seal.ErrKeyExists) {
+			fmt.Fprintf(stdio.Stderr, "busbar id init: %s already holds a device\n", dir)
+			d, err = openDevice(dir)
+		}
+	} else {
+		d, err = openDevice(dir)
+	}
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer d.Close()
+	if !*asJSON {
+		fmt.Fprintln(stdio.Stdout, d.ID())
+		return exitOK
+	}
+	groups, _ := d.Groups()
+	_ = json.NewEncoder(stdio.Stdout).Encode(struct {
+		ID     string   `json:"id"`
+		Dir    string   `json:"dir"`
+		Public string   `json:"public"`
+		Groups []string `json:"groups"`
+	}{d.ID().String(), d.Dir(), base64.StdEncoding.EncodeToString(d.Identity().Public().Bytes()), groups})
+	return exitOK
+}
+
+func runDurable(args []string, stdio IO) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "send":
+			return durableSend(args[1:], stdio)
+		case "listen":
+			return durableListen(args[1:], stdio)
+		case "status":
+			return durableStatus(args[1:], stdio)
+		}
+	}
+	fmt.Fprintln(stdio.Stderr, "usage: busbar durable send GROUP [BODY|-] | listen GROUP [--exec CMD] [--json] [--count N] | status [--json]")
+	return exitUsage
+}
+
+// durableSend puts the message in the outbox (it is sent from then on,
+// whatever happens), prints its id, then pushes what is due once if the
+// relay can be reached; what it cannot push waits for the next process of
+// this device that reaches it (a listen, another send).
+func durableSend(args []string, stdio IO) int {
+	v := newVerb("durable send", "GROUP [BODY|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	dev := registerDevice(v)
+	if !v.parse(args) {
+		return exitUsage
+	}
+	body, err := v.payload(1, stdio)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	d, err := openDevice(deviceDir(*dev, v.conn.data))
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), v.conn.timeout)
+	defer cancel()
+	id, err := d.Send(ctx, v.arg(0), body)
+	if err != nil {
+		return v.fail(stdio, err, exitRejected)
+	}
+	fmt.Fprintln(stdio.Stdout, id)
+	c, err := v.conn.connect(ctx, nil)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v)\n", err)
+		return exitOK
+	}
+	defer c.Close()
+	if _, err := d.Flush(ctx, durable.NewClientRelay(c)); err != nil {
+		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v)\n", err)
+	}
+	return exitOK
+}
+
+// listenLine is how `busbar durable listen --json` prints a message.
+type listenLine struct {
+	ID    string    `json:"id"`
+	From  string    `json:"from"`
+	Group string    `json:"group"`
+	Sent  time.Time `json:"sent"`
+	Body  string    `json:"body,omitempty"`
+	Bytes []byte    `json:"body_base64,omitempty"` // a body that is not UTF-8
+}
+
+// durableListen receives this device's messages until interrupted (or
+// --count): each printed, or run through --exec, whose failure is a
+// handler error retried as the seed says. It also pushes the outbox.
+func durableListen(args []string, stdio IO) int {
+	v := newVerb("durable listen", "GROUP", func(n int) bool { return n == 1 }, stdio)
+	dev := registerDevice(v)
+	asJSON := v.fs.Bool("json", false, "one JSON object per message (the body as a string when it is UTF-8, else body_base64)")
+	command := v.fs.String("exec", "", "run CMD (with sh -c) per message, the body on stdin; a non-zero exit is a handler failure, retried")
+	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	d, err := openDevice(deviceDir(*dev, v.conn.data))
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer d.Close()
+	if _, err := d.Group(v.arg(0)); err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := v.conn.connect(ctx, nil)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer c.Close()
+	relay := durable.NewClientRelay(c)
+	var mu sync.Mutex // printing, and the count
+	handled := 0
+	enc := json.NewEncoder(stdio.Stdout)
+	if _, err := d.OnMessage(func(hctx context.Context, m durable.Message) error {
+		// Every message of the device is handled here, its group shown:
+		// one handler per device, and a message left unhandled would be
+		// retried, then dropped.
+		if *command != "" {
+			if _, err := execHandler(hctx, *command, m.Body); err != nil {
+				return err
+			}
+		} else {
+			mu.Lock()
+			if *asJSON {
+				l := listenLine{ID: m.ID.String(), From: m.From.Public.ID().String(), Group: m.Group, Sent: m.Sent}
+				if utf8.Valid(m.Body) {
+					l.Body = string(m.Body)
+				} else {
+					l.Bytes = m.Body
+				}
+				_ = enc.Encode(l)
+			} else {
+				fmt.Fprintf(stdio.Stdout, "%s %s %s\n", m.ID, m.From.Public.ID(), m.Body)
+			}
+			mu.Unlock()
+		}
+		mu.Lock()
+		handled++
+		if *count > 0 && handled >= *count {
+			cancel()
+		}
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = d.RunSender(ctx, relay, time.Second) })
+	err = d.Run(ctx, relay)
+	cancel()
+	wg.Wait()
+	if err != nil && ctx.Err() == nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	return exitOK
+}
+
+// durableStatus prints the device's outbox depth, its held blobs and the
+// delivery events raised since the last status or listen took them.
+func durableStatus(args []string, stdio IO) int {
+	v := newVerb("durable status", "", func(n int) bool { return n == 0 }, stdio)
+	dev := registerDevice(v)
+	asJSON := v.fs.Bool("json", false, "print one JSON object")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	d, err := openDevice(deviceDir(*dev, v.conn.data))
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer d.Close()
+	outbox, err := d.Outbox()
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	held, err := d.Held()
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	events, dropped, err := d.TakeEvents()
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	if *asJSON {
+		_ = json.NewEncoder(stdio.Stdout).Encode(struct {
+			Device        string          `json:"device"`
+			Outbox        int             `json:"outbox"`
+			Held          int             `json:"held"`
+			Events        []durable.Event `json:"events"`
+			EventsDropped uint64          `json:"events_dropped"`
+		}{d.ID().String(), outbox, held, events, dropped})
+		return exitOK
+	}
+	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\n", d.ID(), outbox, held)
+	for _, e := range events {
+		fmt.Fprintf(stdio.Stdout, "event %s %s %s %s\n", e.Time.Format(time.RFC3339), e.Kind, e.MessageID, cmp.Or(e.Reason, e.Err))
+	}
+	if dropped > 0 {
+		fmt.Fprintf(stdio.Stdout, "events dropped %d\n", dropped)
+	}
+	return exitOK
+}
