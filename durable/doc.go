@@ -40,6 +40,13 @@
 // messages (GroupManifest, Leave, Revoke) are applied by the library with
 // seal.ApplyControl and skip the dedup table.
 //
+// # Pairing
+//
+// Invite records a token; Join queues a Pair to the inviter and records
+// the join. The inviter's Run accepts one Pair per token (Token.VerifyPair)
+// and sends the next manifest to every member; the joiner's Run installs
+// it (seal.ApplyInvited). Leave and Revoke send the next manifest too.
+//
 // # Events
 //
 // Delivery events (sendFailed, heldForUpgrade, unreadable, deliveryIssue,

@@ -47,3 +47,30 @@ func FuzzMessage(f *testing.F) {
 		}
 	})
 }
+
+func FuzzTokenRecord(f *testing.F) {
+	id, err := seal.Generate()
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, err := seal.NewGroup(id, "home", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	tok, err := m.Invite(id, time.Hour, time.Unix(1e9, 0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add((&tokenRecord{tok: tok}).encode())
+	f.Add((&tokenRecord{tok: tok, used: true, joiner: seal.DeviceID{7}}).encode())
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeToken(b)
+		if err != nil {
+			return
+		}
+		if got := r.encode(); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoded %x, want %x", got, b)
+		}
+	})
+}

@@ -117,7 +117,7 @@ func (d *Device) UpdateGroup(m *seal.Manifest) error {
 
 // InstallGroup holds m for its group without checking it against the
 // manifest held: trust given out of band (a test, or an administrator who
-// copied the file), until pairing runs over the durable path. m must list
+// copied the file); devices join with Invite and Join. m must list
 // this device.
 func (d *Device) InstallGroup(m *seal.Manifest) error {
 	if !m.Has(d.ID()) {

@@ -291,14 +291,24 @@ func (d *Device) Held() (n int, err error) {
 }
 
 // senders finds a sender's key in the manifest this device holds for the
-// message's group, read when the blob is opened.
+// message's group, read when the blob is opened; for a group it asked to
+// join and is not yet in, the token's inviter is the one sender it knows.
 func (d *Device) senders() seal.Senders {
 	return seal.SendersFunc(func(group string, id seal.DeviceID) (seal.Public, bool) {
 		m, err := d.readGroup(group)
-		if err != nil || m == nil {
+		if err != nil {
 			return seal.Public{}, false
 		}
-		return m.SenderKey(group, id)
+		if m != nil {
+			if p, ok := m.SenderKey(group, id); ok || m.Has(d.ID()) {
+				return p, ok
+			}
+		}
+		tok, err := d.PendingJoin(group)
+		if err != nil || tok == nil {
+			return seal.Public{}, false
+		}
+		return tok.SenderKey(group, id)
 	})
 }
 
@@ -317,6 +327,11 @@ func issueReason(err error) string {
 		{seal.ErrWrongGroup, "wrongGroup"},
 		{seal.ErrBadChange, "badChange"},
 		{seal.ErrNotMember, "notMember"},
+		{seal.ErrBadProof, "badProof"},
+		{seal.ErrTokenExpired, "tokenExpired"},
+		{seal.ErrAlreadyMember, "alreadyMember"},
+		{seal.ErrTooManyMembers, "tooManyMembers"},
+		{seal.ErrStaleManifest, "staleManifest"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.name
@@ -325,17 +340,15 @@ func issueReason(err error) string {
 	return "other"
 }
 
-// ReasonPairNotHandled is the delivery issue of a Pair message: pairing
-// over the durable path is not built yet (docs/durable.md, the plan's
-// step 4), so the inviter acks and reports it.
-const ReasonPairNotHandled = "pairNotHandled"
-
 // control applies a control message with the library as the handler: no
 // dedup lookup, since a replay changes nothing (a manifest whose epoch is
-// not newer is refused, ErrStaleManifest, and acked without an event).
+// not newer is refused, ErrStaleManifest, and acked without an event; a
+// Pair for a token already used by its joiner is acked too). A Pair is
+// the inviter's (acceptPair); the first manifest of a group this device
+// joined is checked against the token (applyInvited).
 func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inner) error {
 	if in.Kind == seal.KindPair {
-		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: ReasonPairNotHandled, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
+		return d.acceptPair(ctx, s, seq, in)
 	}
 	var issue error
 	err := d.update(func(tx *bolt.Tx) error {
@@ -343,7 +356,10 @@ func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inn
 		if err != nil {
 			return err
 		}
-		next, err := seal.ApplyControl(cur, in)
+		next, invited, err := d.applyInvited(tx, cur, in)
+		if !invited && err == nil {
+			next, err = seal.ApplyControl(cur, in)
+		}
 		if errors.Is(err, seal.ErrStaleManifest) {
 			return nil
 		}
@@ -353,6 +369,11 @@ func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inn
 		}
 		if err := d.fail("recipient-before-dedup"); err != nil {
 			return err
+		}
+		if invited {
+			if err := tx.Bucket(bJoins).Delete([]byte(in.Group)); err != nil {
+				return err
+			}
 		}
 		return d.writeGroup(next)
 	})

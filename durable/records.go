@@ -20,6 +20,8 @@ import (
 //	held      relay seq (8)                              → version (2) | first held, Unix ms (8)
 //	events    event seq (8)                              → event, JSON
 //	meta      "eventsDropped"                            → count (8)
+//	tokens    token id (16)                              → token record (the inviter's)
+//	joins     group name                                 → token text (a join waiting for its manifest)
 //
 // Integers are big-endian, so keys sort in order.
 var (
@@ -30,12 +32,14 @@ var (
 	bHeld     = []byte("held")
 	bEvents   = []byte("events")
 	bMeta     = []byte("meta")
+	bTokens   = []byte("tokens")
+	bJoins    = []byte("joins")
 )
 
 var errRecord = errors.New("durable: damaged record in device.db")
 
 func createBuckets(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta} {
+	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta, bTokens, bJoins} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}

@@ -90,27 +90,34 @@ func (d *Device) ChangeGroup(ctx context.Context, kind seal.Kind, next *seal.Man
 		if err != nil {
 			return err
 		}
-		if _, err := seal.ApplyControl(prev, msg); err != nil {
-			return err
-		}
-		to := next.Recipients(d.ID())
-		if kind == seal.KindRevoke {
-			_, removed := next.Diff(prev)
-			for _, id := range removed {
-				if mb, ok := prev.Member(id); ok {
-					to = append(to, mb.Public)
-				}
-			}
-		}
-		if err := enqueue(tx, msg, to); err != nil {
-			return err
-		}
-		return d.writeGroup(next)
+		return d.changeGroup(tx, prev, msg, next)
 	})
 	if err != nil {
 		return seal.MessageID{}, err
 	}
 	return msg.ID, nil
+}
+
+// changeGroup checks the control message msg carrying next against prev,
+// the manifest held, queues it to next's members (and to the removed ones
+// for a Revoke) and holds next, in tx.
+func (d *Device) changeGroup(tx *bolt.Tx, prev *seal.Manifest, msg seal.Inner, next *seal.Manifest) error {
+	if _, err := seal.ApplyControl(prev, msg); err != nil {
+		return err
+	}
+	to := next.Recipients(d.ID())
+	if msg.Kind == seal.KindRevoke {
+		_, removed := next.Diff(prev)
+		for _, id := range removed {
+			if mb, ok := prev.Member(id); ok {
+				to = append(to, mb.Public)
+			}
+		}
+	}
+	if err := enqueue(tx, msg, to); err != nil {
+		return err
+	}
+	return d.writeGroup(next)
 }
 
 // enqueue writes msg once and one entry per recipient, in tx.

@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"busbar/durable"
+	"busbar/seal"
+)
+
+// envDevice names the device directory of the durable verbs.
+const envDevice = "BUSBAR_DEVICE"
+
+// groupOps are the operations of `busbar group`, with their arguments
+// and what they do, for the help.
+var groupOps = []struct {
+	name, usage, summary string
+	nargs                int
+	run                  func(g *groupVerb, stdio IO) int
+}{
+	{"create", "NAME [--label L]", "start a group with this device its only member (makes the device if it has no identity yet)", 1, (*groupVerb).create},
+	{"invite", "NAME [--ttl 24h]", "print an invitation token for one device to join NAME", 1, (*groupVerb).invite},
+	{"join", "TOKEN|- [--label L]", "ask to join with a token (the Pair is queued, then pushed once to the relay)", 1, (*groupVerb).join},
+	{"show", "NAME [--json]", "print the members (device ids, labels) and the epoch of NAME", 1, (*groupVerb).show},
+	{"leave", "NAME", "leave NAME (the others are told through the relay); the last member deletes it", 1, (*groupVerb).leave},
+	{"revoke", "NAME DEVICE", "remove DEVICE from NAME (it and the members are told through the relay)", 2, (*groupVerb).revoke},
+}
+
+func groupUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: busbar group <operation> [arguments] [--device DIR]\n\noperations:")
+	for _, op := range groupOps {
+		fmt.Fprintf(w, "  %-7s %-22s %s\n", op.name, op.usage, op.summary)
+	}
+	fmt.Fprintf(w, "\nThe device is the directory --device, else $%s, else <data>/device.\n", envDevice)
+}
+
+// groupVerb is one `busbar group` operation: its flags and the device.
+type groupVerb struct {
+	*verbSetup
+	device, label string
+	ttl           time.Duration
+	asJSON        bool
+}
+
+// runGroup is `busbar group`: the device's groups, over the durable path.
+func runGroup(args []string, stdio IO) int {
+	if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		groupUsage(stdio.Stdout)
+		return exitOK
+	}
+	for _, op := range groupOps {
+		if len(args) == 0 || args[0] != op.name {
+			continue
+		}
+		g := &groupVerb{verbSetup: newVerb("group "+op.name, op.usage, func(n int) bool { return n == op.nargs }, stdio)}
+		g.fs.StringVar(&g.device, "device", os.Getenv(envDevice), "device directory (env "+envDevice+"; default <data>/device)")
+		switch op.name {
+		case "create", "join":
+			g.fs.StringVar(&g.label, "label", defaultLabel(), "this device's label in the group, for people")
+		case "invite":
+			g.fs.DurationVar(&g.ttl, "ttl", 24*time.Hour, "how long the token is valid (1m to 168h)")
+		case "show":
+			g.fs.BoolVar(&g.asJSON, "json", false, "print JSON")
+		}
+		if !g.parse(args[1:]) {
+			return exitUsage
+		}
+		return op.run(g, stdio)
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(stdio.Stderr, "busbar group: unknown operation %q\n\n", args[0])
+	}
+	groupUsage(stdio.Stderr)
+	return exitUsage
+}
+
+// defaultLabel is the host's name, cut to a valid label.
+func defaultLabel() string {
+	h, _ := os.Hostname()
+	if len(h) > seal.MaxLabelLen {
+		h = h[:seal.MaxLabelLen]
+	}
+	if !seal.ValidLabel(h) {
+		return ""
+	}
+	return h
+}
+
+func (g *groupVerb) dir() string {
+	return cmp.Or(g.device, filepath.Join(cmp.Or(g.conn.data, defaultDataDir()), "device"))
+}
+
+// open opens the device; with create set, a directory without one gets a
+// new identity.
+func (g *groupVerb) open(create bool) (*durable.Device, error) {
+	d, err := durable.Open(g.dir(), durable.Options{})
+	if create && errors.Is(err, durable.ErrNoDevice) {
+		return durable.Init(g.dir(), durable.Options{})
+	}
+	return d, err
+}
+
+// failDevice reports an error of the device or of its store: exitFail.
+func (g *groupVerb) failDevice(stdio IO, err error) int {
+	return g.fail(stdio, err, exitFail)
+}
+
+func (g *groupVerb) checkName(stdio IO, name string) bool {
+	if !seal.ValidGroupName(name) {
+		g.fail(stdio, fmt.Errorf("%q is not a group name: 1 to %d bytes of [A-Za-z0-9._-], starting with a letter or digit", name, seal.MaxGroupNameLen), exitUsage)
+		return false
+	}
+	return true
+}
+
+func (g *groupVerb) create(stdio IO) int {
+	name := g.arg(0)
+	if !g.checkName(stdio, name) {
+		return exitUsage
+	}
+	if !seal.ValidLabel(g.label) {
+		return g.fail(stdio, fmt.Errorf("label %q: at most %d bytes of UTF-8, no control characters", g.label, seal.MaxLabelLen), exitUsage)
+	}
+	d, err := g.open(true)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	if m, err := d.Group(name); err != nil || m != nil {
+		return g.failDevice(stdio, cmp.Or(err, fmt.Errorf("group %s exists (epoch %d)", name, m.Epoch())))
+	}
+	m, err := d.CreateGroup(name, g.label)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stdout, "group %s created: epoch %d, device %s\n", m.Name(), m.Epoch(), d.ID())
+	return exitOK
+}
+
+func (g *groupVerb) invite(stdio IO) int {
+	name := g.arg(0)
+	if !g.checkName(stdio, name) {
+		return exitUsage
+	}
+	if g.ttl < seal.MinInviteTTL || g.ttl > seal.MaxInviteTTL {
+		return g.fail(stdio, fmt.Errorf("--ttl %v: from %v to %v", g.ttl, seal.MinInviteTTL, seal.MaxInviteTTL), exitUsage)
+	}
+	d, err := g.open(false)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	tok, err := d.Invite(name, g.ttl)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	fmt.Fprintln(stdio.Stdout, tok.Text())
+	fmt.Fprintf(stdio.Stderr, "busbar group invite: one device may join %s with this token until %s: busbar group join TOKEN\n"+
+		"(this device accepts it when it receives the Pair: keep busbar durable listen running)\n",
+		name, tok.Expires().UTC().Format(time.RFC3339))
+	return exitOK
+}
+
+func (g *groupVerb) join(stdio IO) int {
+	text, err := g.payload(0, stdio)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	if !seal.ValidLabel(g.label) {
+		return g.fail(stdio, fmt.Errorf("label %q: at most %d bytes of UTF-8, no control characters", g.label, seal.MaxLabelLen), exitUsage)
+	}
+	tok, err := seal.ParseToken(string(text))
+	if err != nil {
+		return g.fail(stdio, err, exitUsage)
+	}
+	d, err := g.open(true)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	if err := d.Join(context.Background(), tok.Text(), g.label); err != nil {
+		return g.failDevice(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stdout, "joining %s: device %s asked %s\n", tok.Group(), d.ID(), tok.Inviter().ID())
+	return g.flush(stdio, d)
+}
+
+func (g *groupVerb) leave(stdio IO) int {
+	name := g.arg(0)
+	if !g.checkName(stdio, name) {
+		return exitUsage
+	}
+	d, err := g.open(false)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	if err := d.Leave(context.Background(), name); err != nil {
+		return g.failDevice(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stdout, "left %s\n", name)
+	return g.flush(stdio, d)
+}
+
+func (g *groupVerb) revoke(stdio IO) int {
+	name := g.arg(0)
+	if !g.checkName(stdio, name) {
+		return exitUsage
+	}
+	id, err := seal.ParseDeviceID(g.arg(1))
+	if err != nil {
+		return g.fail(stdio, fmt.Errorf("device %q: %w", g.arg(1), err), exitUsage)
+	}
+	d, err := g.open(false)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	if err := d.Revoke(context.Background(), name, id); err != nil {
+		return g.failDevice(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stdout, "revoked %s from %s\n", id, name)
+	return g.flush(stdio, d)
+}
+
+// flush pushes the outbox once. The change is already on disk: an
+// unreachable relay leaves it queued for the next flush (any busbar
+// durable verb), which is said on stderr and is not a failure.
+func (g *groupVerb) flush(stdio IO, d *durable.Device) int {
+	note := func(err error) int {
+		fmt.Fprintf(stdio.Stderr, "busbar %s: queued, not sent yet (%v); it goes with the next flush\n", g.name, err)
+		return exitOK
+	}
+	c, ctx, done, err := g.session(stdio, false)
+	if err != nil {
+		return note(err)
+	}
+	defer done()
+	res, err := d.Flush(ctx, durable.NewClientRelay(c))
+	if err != nil {
+		return note(err)
+	}
+	if res.Pending > 0 {
+		return note(fmt.Errorf("%d entries wait in the outbox", res.Pending))
+	}
+	return exitOK
+}
+
+// groupView is what `busbar group show --json` prints.
+type groupView struct {
+	Group   string       `json:"group"`
+	Epoch   uint64       `json:"epoch,omitempty"`
+	Signer  string       `json:"signer,omitempty"`
+	Self    string       `json:"self"`
+	Member  bool         `json:"member"`
+	Pending bool         `json:"pending,omitempty"` // a join waits for the inviter's manifest
+	Inviter string       `json:"inviter,omitempty"`
+	Members []memberView `json:"members,omitempty"`
+}
+
+type memberView struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+func (g *groupVerb) show(stdio IO) int {
+	name := g.arg(0)
+	if !g.checkName(stdio, name) {
+		return exitUsage
+	}
+	d, err := g.open(false)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	defer d.Close()
+	m, err := d.Group(name)
+	if err != nil {
+		return g.failDevice(stdio, err)
+	}
+	view := groupView{Group: name, Self: d.ID().String()}
+	if m != nil {
+		view.Epoch, view.Signer, view.Member = m.Epoch(), m.Signer().String(), m.Has(d.ID())
+		for _, mb := range m.Members() {
+			view.Members = append(view.Members, memberView{ID: mb.ID().String(), Label: mb.Label})
+		}
+	}
+	if !view.Member {
+		tok, err := d.PendingJoin(name)
+		if err != nil {
+			return g.failDevice(stdio, err)
+		}
+		if tok != nil {
+			view.Pending, view.Inviter = true, tok.Inviter().ID().String()
+		}
+	}
+	if m == nil && !view.Pending {
+		return g.failDevice(stdio, fmt.Errorf("this device (%s) holds no group %s", d.ID(), name))
+	}
+	if g.asJSON {
+		_ = json.NewEncoder(stdio.Stdout).Encode(view)
+		return exitOK
+	}
+	printGroup(stdio.Stdout, view)
+	return exitOK
+}
+
+func printGroup(w io.Writer, v groupView) {
+	switch {
+	case v.Pending && v.Epoch == 0:
+		fmt.Fprintf(w, "group %s: join pending, waiting for the manifest of %s\n", v.Group, v.Inviter)
+		return
+	case !v.Member:
+		fmt.Fprintf(w, "group %s, epoch %d: this device is no longer a member\n", v.Group, v.Epoch)
+	default:
+		fmt.Fprintf(w, "group %s, epoch %d, %d members, signed by %s\n", v.Group, v.Epoch, len(v.Members), v.Signer)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tLABEL\t")
+	for _, mb := range v.Members {
+		self := ""
+		if mb.ID == v.Self {
+			self = "(this device)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", mb.ID, strings.TrimSpace(cmp.Or(mb.Label, "-")), self)
+	}
+	tw.Flush()
+}
