@@ -22,6 +22,8 @@ import (
 // once (a listener keeps running while send runs in another shell): the
 // durable package opens its store for one transaction at a time.
 
+// envDevice names the device directory of the device verbs (id, group,
+// durable).
 const envDevice = "BUSBAR_DEVICE"
 
 // deviceDir is --device, else $BUSBAR_DEVICE, else <data>/device.
@@ -122,6 +124,9 @@ func durableSend(args []string, stdio IO) int {
 	defer cancel()
 	id, err := d.Send(ctx, v.arg(0), body)
 	if err != nil {
+		if t, perr := d.PendingJoin(v.arg(0)); perr == nil && t != nil {
+			err = fmt.Errorf("%w; the join is pending: run `busbar durable listen %s` until the group's manifest arrives", err, v.arg(0))
+		}
 		return v.fail(stdio, err, exitRejected)
 	}
 	fmt.Fprintln(stdio.Stdout, id)
@@ -165,7 +170,10 @@ func durableListen(args []string, stdio IO) int {
 	}
 	defer d.Close()
 	if _, err := d.Group(v.arg(0)); err != nil {
-		return v.fail(stdio, err, exitFail)
+		// A device that asked to join listens to receive the manifest.
+		if t, perr := d.PendingJoin(v.arg(0)); perr != nil || t == nil {
+			return v.fail(stdio, err, exitFail)
+		}
 	}
 	ctx, stop := signalContext()
 	defer stop()

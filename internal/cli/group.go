@@ -17,9 +17,6 @@ import (
 	"busbar/seal"
 )
 
-// envDevice names the device directory of the durable verbs.
-const envDevice = "BUSBAR_DEVICE"
-
 // groupOps are the operations of `busbar group`, with their arguments
 // and what they do, for the help.
 var groupOps = []struct {

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"busbar/internal/testbroker"
+)
+
+// Two devices of one user, each a directory, through the real binary and
+// a real `busbar serve`: one creates a group and invites, the other joins
+// and listens until the manifest arrives, and then each `durable send`,
+// run while the other's `durable listen` keeps running on the same device,
+// reaches the other's listener.
+func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"))
+	laptop, phone := filepath.Join(t.TempDir(), "laptop"), filepath.Join(t.TempDir(), "phone")
+	env := []string{"BUSBAR_DATA=" + s.data}
+	if code, _, errOut := busbar(t, env, "group", "create", "home", "--device", laptop); code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	_, tok, _ := busbar(t, env, "group", "invite", "home", "--device", laptop)
+	if code, _, errOut := busbar(t, env, "group", "join", strings.TrimSpace(tok), "--device", phone); code != 0 {
+		t.Fatalf("join: %d %s", code, errOut)
+	}
+	if code, _, errOut := busbar(t, env, "durable", "send", "home", "too early", "--device", phone); code != exitRejected || !strings.Contains(errOut, "the join is pending") {
+		t.Fatalf("a send before the manifest: exit %d, %q", code, errOut)
+	}
+	atLaptop, laptopDone := s.background(t, "durable", "listen", "home", "--device", laptop, "--count", "1")
+	atPhone, phoneDone := s.background(t, "durable", "listen", "home", "--device", phone, "--count", "1", "--json")
+	testbroker.Eventually(t, 20*time.Second, "the phone holds the group's manifest", func() bool {
+		code, out, _ := busbar(t, env, "group", "show", "home", "--device", phone, "--json")
+		var v groupView
+		return code == 0 && json.Unmarshal([]byte(out), &v) == nil && v.Epoch == 2 && v.Member
+	})
+	code, idOut, errOut := busbar(t, env, "durable", "send", "home", "hello from the phone", "--device", phone)
+	if code != 0 || len(strings.TrimSpace(idOut)) != 32 {
+		t.Fatalf("phone send: exit %d, %q %q", code, idOut, errOut)
+	}
+	if code, _, errOut := busbar(t, env, "durable", "send", "home", "hello from the laptop", "--device", laptop); code != 0 {
+		t.Fatalf("laptop send: exit %d, %q", code, errOut)
+	}
+	if err := laptopDone(); err != nil {
+		t.Fatalf("laptop listen: %v\n%s", err, atLaptop)
+	}
+	if err := phoneDone(); err != nil {
+		t.Fatalf("phone listen: %v\n%s", err, atPhone)
+	}
+	if got := atLaptop.String(); !strings.HasPrefix(got, strings.TrimSpace(idOut)+" ") || !strings.Contains(got, " hello from the phone\n") {
+		t.Fatalf("the laptop printed %q", got)
+	}
+	var line listenLine
+	if err := json.Unmarshal([]byte(atPhone.String()), &line); err != nil || line.Body != "hello from the laptop" || line.Group != "home" {
+		t.Fatalf("the phone printed %q (%v)", atPhone.String(), err)
+	}
+	for _, dev := range []string{laptop, phone} {
+		code, out, _ := busbar(t, env, "durable", "status", "--device", dev, "--json")
+		var st struct{ Outbox, Held int }
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Outbox != 0 || st.Held != 0 {
+			t.Fatalf("%s status: exit %d %q", dev, code, out)
+		}
+	}
+}
+
+// The device verbs with no device yet, or bad arguments, say so.
+func TestDeviceVerbsRefuseWithoutADevice(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	if code, _, errOut := run(t, "", "durable", "status", "--device", dir); code != exitFail || !strings.Contains(errOut, "busbar id init") {
+		t.Fatalf("status without a device: %d %q", code, errOut)
+	}
+	if code, _, _ := run(t, "", "durable", "frobnicate"); code != exitUsage {
+		t.Fatalf("an unknown durable operation: %d", code)
+	}
+	if code, _, _ := run(t, "", "id"); code != exitUsage {
+		t.Fatalf("id without an operation: %d", code)
+	}
+	code, out, _ := run(t, "", "id", "init", "--device", dir)
+	again, out2, errOut := run(t, "", "id", "init", "--device", dir)
+	if code != 0 || again != 0 || out != out2 || len(strings.TrimSpace(out)) != 32 || !strings.Contains(errOut, "already holds a device") {
+		t.Fatalf("id init twice: %d %q, %d %q %q", code, out, again, out2, errOut)
+	}
+}
