@@ -107,7 +107,6 @@ type Device struct {
 	done    chan struct{}   // closed by Close
 	life    context.Context // cancelled by Close: ends Run's sessions
 	kill    context.CancelFunc
-	evReady chan struct{}  // 1-slot: an event was buffered by this process
 	runs    sync.WaitGroup // Run calls in progress
 }
 
@@ -139,12 +138,11 @@ func Open(dir string, opts Options) (*Device, error) {
 
 func open(dir string, id *seal.Identity, opts Options) (*Device, error) {
 	d := &Device{
-		dir:     dir,
-		me:      id,
-		opts:    opts.withDefaults(),
-		regCh:   make(chan struct{}),
-		done:    make(chan struct{}),
-		evReady: make(chan struct{}, 1),
+		dir:   dir,
+		me:    id,
+		opts:  opts.withDefaults(),
+		regCh: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	d.life, d.kill = context.WithCancel(context.Background())
 	if err := os.MkdirAll(filepath.Join(dir, groupsDir), 0o700); err != nil {

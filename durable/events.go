@@ -85,20 +85,8 @@ func (d *Device) raise(tx *bolt.Tx, ev Event) error {
 			return err
 		}
 	}
-	if err := meta.Put(keyEventsCount, u64(n)); err != nil {
-		return err
-	}
-	select {
-	case d.evReady <- struct{}{}:
-	default:
-	}
-	return nil
+	return meta.Put(keyEventsCount, u64(n))
 }
-
-// EventsReady is signalled when this process buffers an event. Events
-// buffered by other processes using the device are found by polling
-// TakeEvents.
-func (d *Device) EventsReady() <-chan struct{} { return d.evReady }
 
 // TakeEvents returns the buffered events, oldest first, and removes them;
 // dropped is how many were deleted unread because the buffer was full

@@ -440,7 +440,7 @@ func sweepDedup(tx *bolt.Tx, now time.Time) error {
 	c := de.Cursor()
 	for i := 0; i < dedupSweep; i++ {
 		k, _ := c.First()
-		if k == nil || len(k) < 8 || !now.After(unixMilli(k[:8])) {
+		if len(k) < 8 || !now.After(unixMilli(k[:8])) {
 			return nil
 		}
 		if err := dd.Delete(k[8:]); err != nil {

@@ -53,7 +53,6 @@ const recordFormat = 1
 //
 //	format 1 (1) | message id (16) | attempts (4) | due, Unix ns (8) | recipient Public (1249)
 type entry struct {
-	seq      uint64 // from the key
 	msg      seal.MessageID
 	attempts uint32    // failed pushes so far
 	due      time.Time // not pushed before; zero: at once
