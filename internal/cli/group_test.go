@@ -4,12 +4,9 @@ package cli
 // and a join over a real `busbar serve` relay.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,20 +21,7 @@ import (
 // busbar runs the binary with env added to the environment.
 func busbar(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, out.String(), errb.String()
+	return runEnv(t, env, "", args...)
 }
 
 func TestGroupVerbs(t *testing.T) {

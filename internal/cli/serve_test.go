@@ -92,10 +92,16 @@ func (s *server) terminate(t *testing.T) {
 // environment a user of the same OS account has.
 func (s *server) busbar(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runEnv(t, []string{"BUSBAR_DATA=" + s.data}, stdin, args...)
+}
+
+// runEnv runs the binary with env added to this process's environment.
+func runEnv(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = append(os.Environ(), "BUSBAR_DATA="+s.data)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
