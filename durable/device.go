@@ -65,8 +65,9 @@ type Options struct {
 	// Now is the clock; nil is time.Now. Tests pass a fake one.
 	Now func() time.Time
 
-	// failpoint, if set, is called at each crash point by name; an
-	// error stops the operation there, as a crash would (tests only).
+	// failpoint, if set, is called at each crash point by name (the
+	// Fail… constants); an error stops the operation there, as a crash
+	// would. Set by the tests, and by FailpointFromEnv.
 	failpoint func(name string) error
 }
 

@@ -149,7 +149,7 @@ func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *Fl
 		}
 		_, perr := r.Push(ctx, blob)
 		if perr == nil {
-			if err := d.fail("sender-after-push"); err != nil {
+			if err := d.fail(FailSenderAfterPush); err != nil {
 				return err
 			}
 		}

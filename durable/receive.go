@@ -194,7 +194,7 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventHandlerGaveUp, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: herr.Error()})
 	}
 	// 5. Record the id, then ack.
-	if err := d.fail("recipient-before-dedup"); err != nil {
+	if err := d.fail(FailRecipientBeforeDedup); err != nil {
 		return err
 	}
 	if err := d.update(func(tx *bolt.Tx) error { return d.record(tx, in, seq) }); err != nil {
@@ -227,7 +227,7 @@ func (d *Device) runHandler(ctx context.Context, h Handler, m Message) error {
 }
 
 func (d *Device) ack(ctx context.Context, s Session, seq uint64) error {
-	if err := d.fail("recipient-before-ack"); err != nil {
+	if err := d.fail(FailRecipientBeforeAck); err != nil {
 		return err
 	}
 	return s.Ack(ctx, seq)
@@ -367,7 +367,7 @@ func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inn
 			issue = err
 			return nil
 		}
-		if err := d.fail("recipient-before-dedup"); err != nil {
+		if err := d.fail(FailRecipientBeforeDedup); err != nil {
 			return err
 		}
 		if invited {

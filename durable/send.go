@@ -35,7 +35,7 @@ func (d *Device) Send(ctx context.Context, group string, body []byte) (seal.Mess
 	if err != nil {
 		return seal.MessageID{}, err
 	}
-	if err := d.fail("sender-before-outbox"); err != nil {
+	if err := d.fail(FailSenderBeforeOutbox); err != nil {
 		return seal.MessageID{}, err
 	}
 	err = d.update(func(tx *bolt.Tx) error {
@@ -54,7 +54,7 @@ func (d *Device) Send(ctx context.Context, group string, body []byte) (seal.Mess
 	if err != nil {
 		return seal.MessageID{}, err
 	}
-	return msg.ID, d.fail("sender-after-outbox")
+	return msg.ID, d.fail(FailSenderAfterOutbox)
 }
 
 // ChangeGroup makes next the manifest held for its group and sends it to

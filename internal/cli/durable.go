@@ -36,9 +36,21 @@ func registerDevice(v *verbSetup) *string {
 	return v.fs.String("device", "", "device directory (env "+envDevice+"; default <data>/device)")
 }
 
+// deviceOptions are the options of every device the CLI opens: the
+// defaults, with the crash point named by $BUSBAR_FAILPOINT armed (the
+// process exits with status 86 when it reaches it; docs/durable.md,
+// "Crash points").
+func deviceOptions() (durable.Options, error) {
+	return durable.FailpointFromEnv(durable.Options{})
+}
+
 // openDevice opens the device, saying how to create one if there is none.
 func openDevice(dir string) (*durable.Device, error) {
-	d, err := durable.Open(dir, durable.Options{})
+	opts, err := deviceOptions()
+	if err != nil {
+		return nil, err
+	}
+	d, err := durable.Open(dir, opts)
 	if errors.Is(err, durable.ErrNoDevice) {
 		return nil, fmt.Errorf("no device at %s: create one with `busbar id init` (or `busbar group create NAME`)", dir)
 	}
@@ -60,7 +72,10 @@ func runID(args []string, stdio IO) int {
 	var d *durable.Device
 	var err error
 	if args[0] == "init" {
-		d, err = durable.Init(dir, durable.Options{})
+		var opts durable.Options
+		if opts, err = deviceOptions(); err == nil {
+			d, err = durable.Init(dir, opts)
+		}
 		if err != nil && errors.Is(err, seal.ErrKeyExists) {
 			fmt.Fprintf(stdio.Stderr, "busbar id init: %s already holds a device\n", dir)
 			d, err = openDevice(dir)
@@ -184,9 +199,18 @@ func durableListen(args []string, stdio IO) int {
 		return v.fail(stdio, err, exitFail)
 	}
 	defer c.Close()
-	relay := durable.NewClientRelay(c)
 	var mu sync.Mutex // printing, and the count
 	handled := 0
+	// With --count, listen ends after the last message's ack, not in its
+	// handler: ending there would leave it unacked, to come again as a
+	// duplicate on the next listen.
+	relay := ackThen{durable.NewClientRelay(c), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if *count > 0 && handled >= *count {
+			cancel()
+		}
+	}}
 	enc := json.NewEncoder(stdio.Stdout)
 	if _, err := d.OnMessage(func(hctx context.Context, m durable.Message) error {
 		// Every message of the device is handled here, its group shown:
@@ -213,9 +237,6 @@ func durableListen(args []string, stdio IO) int {
 		}
 		mu.Lock()
 		handled++
-		if *count > 0 && handled >= *count {
-			cancel()
-		}
 		mu.Unlock()
 		return nil
 	}); err != nil {
@@ -230,6 +251,31 @@ func durableListen(args []string, stdio IO) int {
 		return v.fail(stdio, err, exitFail)
 	}
 	return exitOK
+}
+
+// ackThen is a relay whose sessions call after once each ack is made.
+type ackThen struct {
+	durable.Relay
+	after func()
+}
+
+func (r ackThen) Receive(ctx context.Context, me *seal.Identity) (durable.Session, error) {
+	s, err := r.Relay.Receive(ctx, me)
+	if err != nil {
+		return nil, err
+	}
+	return ackThenSession{s, r.after}, nil
+}
+
+type ackThenSession struct {
+	durable.Session
+	after func()
+}
+
+func (s ackThenSession) Ack(ctx context.Context, seq uint64) error {
+	err := s.Session.Ack(ctx, seq)
+	s.after()
+	return err
 }
 
 // durableStatus prints the device's outbox depth, its held blobs and the

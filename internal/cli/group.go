@@ -99,9 +99,13 @@ func (g *groupVerb) dir() string {
 // open opens the device; with create set, a directory without one gets a
 // new identity.
 func (g *groupVerb) open(create bool) (*durable.Device, error) {
-	d, err := durable.Open(g.dir(), durable.Options{})
+	opts, err := deviceOptions()
+	if err != nil {
+		return nil, err
+	}
+	d, err := durable.Open(g.dir(), opts)
 	if create && errors.Is(err, durable.ErrNoDevice) {
-		return durable.Init(g.dir(), durable.Options{})
+		return durable.Init(g.dir(), opts)
 	}
 	return d, err
 }
