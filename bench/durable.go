@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,9 @@ func measureDurable(ctx context.Context, p plan, rep *report, s system) error {
 			}
 			rec(w.name, r)
 			rep.record(w.name, "refused", "pushes", "lower", sys, float64(r.refused))
+			if r.received != r.acked {
+				rep.note(fmt.Sprintf("%s %s: %d acked, %d received", sys, w.name, r.acked, r.received))
+			}
 			if r.firstErr != nil {
 				rep.note(fmt.Sprintf("%s %s: %d pushes refused, the first: %v", sys, w.name, r.refused, r.firstErr))
 			}
@@ -99,6 +103,9 @@ func measureDurable(ctx context.Context, p plan, rep *report, s system) error {
 		return nil
 	}
 	ns := s.(*natsSystem)
+	if p50, err := fsyncProbe(); err == nil {
+		rep.note(fmt.Sprintf("%s: a 128-byte append and fsync in the temp dir took %d µs (p50 of 200), at the start of JetStream's run", durableWorkload, p50.Microseconds()))
+	}
 	r, err := ns.durable(ctx, p.durableFor)
 	if err != nil {
 		return fmt.Errorf("%s: %w", durableWorkload, err)
@@ -401,4 +408,29 @@ func (s *natsSystem) durable(ctx context.Context, d time.Duration) (durableResul
 	res.latency = lat.Summary()
 	res.finish()
 	return res, nil
+}
+
+// fsyncProbe times 200 appends of 128 bytes, each followed by an fsync, in
+// a file of the temp dir (where the servers keep their data): what one
+// fsync costs on this disk at the moment.
+func fsyncProbe() (time.Duration, error) {
+	f, err := os.CreateTemp("", "busbar-bench-fsync-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	var lat loadgen.Recorder
+	buf := make([]byte, 128)
+	for range 200 {
+		t0 := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		lat.Add(time.Since(t0))
+	}
+	return lat.Summary().P50, nil
 }
