@@ -27,6 +27,8 @@ func main() {
 	out := flag.String("json", "results/latest.json", "write the results here as JSON (empty: do not)")
 	cpuprofile := flag.String("cpuprofile", "", "write the harness's (the clients') CPU profile here")
 	frozenMsgs := flag.Int64("frozen-msgs", 0, "messages per run of 7, the frozen reader (default: the plan's)")
+	durableFor := flag.Duration("durable-for", 0, "how long each run of 8 pushes (default: the plan's)")
+	durableSpread := flag.Int("durable-spread", 0, "recipients of 8b (default: the plan's)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -40,6 +42,12 @@ func main() {
 	}
 	if *frozenMsgs > 0 {
 		plan.frozenMsgs = *frozenMsgs
+	}
+	if *durableFor > 0 {
+		plan.durableFor = *durableFor
+	}
+	if *durableSpread > 0 {
+		plan.durableSpread = *durableSpread
 	}
 	if *only != "" {
 		plan.only = map[string]bool{}
