@@ -110,6 +110,9 @@ func measureDurable(ctx context.Context, p plan, rep *report, s system) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", durableWorkload, err)
 	}
+	if r.received != r.acked || r.refused > 0 {
+		rep.note(fmt.Sprintf("%s %s: %d acked, %d received, %d refused (%v)", sys, durableWorkload, r.acked, r.received, r.refused, r.firstErr))
+	}
 	for _, w := range []string{durableWorkload, durableSpreadWorkload} {
 		rec(w, r)
 		rep.record(w, "refused", "pushes", "lower", sys, 0)
