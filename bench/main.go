@@ -27,6 +27,8 @@ func main() {
 	out := flag.String("json", "results/latest.json", "write the results here as JSON (empty: do not)")
 	cpuprofile := flag.String("cpuprofile", "", "write the harness's (the clients') CPU profile here")
 	frozenMsgs := flag.Int64("frozen-msgs", 0, "messages per run of 7, the frozen reader (default: the plan's)")
+	durableFor := flag.Duration("durable-for", 0, "how long each run of 8 pushes (default: the plan's)")
+	durableSpread := flag.Int("durable-spread", 0, "recipients of 8b (default: the plan's)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -40,6 +42,12 @@ func main() {
 	}
 	if *frozenMsgs > 0 {
 		plan.frozenMsgs = *frozenMsgs
+	}
+	if *durableFor > 0 {
+		plan.durableFor = *durableFor
+	}
+	if *durableSpread > 0 {
+		plan.durableSpread = *durableSpread
 	}
 	if *only != "" {
 		plan.only = map[string]bool{}
@@ -68,6 +76,8 @@ type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
 	frozenMsgs                                          int64 // per run of 7 (alone, beside a reader, beside the frozen reader)
 	idleConns                                           int
+	durableFor                                          time.Duration   // each run of 8
+	durableSpread                                       int             // recipients of 8b
 	straggle                                            time.Duration   // a subscriber's wait for stragglers (0: idleWait)
 	only                                                map[string]bool // workload numbers; nil: all
 }
@@ -75,8 +85,8 @@ type plan struct {
 func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
 var (
-	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000}
-	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50}
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40}
 )
 
 // row is one metric of one workload, measured on every system.
@@ -95,6 +105,14 @@ type report struct {
 	When    time.Time `json:"when"`
 	Rounds  int       `json:"rounds"`
 	Rows    []*row    `json:"rows"`
+	Notes   []string  `json:"notes,omitempty"`
+}
+
+// note keeps a remark printed under the table (once).
+func (r *report) note(s string) {
+	if !slices.Contains(r.Notes, s) {
+		r.Notes = append(r.Notes, s)
+	}
 }
 
 func (r *report) record(workload, metric, unit, better, system string, v float64) {
@@ -144,6 +162,12 @@ func (r *report) print(w io.Writer) {
 			x.Ratio["busbar-tcp"], x.Ratio["busbar-unix"], x.Better)
 	}
 	_ = tw.Flush()
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, n)
+	}
 }
 
 func num(v float64) string {

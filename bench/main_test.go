@@ -23,19 +23,34 @@ func TestMain(m *testing.M) {
 // not 2s, for stragglers: at full speed a busbar subscriber may miss a
 // few messages, and each such run would otherwise wait up to 4s.
 func TestQuickComparison(t *testing.T) {
-	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenMsgs, idleConns: 20, straggle: time.Second}
+	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenMsgs, idleConns: 20, straggle: time.Second,
+		durableFor: 200 * time.Millisecond, durableSpread: 16}
 	var log strings.Builder
 	rep, err := run(context.Background(), p, 1, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Rows) != 21 {
+	if len(rep.Rows) != 29 {
 		t.Fatalf("%d rows", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
 		for _, sys := range systemsOrder {
 			if _, ok := r.Median[sys]; !ok {
 				t.Fatalf("%s %s: no figure for %s", r.Workload, r.Metric, sys)
+			}
+		}
+		if r.Metric == "acked" {
+			for sys, v := range r.Median {
+				if v <= 0 {
+					t.Errorf("%s %s: nothing acked", sys, r.Workload)
+				}
+			}
+		}
+		if r.Workload == durableSpreadWorkload && r.Metric == "refused" {
+			for sys, v := range r.Median {
+				if v != 0 {
+					t.Errorf("%s %s: %.0f pushes refused", sys, r.Workload, v)
+				}
 			}
 		}
 		if r.Metric == "delivered share" {

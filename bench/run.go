@@ -11,7 +11,7 @@ import (
 // startSystems starts both server children and returns the systems to
 // measure: busbar over TCP and over its Unix socket, NATS over TCP; their
 // subscribers wait straggle for stragglers (idleWait when zero).
-func startSystems(straggle time.Duration) ([]system, func(), error) {
+func startSystems(straggle time.Duration, jetStream bool) ([]system, func(), error) {
 	if straggle <= 0 {
 		straggle = idleWait
 	}
@@ -25,6 +25,16 @@ func startSystems(straggle time.Duration) ([]system, func(), error) {
 		return nil, nil, err
 	}
 	stop := func() { bb.stop(); nt.stop() }
+	var jsURL string
+	if jetStream { // its own process, so the other workloads' NATS has no JetStream
+		js, err := startChild("jetstream")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		jsURL = js.addrs[0]
+		stop = func() { bb.stop(); nt.stop(); js.stop() }
+	}
 	cred, err := bb.credential()
 	if err != nil {
 		stop()
@@ -33,7 +43,7 @@ func startSystems(straggle time.Duration) ([]system, func(), error) {
 	return []system{
 		&busbarSystem{label: "busbar-tcp", endpoint: bb.addrs[0], cred: cred, srv: bb, straggle: straggle},
 		&busbarSystem{label: "busbar-unix", endpoint: bb.addrs[1], cred: cred, srv: bb, straggle: straggle},
-		&natsSystem{url: nt.addrs[0], srv: nt, straggle: straggle},
+		&natsSystem{url: nt.addrs[0], jsURL: jsURL, srv: nt, straggle: straggle},
 	}, stop, nil
 }
 
@@ -41,7 +51,7 @@ func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error
 	rep := &report{Machine: machine(), When: time.Now().UTC(), Rounds: rounds}
 	for round := range rounds {
 		// Fresh servers per round, so no round inherits another's heap.
-		systems, stop, err := startSystems(p.straggle)
+		systems, stop, err := startSystems(p.straggle, p.runs("8"))
 		if err != nil {
 			return nil, err
 		}
@@ -131,6 +141,11 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 	}
 	if p.runs("7") { // a frozen reader beside a healthy one
 		if err := measureFrozen(ctx, p, rep, s, round); err != nil {
+			return err
+		}
+	}
+	if p.runs("8") { // durable, 16 senders, fsync before every ack
+		if err := measureDurable(ctx, p, rep, s); err != nil {
 			return err
 		}
 	}

@@ -78,6 +78,8 @@ func serveRole(role, dir string) error {
 		s.Shutdown()
 		s.WaitForShutdown()
 		return nil
+	case "jetstream":
+		return serveJetStream(ctx, dir)
 	case "busbar":
 		boot, err := auth.Bootstrap(dir)
 		if err != nil {
@@ -87,7 +89,8 @@ func serveRole(role, dir string) error {
 		if err != nil {
 			return err
 		}
-		b, err := broker.New(broker.Options{Auth: store})
+		// A relay, as `busbar serve` embeds it: <data>/relay.
+		b, err := broker.New(broker.Options{Auth: store, RelayDir: filepath.Join(dir, "relay")})
 		if err != nil {
 			return err
 		}
@@ -192,4 +195,45 @@ func (c *child) memory() (rss, peak int64, err error) {
 // credential is the busbar child's generated client credential.
 func (c *child) credential() (auth.Credential, error) {
 	return auth.LoadCredential(filepath.Join(c.dir, auth.CredentialsFile))
+}
+
+// jetStreamConfig is the JetStream child's configuration: an fsync on
+// every write, file storage under the child's directory.
+const jetStreamConfig = `listen: "127.0.0.1:-1"
+max_payload: 1MB
+authorization { user: %q, password: %q }
+jetstream { store_dir: %q, sync_interval: always }
+`
+
+// serveJetStream runs a nats-server with JetStream from a config file.
+func serveJetStream(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "jetstream.conf")
+	text := fmt.Sprintf(jetStreamConfig, natsUser, natsPass, filepath.Join(dir, "js"))
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return err
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return err
+	}
+	if !opts.JetStream || !opts.SyncAlways {
+		return errors.New("jetstream config: JetStream with sync_interval always expected")
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		return errors.New("nats-server (JetStream) not ready")
+	}
+	fmt.Printf("READY nats://%s\n", s.Addr())
+	<-ctx.Done()
+	s.Shutdown()
+	s.WaitForShutdown()
+	return nil
 }

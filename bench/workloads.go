@@ -130,6 +130,7 @@ func (s *busbarSystem) idle(ctx context.Context, n int) (func(), error) {
 
 type natsSystem struct {
 	url      string
+	jsURL    string // the JetStream server of workload 8 ("" when not started)
 	srv      *child
 	straggle time.Duration // a subscriber's wait for stragglers
 }
