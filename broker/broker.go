@@ -76,7 +76,7 @@ func New(opts Options) (*Broker, error) {
 		b.cancel()
 		return nil, err
 	}
-	if err := b.relay.open(opts.RelayDir, b.log); err != nil {
+	if err := b.relay.open(opts.RelayDir, opts.Relay, b.log); err != nil {
 		b.cancel()
 		_ = b.state.close()
 		return nil, err

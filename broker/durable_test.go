@@ -18,6 +18,7 @@ import (
 
 	"busbar/broker"
 	"busbar/internal/testbroker"
+	"busbar/relay"
 	"busbar/seal"
 	"busbar/wire"
 )
@@ -188,5 +189,25 @@ func TestRelayStoreHoldsNoPlaintext(t *testing.T) {
 	})
 	if err != nil || files == 0 || !routed {
 		t.Fatalf("walked %d files (the recipient named in one: %v): %v", files, routed, err)
+	}
+}
+
+// The relay's limits are the broker's options: with a push rate of 1 a
+// second and a burst of 1, one push into an inbox goes through and the
+// next is refused RATE_LIMITED (temporary, no content); another inbox is
+// not affected.
+func TestRelayPushRateIsAnOption(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(), Relay: relay.Options{MaxPushRate: 1, PushBurst: 1}})
+	alice, bob, carol := identity(t), identity(t), identity(t)
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "s", "local", e.Secrets["local"])
+	if m := ask(t, r, wire.CmdDurablePush, "p1", sealedTo(t, alice, bob, "1")); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("the first push: %v", m)
+	}
+	if m := ask(t, r, wire.CmdDurablePush, "p2", sealedTo(t, alice, bob, "2")); m.Value(wire.HeaderResult) != string(wire.ResultRateLimited) {
+		t.Fatalf("a push past the rate: %v", m)
+	}
+	if m := ask(t, r, wire.CmdDurablePush, "p3", sealedTo(t, alice, carol, "3")); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("a push into another inbox: %v", m)
 	}
 }

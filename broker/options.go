@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"busbar/relay"
 	"busbar/wire"
 )
 
@@ -100,6 +101,10 @@ type Options struct {
 	// with it the broker is a relay for durable, end-to-end-sealed delivery
 	// (docs/durable.md); "" turns the relay role off.
 	RelayDir string
+	// Relay tunes the relay's store (limits per device inbox, push rate,
+	// TTL: package relay's Options; zero fields take its defaults). Its
+	// Logger is the broker's.
+	Relay relay.Options
 }
 
 func (o *Options) setDefaults() error {

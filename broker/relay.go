@@ -54,12 +54,13 @@ type durableWork struct {
 	session *delivery
 }
 
-func (r *relayRole) open(dir string, log *slog.Logger) error {
+func (r *relayRole) open(dir string, opts relay.Options, log *slog.Logger) error {
 	r.sessions = map[string]*delivery{}
 	if dir == "" {
 		return nil
 	}
-	s, err := relay.Open(dir, relay.Options{Logger: log})
+	opts.Logger = log
+	s, err := relay.Open(dir, opts)
 	if err != nil {
 		return err
 	}

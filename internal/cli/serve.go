@@ -18,6 +18,7 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
+	"busbar/relay"
 	"busbar/transport"
 )
 
@@ -36,6 +37,8 @@ func runServe(args []string, stdio IO) int {
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
 	name := fs.String("name", broker.DefaultName, "the broker's own node name")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pushRate := fs.Float64("relay-push-rate", 0, "durable pushes a second into one device's inbox (0: the default, 100; negative: no limit)")
+	pushBurst := fs.Int("relay-push-burst", 0, "durable pushes one device's inbox takes at once before --relay-push-rate applies (0: the default, 1000)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
@@ -64,7 +67,8 @@ func runServe(args []string, stdio IO) int {
 	for _, note := range store.Notes() { // entries older than the state permissions
 		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
 	}
-	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db"), RelayDir: filepath.Join(dir, "relay")})
+	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db"),
+		RelayDir: filepath.Join(dir, "relay"), Relay: relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}})
 	if err != nil {
 		// As it is, not as a log attribute: it names the file, what is
 		// wrong and what to do (a state store the broker cannot trust).
