@@ -47,20 +47,6 @@ func (p *proc) wait() error {
 	return p.err
 }
 
-// exited reports whether the process has exited, without waiting.
-func (p *proc) exited() bool {
-	if p.done == nil {
-		return true
-	}
-	select {
-	case p.err = <-p.done:
-		p.done = nil
-		return true
-	default:
-		return false
-	}
-}
-
 // stop ends it with SIGTERM, as a user's ^C.
 func (p *proc) stop() error {
 	if p.done != nil {

@@ -166,3 +166,17 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+// exited reports whether the process has exited, without waiting.
+func (p *proc) exited() bool {
+	if p.done == nil {
+		return true
+	}
+	select {
+	case p.err = <-p.done:
+		p.done = nil
+		return true
+	default:
+		return false
+	}
+}
