@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,30 +115,14 @@ func (o Options) withDefaults() (Options, error) {
 	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0:
 		return o, fmt.Errorf("relay: negative limit in %+v", o)
 	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
-	if o.MaxBlobBytes == 0 {
-		o.MaxBlobBytes = MaxBlobBytes
-	}
-	if o.MaxInboxBlobs == 0 {
-		o.MaxInboxBlobs = DefaultMaxInboxBlobs
-	}
-	if o.MaxInboxBytes == 0 {
-		o.MaxInboxBytes = DefaultMaxInboxBytes
-	}
-	if o.MaxPushRate == 0 {
-		o.MaxPushRate = DefaultMaxPushRate
-	}
-	if o.PushBurst == 0 {
-		o.PushBurst = DefaultPushBurst
-	}
-	if o.SegmentBytes == 0 {
-		o.SegmentBytes = DefaultSegmentBytes
-	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
+	o.TTL = cmp.Or(o.TTL, DefaultTTL)
+	o.MaxBlobBytes = cmp.Or(o.MaxBlobBytes, MaxBlobBytes)
+	o.MaxInboxBlobs = cmp.Or(o.MaxInboxBlobs, DefaultMaxInboxBlobs)
+	o.MaxInboxBytes = cmp.Or(o.MaxInboxBytes, DefaultMaxInboxBytes)
+	o.MaxPushRate = cmp.Or(o.MaxPushRate, DefaultMaxPushRate)
+	o.PushBurst = cmp.Or(o.PushBurst, DefaultPushBurst)
+	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)
+	o.SweepInterval = cmp.Or(o.SweepInterval, DefaultSweepInterval)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
