@@ -13,10 +13,15 @@
 // BACKPRESSURED, and a peer that stops reading is disconnected as a slow
 // consumer.
 //
-// Routing resolves a target to a connection through the directory. The
-// directory is the single place a durable relay or a NATS-joined peer
-// broker slots in later: a target that is not a local connection is
-// NOT_CONNECTED today.
+// Every frame takes one path: the reader, dispatch (route.go), one handler
+// per kind; every "no" is a *refusal that answer (refusal.go) turns into
+// what the sender expects. Routing resolves a target to a connection
+// through the directory, the place a NATS-joined peer broker slots in
+// later: a target that is not a local connection is NOT_CONNECTED today.
+// Before login a peer is bounded on its own (admission.go). With a relay
+// directory the broker is also the relay of durable delivery (relay.go),
+// and it keeps replicated state (statesvc.go, store.go).
 //
-// docs/messaging.md specifies the protocol and the contract.
+// docs/ARCHITECTURE.md draws the packages, the goroutines and the path of
+// one message; docs/messaging.md specifies the protocol and the contract.
 package broker
