@@ -85,7 +85,7 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 	case wire.CmdUnwatch:
 		b.reg.unwatch(c)
 		b.reply(c, *s, nil)
-	case wire.CmdDurablePush, wire.CmdDurableReceive, wire.CmdDurableAck:
+	case wire.CmdDurablePush, wire.CmdDurableReceive, wire.CmdDurableAck, wire.CmdDurableInbox:
 		return b.durable(c, m, s)
 	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
 		return b.stateControl(c, m, s)

@@ -35,6 +35,7 @@ func FuzzRoute(f *testing.F) {
 		wire.New(wire.TypeRequest, wire.CmdDurablePush).WithHeader(wire.HeaderID, "18").WithBody(append([]byte("BBSL\x00\x01"), make([]byte, 1300)...)),
 		wire.New(wire.TypeRequest, wire.CmdDurableReceive).WithHeader(wire.HeaderID, "19").WithBody([]byte(`{"device":"aaaa","public":"AAAA","sig":"AAAA"}`)),
 		wire.New(wire.TypeRequest, wire.CmdDurableAck).WithHeader(wire.HeaderID, "20").WithBody([]byte("1")),
+		wire.New(wire.TypeRequest, wire.CmdDurableInbox).WithHeader(wire.HeaderID, "21").WithBody([]byte(`{"device":"aaaa","public":"AAAA","sig":"AAAA"}`)),
 		wire.New(wire.TypeRequest, "x").WithHeader(wire.HeaderID, "17").WithHeader(wire.HeaderTo, "svc"),
 	} {
 		f.Add(m.ToBytes())

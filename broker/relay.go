@@ -87,6 +87,13 @@ func (b *Broker) durable(c *conn, m *wire.Message, s *subject) *refusal {
 		return b.durableReceive(c, m, s)
 	case wire.CmdDurableAck:
 		return b.durableAck(c, m, s)
+	case wire.CmdDurableInbox:
+		device, r := provenDevice(c, m, s)
+		if r != nil {
+			return r
+		}
+		in := b.relay.store.Inbox(device)
+		return b.replyJSON(c, *s, wire.DurableInbox{Blobs: in.Blobs, Bytes: in.Bytes}, "the inbox", "")
 	}
 	return rejectf("unknown control command %s", s.command)
 }
@@ -145,19 +152,11 @@ func pushRefusal(err error) *refusal {
 // durableReceive opens a receive session for the device whose key the
 // connection proves it holds, ending any older session of that device.
 func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
-	var req wire.DurableReceive
-	if err := json.Unmarshal(m.Body(), &req); err != nil {
-		return rejectf("receive: %v", err)
+	device, r := provenDevice(c, m, s)
+	if r != nil {
+		return r
 	}
-	s.topic = req.Device
-	pub, err := seal.ParsePublic(req.Public)
-	if err != nil || pub.ID().String() != req.Device {
-		return rejectf("receive: the public key is not device %s's", req.Device)
-	}
-	if !seal.VerifyReceive(pub, c.nonce, req.Sig) {
-		return rejectf("receive: the signature does not prove device %s's key on this connection", req.Device)
-	}
-	sess, err := b.relay.store.Session(req.Device)
+	sess, err := b.relay.store.Session(device)
 	if err != nil {
 		return pushRefusal(err)
 	}
@@ -175,11 +174,11 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	// The answer goes first, so every delivery follows it.
 	b.reply(c, *s, nil)
 	ctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{c: c, device: req.Device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
+	d := &delivery{c: c, device: device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
 	c.durable.session = d
 	b.relay.mu.Lock()
-	old := b.relay.sessions[req.Device]
-	b.relay.sessions[req.Device] = d
+	old := b.relay.sessions[device]
+	b.relay.sessions[device] = d
 	b.relay.mu.Unlock()
 	if old != nil {
 		old.cancel() // a newer session of the device ends the older one
@@ -191,6 +190,25 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 		b.deliver(ctx, d, sess)
 	}()
 	return nil
+}
+
+// provenDevice reads a DurableReceive body and checks its proof: the
+// public key is the named device's, and it signed this connection's
+// nonce. It returns the device id.
+func provenDevice(c *conn, m *wire.Message, s *subject) (string, *refusal) {
+	var req wire.DurableReceive
+	if err := json.Unmarshal(m.Body(), &req); err != nil {
+		return "", rejectf("%s: %v", s.command, err)
+	}
+	s.topic = req.Device
+	pub, err := seal.ParsePublic(req.Public)
+	if err != nil || pub.ID().String() != req.Device {
+		return "", rejectf("the public key is not device %s's", req.Device)
+	}
+	if !seal.VerifyReceive(pub, c.nonce, req.Sig) {
+		return "", rejectf("the signature does not prove device %s's key on this connection", req.Device)
+	}
+	return req.Device, nil
 }
 
 // deliver sends the session's blobs to its connection, in arrival order,

@@ -138,3 +138,18 @@ func (s *DurableSession) end() {
 		s.c.durable.CompareAndSwap(s, nil)
 	})
 }
+
+// DurableInbox asks the relay what it holds for dev (proving dev's key,
+// as DurableReceive does): the blobs not yet acked, and their bytes.
+func (c *Client) DurableInbox(ctx context.Context, dev *seal.Identity) (wire.DurableInbox, error) {
+	body, _ := json.Marshal(wire.DurableReceive{Device: dev.ID().String(), Public: dev.Public().Bytes(), Sig: dev.ProveReceive(c.nonce)})
+	a, err := c.call(ctx, nil, controlMessage(wire.CmdDurableInbox, string(body)), c.deadline(ctx))
+	if err := controlResult(a, err); err != nil {
+		return wire.DurableInbox{}, err
+	}
+	var in wire.DurableInbox
+	if err := json.Unmarshal(a.Body(), &in); err != nil {
+		return wire.DurableInbox{}, fmt.Errorf("client: malformed inbox answer: %w", err)
+	}
+	return in, nil
+}

@@ -47,6 +47,12 @@ func TestDurablePushReceiveAckThroughClients(t *testing.T) {
 	}
 
 	rx := connect(t, e, "bob")
+	if in, err := rx.DurableInbox(ctxT(t, 5*time.Second), bob); err != nil || in.Blobs != n || in.Bytes == 0 {
+		t.Fatalf("bob's inbox before receiving: %+v %v, want %d blobs", in, err, n)
+	}
+	if in, err := rx.DurableInbox(ctxT(t, 5*time.Second), alice); err != nil || in.Blobs != 0 {
+		t.Fatalf("alice's inbox: %+v %v, want empty", in, err)
+	}
 	sess, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,10 @@ const (
 	// CmdDurableAck is a request whose body is the decimal sequence of a
 	// delivered blob: the relay deletes it from the session's inbox.
 	CmdDurableAck = "bus.durable.ack"
+	// CmdDurableInbox is a request with a DurableReceive body (the same
+	// proof of the device's key): the answer is the device's inbox at the
+	// relay, a DurableInbox.
+	CmdDurableInbox = "bus.durable.inbox"
 )
 
 // DurableWindow bounds the blobs a receive session has delivered and not
@@ -44,4 +48,11 @@ type DurableReceive struct {
 	Device string `json:"device"`
 	Public []byte `json:"public"`
 	Sig    []byte `json:"sig"`
+}
+
+// DurableInbox is the answer to bus.durable.inbox: what the relay holds
+// for the device.
+type DurableInbox struct {
+	Blobs int   `json:"blobs"`
+	Bytes int64 `json:"bytes"`
 }

@@ -15,6 +15,7 @@ import (
 
 	"busbar/durable"
 	"busbar/seal"
+	"busbar/wire"
 )
 
 // The device verbs: `busbar id` and `busbar durable` (docs/cli.md,
@@ -304,17 +305,36 @@ func durableStatus(args []string, stdio IO) int {
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
+	// The relay's side, when it can be reached: what it holds for this
+	// device, not yet received and acked.
+	var inbox *wire.DurableInbox
+	ctx, cancel := context.WithTimeout(context.Background(), v.conn.timeout)
+	defer cancel()
+	if c, err := v.conn.connect(ctx, nil); err != nil {
+		fmt.Fprintf(stdio.Stderr, "busbar durable status: the relay's inbox is unknown (%v)\n", err)
+	} else {
+		defer c.Close()
+		if in, err := c.DurableInbox(ctx, d.Identity()); err != nil {
+			fmt.Fprintf(stdio.Stderr, "busbar durable status: the relay's inbox is unknown (%v)\n", err)
+		} else {
+			inbox = &in
+		}
+	}
 	if *asJSON {
 		_ = json.NewEncoder(stdio.Stdout).Encode(struct {
-			Device        string          `json:"device"`
-			Outbox        int             `json:"outbox"`
-			Held          int             `json:"held"`
-			Events        []durable.Event `json:"events"`
-			EventsDropped uint64          `json:"events_dropped"`
-		}{d.ID().String(), outbox, held, events, dropped})
+			Device        string             `json:"device"`
+			Outbox        int                `json:"outbox"`
+			Held          int                `json:"held"`
+			RelayInbox    *wire.DurableInbox `json:"relay_inbox,omitempty"`
+			Events        []durable.Event    `json:"events"`
+			EventsDropped uint64             `json:"events_dropped"`
+		}{d.ID().String(), outbox, held, inbox, events, dropped})
 		return exitOK
 	}
 	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\n", d.ID(), outbox, held)
+	if inbox != nil {
+		fmt.Fprintf(stdio.Stdout, "relay inbox %d blobs, %d bytes\n", inbox.Blobs, inbox.Bytes)
+	}
 	for _, e := range events {
 		fmt.Fprintf(stdio.Stdout, "event %s %s %s %s\n", e.Time.Format(time.RFC3339), e.Kind, e.MessageID, cmp.Or(e.Reason, e.Err))
 	}
