@@ -294,7 +294,12 @@ func (d *Device) Leave(ctx context.Context, group string) error {
 		return err
 	}
 	if m.Len() == 1 {
-		return d.update(func(*bolt.Tx) error { return d.deleteGroup(group) })
+		return d.update(func(tx *bolt.Tx) error {
+			if err := deletePending(tx, group); err != nil {
+				return err
+			}
+			return d.deleteGroup(group)
+		})
 	}
 	next, err := m.Remove(d.me, d.ID())
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 //	meta      "eventsDropped"                            → count (8)
 //	tokens    token id (16)                              → token record (the inviter's)
 //	joins     group name                                 → token text (a join waiting for its manifest)
+//	pending   group | 0x00 | arrival (8)                 → a manifest kept until its signer is known (pending.go)
 //
 // Integers are big-endian, so keys sort in order.
 var (
@@ -34,12 +35,13 @@ var (
 	bMeta     = []byte("meta")
 	bTokens   = []byte("tokens")
 	bJoins    = []byte("joins")
+	bPending  = []byte("pending")
 )
 
 var errRecord = errors.New("durable: damaged record in device.db")
 
 func createBuckets(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta, bTokens, bJoins} {
+	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta, bTokens, bJoins, bPending} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}
