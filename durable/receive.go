@@ -421,12 +421,9 @@ func (d *Device) seen(in seal.Inner) (dup bool, err error) {
 	return dup, err
 }
 
-// dedupSweep bounds the expired records deleted per transaction.
-const dedupSweep = 256
-
 // record writes in's id to the dedup table, kept until ReplayWindow after
 // the later of now and its sender timestamp, forgets the blob if it was
-// held, and deletes some records past their time.
+// held, and deletes some dedup and token records past their time.
 func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
 	now := d.now()
 	until := now
@@ -451,13 +448,16 @@ func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
 	if err := tx.Bucket(bHeld).Delete(u64(seq)); err != nil {
 		return err
 	}
-	return sweepDedup(tx, now)
+	if err := sweepDedup(tx, now); err != nil {
+		return err
+	}
+	return sweepTokens(tx, now)
 }
 
 func sweepDedup(tx *bolt.Tx, now time.Time) error {
 	dd, de := tx.Bucket(bDedup), tx.Bucket(bDedupExp)
 	c := de.Cursor()
-	for i := 0; i < dedupSweep; i++ {
+	for range sweepBatch {
 		k, _ := c.First()
 		if len(k) < 8 || !now.After(unixMilli(k[:8])) {
 			return nil

@@ -21,6 +21,7 @@ import (
 //	events    event seq (8)                              → event, JSON
 //	meta      "eventsDropped"                            → count (8)
 //	tokens    token id (16)                              → token record (the inviter's)
+//	tokenexp  delete-at, Unix s (8) | token id (16)      → empty (the sweep's index, tokens.go)
 //	joins     group name                                 → token text (a join waiting for its manifest)
 //	pending   group | 0x00 | arrival (8)                 → a manifest kept until its signer is known (pending.go)
 //
@@ -46,7 +47,7 @@ func createBuckets(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	return nil
+	return indexTokens(tx)
 }
 
 const recordFormat = 1
