@@ -79,15 +79,8 @@ func epochOf(t *testing.T, d *Device) uint64 {
 // introduces its signer arrives: every device ends with the same
 // manifest, as if they had come in order.
 func TestManifestBeforeItsSignerIsKnown(t *testing.T) {
-	r := newRelay(t, relayOpts())
-	a, b, c, d := newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil))
-	devs := []*Device{a, b, c, d}
-	cs := []*collector{{}, {}, {}, {}}
-	if _, err := a.CreateGroup("home", "a"); err != nil {
-		t.Fatal(err)
-	}
-	join(t, b, invite(t, a), "b")
-	settle(t, r, devs[:2], cs[:2])
+	r, devs, cs := pairedOverRelay(t, 4)
+	a, b, c, d := devs[0], devs[1], devs[2], devs[3]
 
 	// b admits c (epoch 3, to a and c); a does not get it yet.
 	join(t, c, invite(t, b), "c")
@@ -167,11 +160,8 @@ func TestLeaveBeforeTheManifestItFollows(t *testing.T) {
 	if err := d.InstallGroup(withD); err != nil { // d was told out of band
 		t.Fatal(err)
 	}
-	if _, err := b.ChangeGroup(context.Background(), seal.KindGroupManifest, withD); err != nil {
-		t.Fatal(err)
-	}
 	release := holdPushesTo(t, r, a)
-	flush(t, b, r)
+	sendChange(t, b, r, withD)
 	release()
 	mustDrain(t, c, r, cs[2])
 	if err := c.Leave(context.Background(), "home"); err != nil {
@@ -202,15 +192,8 @@ func TestLeaveBeforeTheManifestItFollows(t *testing.T) {
 // its inviter before the inviter's manifest that admits it: it keeps it
 // and applies it after.
 func TestJoinerGetsALaterManifestFirst(t *testing.T) {
-	r := newRelay(t, relayOpts())
-	a, b, c := newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil))
-	devs := []*Device{a, b, c}
-	cs := []*collector{{}, {}, {}}
-	if _, err := a.CreateGroup("home", "a"); err != nil {
-		t.Fatal(err)
-	}
-	join(t, b, invite(t, a), "b")
-	settle(t, r, devs[:2], cs[:2])
+	r, devs, cs := pairedOverRelay(t, 3)
+	a, b, c := devs[0], devs[1], devs[2]
 	join(t, c, invite(t, a), "c")
 	flush(t, c, r)
 	mustDrain(t, a, r, cs[0]) // epoch 3, with c, queued to b and c
@@ -219,18 +202,7 @@ func TestJoinerGetsALaterManifestFirst(t *testing.T) {
 	release()
 	mustDrain(t, b, r, cs[1])
 	m3, _ := b.Group("home")
-	e, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m4, err := m3.Add(b.Identity(), e.Public(), "e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.ChangeGroup(context.Background(), seal.KindGroupManifest, m4); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, b, r)
+	sendChange(t, b, r, mustManifest(t)(m3.Add(b.Identity(), mustGenerate(t).Public(), "e")))
 	mustDrain(t, c, r, cs[2])
 	if n := pendingCount(t, c); n != 1 {
 		t.Fatalf("c: %d pending", n)
@@ -268,18 +240,8 @@ func TestMaxPendingManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	// x makes epochs 4, 5 and 6; a does not know x.
-	m := m3
-	for range 3 {
-		y, err := seal.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err = m.Add(x.Identity(), y.Public(), ""); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := x.ChangeGroup(context.Background(), seal.KindGroupManifest, m); err != nil {
-			t.Fatal(err)
-		}
+	for m := m3; m.Epoch() < 6; {
+		m = addStranger(t, x, m)
 	}
 	flush(t, x, r)
 	if inbox(r, a) != 3 {
@@ -294,10 +256,7 @@ func TestMaxPendingManifests(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 
-	if _, err := b.ChangeGroup(context.Background(), seal.KindGroupManifest, m3); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, b, r)
+	sendChange(t, b, r, m3)
 	mustDrain(t, a, r, &collector{})
 	if n := pendingCount(t, a); n != 0 || epochOf(t, a) != 5 {
 		t.Fatalf("a: %d pending, epoch %d (the third was dropped at the bound)", n, epochOf(t, a))
@@ -321,17 +280,7 @@ func TestPendingManifestFallsBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	y, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromX, err := m3.Add(x.Identity(), y.Public(), "y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := x.ChangeGroup(context.Background(), seal.KindGroupManifest, fromX); err != nil {
-		t.Fatal(err)
-	}
+	fromX := addStranger(t, x, m3)
 	flush(t, x, r)
 	mustDrain(t, a, r, &collector{})
 	if pendingCount(t, a) != 1 {
@@ -343,10 +292,7 @@ func TestPendingManifestFallsBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ChangeGroup(context.Background(), seal.KindGroupManifest, fromB); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, b, r)
+	sendChange(t, b, r, fromB)
 	mustDrain(t, a, r, &collector{})
 	if n := pendingCount(t, a); n != 0 || epochOf(t, a) != 4 {
 		t.Fatalf("a: %d pending, epoch %d", n, epochOf(t, a))
@@ -426,6 +372,28 @@ func TestManifestsInEveryOrder(t *testing.T) {
 				t.Fatalf("order %v: events %+v", order, evs)
 			}
 		}
+	}
+}
+
+// addStranger has d add a new identity to m and queue the change.
+func addStranger(t *testing.T, d *Device, m *seal.Manifest) *seal.Manifest {
+	t.Helper()
+	next := mustManifest(t)(m.Add(d.Identity(), mustGenerate(t).Public(), ""))
+	queueChange(t, d, next)
+	return next
+}
+
+// sendChange has d make next its manifest and push it to the members.
+func sendChange(t *testing.T, d *Device, r *storeRelay, next *seal.Manifest) {
+	t.Helper()
+	queueChange(t, d, next)
+	flush(t, d, r)
+}
+
+func queueChange(t *testing.T, d *Device, next *seal.Manifest) {
+	t.Helper()
+	if _, err := d.ChangeGroup(context.Background(), seal.KindGroupManifest, next); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -455,14 +455,20 @@ func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
 }
 
 func sweepDedup(tx *bolt.Tx, now time.Time) error {
-	dd, de := tx.Bucket(bDedup), tx.Bucket(bDedupExp)
-	c := de.Cursor()
+	return sweep(tx.Bucket(bDedupExp), tx.Bucket(bDedup), func(at []byte) bool { return now.After(unixMilli(at)) })
+}
+
+// sweep walks index, whose keys are a time (8 bytes) then the key of a
+// record in data, oldest first, and deletes both while due says the time
+// has come, at most sweepBatch of them.
+func sweep(index, data *bolt.Bucket, due func(at []byte) bool) error {
+	c := index.Cursor()
 	for range sweepBatch {
 		k, _ := c.First()
-		if len(k) < 8 || !now.After(unixMilli(k[:8])) {
+		if len(k) <= 8 || !due(k[:8]) {
 			return nil
 		}
-		if err := dd.Delete(k[8:]); err != nil {
+		if err := data.Delete(k[8:]); err != nil {
 			return err
 		}
 		if err := c.Delete(); err != nil {

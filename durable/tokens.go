@@ -46,21 +46,9 @@ func putToken(tx *bolt.Tx, rec *tokenRecord) error {
 // sweepTokens deletes up to sweepBatch token records whose expiry is
 // TokenRetention or more before now, used or not.
 func sweepTokens(tx *bolt.Tx, now time.Time) error {
-	tokens := tx.Bucket(bTokens)
-	c := tx.Bucket(bTokenExp).Cursor()
-	for range sweepBatch {
-		k, _ := c.First()
-		if len(k) != 8+len(seal.TokenID{}) || now.Before(time.Unix(int64(binary.BigEndian.Uint64(k)), 0)) {
-			return nil
-		}
-		if err := tokens.Delete(k[8:]); err != nil {
-			return err
-		}
-		if err := c.Delete(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sweep(tx.Bucket(bTokenExp), tx.Bucket(bTokens), func(at []byte) bool {
+		return !now.Before(time.Unix(int64(binary.BigEndian.Uint64(at)), 0))
+	})
 }
 
 // indexTokens builds the tokenexp bucket for a device.db written before
