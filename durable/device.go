@@ -62,6 +62,11 @@ type Options struct {
 	// MaxEvents bounds the buffered delivery events; past it the oldest
 	// is dropped and counted. 0 is DefaultMaxEvents.
 	MaxEvents int
+	// MaxPendingManifests bounds the membership messages kept until
+	// their signer is known, over all groups; one more is acked and
+	// dropped as deliveryIssue(tooManyPending). 0 is
+	// DefaultMaxPendingManifests (64).
+	MaxPendingManifests int
 	// Now is the clock; nil is time.Now. Tests pass a fake one.
 	Now func() time.Time
 
@@ -86,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEvents <= 0 {
 		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.MaxPendingManifests <= 0 {
+		o.MaxPendingManifests = DefaultMaxPendingManifests
 	}
 	if o.Now == nil {
 		o.Now = time.Now

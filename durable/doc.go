@@ -8,7 +8,8 @@
 // device.key), one file per group (groups/NAME, the current signed
 // manifest, replaced by a temporary file, fsync and rename) and device.db,
 // a bbolt database holding the outbox, the dedup table, the blobs held for
-// an upgrade and the buffered delivery events (records.go has the bytes).
+// an upgrade, the manifests kept until their signer is known, invitation
+// records and the buffered delivery events (records.go has the bytes).
 //
 // Several processes use one device at once: a listener keeps running
 // while a send runs in another shell. So no Device keeps device.db open:
@@ -38,12 +39,16 @@
 // against the held manifests, the replay window, the dedup table, the
 // handler (awaited, 5 attempts), the dedup record, then the ack. Control
 // messages (GroupManifest, Leave, Revoke) are applied by the library with
-// seal.ApplyControl and skip the dedup table.
+// seal.ApplyControl and skip the dedup table. One that cannot be judged
+// yet — its signer is not known, or it was made on an epoch not received
+// — is kept (at most MaxPendingManifests) and applied again after each
+// manifest the device holds for its group, so manifests from different
+// devices may arrive in any order.
 //
 // # Pairing
 //
-// Invite records a token; Join queues a Pair to the inviter and records
-// the join. The inviter's Run accepts one Pair per token (Token.VerifyPair)
+// Invite records a token (deleted TokenRetention after its expiry); Join
+// queues a Pair to the inviter and records the join. The inviter's Run accepts one Pair per token (Token.VerifyPair)
 // and sends the next manifest to every member; the joiner's Run installs
 // it (seal.ApplyInvited). Leave and Revoke send the next manifest too.
 //

@@ -25,6 +25,7 @@ const (
 	ReasonMalformed      = "malformed"
 	ReasonExpired        = "expired"
 	ReasonSenderOutdated = "senderOutdated"
+	ReasonUnknownSender  = "unknownSender" // a deliveryIssue: the sender is not a member of the group held
 )
 
 // An Event is a delivery event: something the app is told and need not

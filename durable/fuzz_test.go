@@ -74,3 +74,19 @@ func FuzzTokenRecord(f *testing.F) {
 		}
 	})
 }
+
+func FuzzPendingRecord(f *testing.F) {
+	blob := bytes.Repeat([]byte{0x42}, seal.MinSealedSize)
+	f.Add((&pendingManifest{seq: 9, epoch: 4, kind: seal.KindGroupManifest, sender: seal.DeviceID{1}, id: seal.MessageID{2}, blob: blob}).encode())
+	f.Add((&pendingManifest{seq: 1, epoch: 1 << 40, kind: seal.KindRevoke, blob: blob}).encode())
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodePending(b)
+		if err != nil {
+			return
+		}
+		if got := p.encode(); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoded %x, want %x", got, b)
+		}
+	})
+}

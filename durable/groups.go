@@ -103,7 +103,7 @@ func (d *Device) CreateGroup(name, label string) (*seal.Manifest, error) {
 // UpdateGroup replaces the group's manifest with m if m may follow the one
 // held (seal.Manifest.Verify; with none held, m must be a new group).
 func (d *Device) UpdateGroup(m *seal.Manifest) error {
-	return d.update(func(*bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		prev, err := d.readGroup(m.Name())
 		if err != nil {
 			return err
@@ -111,7 +111,7 @@ func (d *Device) UpdateGroup(m *seal.Manifest) error {
 		if err := m.Verify(prev); err != nil {
 			return err
 		}
-		return d.writeGroup(m)
+		return d.setGroup(tx, m)
 	})
 }
 
@@ -123,5 +123,5 @@ func (d *Device) InstallGroup(m *seal.Manifest) error {
 	if !m.Has(d.ID()) {
 		return &ErrNotMember{Group: m.Name(), Status: StatusRemoved}
 	}
-	return d.update(func(*bolt.Tx) error { return d.writeGroup(m) })
+	return d.update(func(tx *bolt.Tx) error { return d.setGroup(tx, m) })
 }

@@ -96,7 +96,7 @@ func decodeToken(b []byte) (tokenRecord, error) {
 // to seal.MaxInviteTTL), and records it in device.db (its id, expiry, not
 // used), so that the Pair answering it is accepted once, when it arrives
 // on the recipient path (Run). Show Token.Text only to the device that is
-// to join.
+// to join. The record is deleted TokenRetention after the token's expiry.
 func (d *Device) Invite(group string, ttl time.Duration) (*seal.Token, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
@@ -110,9 +110,10 @@ func (d *Device) Invite(group string, ttl time.Duration) (*seal.Token, error) {
 		if tok, err = m.Invite(d.me, ttl, d.now()); err != nil {
 			return err
 		}
-		id := tok.ID()
-		rec := tokenRecord{tok: tok}
-		return tx.Bucket(bTokens).Put(id[:], rec.encode())
+		if err := sweepTokens(tx, d.now()); err != nil {
+			return err
+		}
+		return putToken(tx, &tokenRecord{tok: tok})
 	})
 	return tok, err
 }
@@ -216,6 +217,9 @@ func (d *Device) acceptPair(ctx context.Context, s Session, seq uint64, in seal.
 		if err != nil {
 			return refuse(err, ReasonMalformed)
 		}
+		if err := sweepTokens(tx, d.now()); err != nil {
+			return err
+		}
 		tokens := tx.Bucket(bTokens)
 		v := tokens.Get(p.Token[:])
 		if v == nil {
@@ -251,7 +255,7 @@ func (d *Device) acceptPair(ctx context.Context, s Session, seq uint64, in seal.
 			return err
 		}
 		rec.used, rec.joiner = true, p.Joiner.ID()
-		return tokens.Put(p.Token[:], rec.encode())
+		return putToken(tx, &rec)
 	})
 	if err != nil {
 		return err
@@ -294,7 +298,12 @@ func (d *Device) Leave(ctx context.Context, group string) error {
 		return err
 	}
 	if m.Len() == 1 {
-		return d.update(func(*bolt.Tx) error { return d.deleteGroup(group) })
+		return d.update(func(tx *bolt.Tx) error {
+			if err := deletePending(tx, group); err != nil {
+				return err
+			}
+			return d.deleteGroup(group)
+		})
 	}
 	next, err := m.Remove(d.me, d.ID())
 	if err != nil {

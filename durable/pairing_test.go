@@ -36,6 +36,24 @@ func settle(t *testing.T, r *storeRelay, devs []*Device, cs []*collector) {
 	t.Fatal("still delivering after 6 rounds")
 }
 
+// pairedOverRelay makes n devices: the first creates group home and the
+// second joins it through the relay; the others hold nothing yet.
+func pairedOverRelay(t *testing.T, n int) (*storeRelay, []*Device, []*collector) {
+	t.Helper()
+	r := newRelay(t, relayOpts())
+	devs := make([]*Device, n)
+	cs := make([]*collector, n)
+	for i := range devs {
+		devs[i], cs[i] = newDevice(t, testOpts(nil)), &collector{}
+	}
+	if _, err := devs[0].CreateGroup("home", "device 0"); err != nil {
+		t.Fatal(err)
+	}
+	join(t, devs[1], invite(t, devs[0]), "device 1")
+	settle(t, r, devs[:2], cs[:2])
+	return r, devs, cs
+}
+
 func invite(t *testing.T, d *Device) *seal.Token {
 	t.Helper()
 	tok, err := d.Invite("home", time.Hour)
@@ -237,15 +255,8 @@ func TestPairRefusals(t *testing.T) {
 // A third device, invited by the second, joins: all three hold epoch 3,
 // then a leave and a revoke reach everyone.
 func TestPairThirdDeviceLeaveRevoke(t *testing.T) {
-	r := newRelay(t, relayOpts())
-	a, b, c := newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil))
-	devs := []*Device{a, b, c}
-	cs := []*collector{{}, {}, {}}
-	if _, err := a.CreateGroup("home", "a"); err != nil {
-		t.Fatal(err)
-	}
-	join(t, b, invite(t, a), "b")
-	settle(t, r, devs[:2], cs[:2])
+	r, devs, cs := pairedOverRelay(t, 3)
+	a, b, c := devs[0], devs[1], devs[2]
 	join(t, c, invite(t, b), "c")
 	settle(t, r, devs, cs)
 	sameManifest(t, 3, 3, a, b, c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"busbar/seal"
@@ -160,6 +161,10 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 	// 2. Open (seal, signature, membership), then the replay window, for
 	// Sync messages: control messages never expire.
 	in, err := seal.Open(d.me, blob, d.senders())
+	var us *seal.UnknownSenderError
+	if errors.As(err, &us) && keepable(us.Kind) && us.Epoch > 0 {
+		return d.keepUnknownSigner(ctx, s, seq, blob, us)
+	}
 	if err != nil {
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(err), Err: err.Error()})
 	}
@@ -167,7 +172,7 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonExpired, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
 	}
 	if in.Kind.Control() {
-		return d.control(ctx, s, seq, in)
+		return d.control(ctx, s, seq, blob, in)
 	}
 	// 3. The dedup table.
 	dup, err := d.seen(in)
@@ -184,7 +189,7 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 	}
 	from, ok := m.Member(in.Sender)
 	if !ok { // removed between Open and here by another process
-		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: "unknownSender", MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: ReasonUnknownSender, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
 	}
 	msg := Message{ID: in.ID, From: from, Group: in.Group, Sent: in.Timestamp, Body: in.Body}
 	if herr := d.runHandler(ctx, h, msg); herr != nil {
@@ -293,7 +298,14 @@ func (d *Device) Held() (n int, err error) {
 // senders finds a sender's key in the manifest this device holds for the
 // message's group, read when the blob is opened; for a group it asked to
 // join and is not yet in, the token's inviter is the one sender it knows.
-func (d *Device) senders() seal.Senders {
+func (d *Device) senders() seal.Senders { return d.sendersWith(d.PendingJoin) }
+
+// sendersTx is senders within tx, which holds device.db's lock.
+func (d *Device) sendersTx(tx *bolt.Tx) seal.Senders {
+	return d.sendersWith(func(group string) (*seal.Token, error) { return pendingJoin(tx, group) })
+}
+
+func (d *Device) sendersWith(joinOf func(group string) (*seal.Token, error)) seal.Senders {
 	return seal.SendersFunc(func(group string, id seal.DeviceID) (seal.Public, bool) {
 		m, err := d.readGroup(group)
 		if err != nil {
@@ -304,7 +316,7 @@ func (d *Device) senders() seal.Senders {
 				return p, ok
 			}
 		}
-		tok, err := d.PendingJoin(group)
+		tok, err := joinOf(group)
 		if err != nil || tok == nil {
 			return seal.Public{}, false
 		}
@@ -321,7 +333,7 @@ func issueReason(err error) string {
 		{seal.ErrMalformed, "malformed"},
 		{seal.ErrNotForMe, "notForMe"},
 		{seal.ErrBadSeal, "badSeal"},
-		{seal.ErrUnknownSender, "unknownSender"},
+		{seal.ErrUnknownSender, ReasonUnknownSender},
 		{seal.ErrBadSignature, "badSignature"},
 		{seal.ErrUnauthorizedSigner, "unauthorizedSigner"},
 		{seal.ErrWrongGroup, "wrongGroup"},
@@ -345,26 +357,33 @@ func issueReason(err error) string {
 // not newer is refused, ErrStaleManifest, and acked without an event; a
 // Pair for a token already used by its joiner is acked too). A Pair is
 // the inviter's (acceptPair); the first manifest of a group this device
-// joined is checked against the token (applyInvited).
-func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inner) error {
+// joined is checked against the token (applyInvited). A Leave or Revoke
+// made on a manifest not received yet is kept (pending.go); the manifest
+// accepted is held with setGroup, which retries the kept ones.
+func (d *Device) control(ctx context.Context, s Session, seq uint64, blob []byte, in seal.Inner) error {
 	if in.Kind == seal.KindPair {
 		return d.acceptPair(ctx, s, seq, in)
 	}
 	var issue error
+	reason := ""
 	err := d.update(func(tx *bolt.Tx) error {
 		cur, err := d.readGroup(in.Group)
 		if err != nil {
 			return err
 		}
-		next, invited, err := d.applyInvited(tx, cur, in)
-		if !invited && err == nil {
-			next, err = seal.ApplyControl(cur, in)
+		next, invited, err := d.applyManifest(tx, cur, in)
+		if epoch, ahead := skipsAhead(cur, in, err); ahead {
+			p := pendingManifest{seq: seq, epoch: epoch, kind: in.Kind, sender: in.Sender, id: in.ID, blob: blob}
+			if reason, err = d.keep(tx, in.Group, p); reason != "" {
+				issue = fmt.Errorf("durable: %d manifests kept already: %s message %s not kept", d.opts.MaxPendingManifests, in.Kind, in.ID)
+			}
+			return err
 		}
 		if errors.Is(err, seal.ErrStaleManifest) {
 			return nil
 		}
 		if err != nil {
-			issue = err
+			issue, reason = err, issueReason(err)
 			return nil
 		}
 		if err := d.fail(FailRecipientBeforeDedup); err != nil {
@@ -375,13 +394,13 @@ func (d *Device) control(ctx context.Context, s Session, seq uint64, in seal.Inn
 				return err
 			}
 		}
-		return d.writeGroup(next)
+		return d.setGroup(tx, next)
 	})
 	if err != nil {
 		return err
 	}
 	if issue != nil {
-		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(issue), MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: issue.Error()})
+		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: reason, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: issue.Error()})
 	}
 	return d.ack(ctx, s, seq)
 }
@@ -402,12 +421,9 @@ func (d *Device) seen(in seal.Inner) (dup bool, err error) {
 	return dup, err
 }
 
-// dedupSweep bounds the expired records deleted per transaction.
-const dedupSweep = 256
-
 // record writes in's id to the dedup table, kept until ReplayWindow after
 // the later of now and its sender timestamp, forgets the blob if it was
-// held, and deletes some records past their time.
+// held, and deletes some dedup and token records past their time.
 func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
 	now := d.now()
 	until := now
@@ -432,18 +448,27 @@ func (d *Device) record(tx *bolt.Tx, in seal.Inner, seq uint64) error {
 	if err := tx.Bucket(bHeld).Delete(u64(seq)); err != nil {
 		return err
 	}
-	return sweepDedup(tx, now)
+	if err := sweepDedup(tx, now); err != nil {
+		return err
+	}
+	return sweepTokens(tx, now)
 }
 
 func sweepDedup(tx *bolt.Tx, now time.Time) error {
-	dd, de := tx.Bucket(bDedup), tx.Bucket(bDedupExp)
-	c := de.Cursor()
-	for i := 0; i < dedupSweep; i++ {
+	return sweep(tx.Bucket(bDedupExp), tx.Bucket(bDedup), func(at []byte) bool { return now.After(unixMilli(at)) })
+}
+
+// sweep walks index, whose keys are a time (8 bytes) then the key of a
+// record in data, oldest first, and deletes both while due says the time
+// has come, at most sweepBatch of them.
+func sweep(index, data *bolt.Bucket, due func(at []byte) bool) error {
+	c := index.Cursor()
+	for range sweepBatch {
 		k, _ := c.First()
-		if len(k) < 8 || !now.After(unixMilli(k[:8])) {
+		if len(k) <= 8 || !due(k[:8]) {
 			return nil
 		}
-		if err := dd.Delete(k[8:]); err != nil {
+		if err := data.Delete(k[8:]); err != nil {
 			return err
 		}
 		if err := c.Delete(); err != nil {

@@ -21,7 +21,9 @@ import (
 //	events    event seq (8)                              → event, JSON
 //	meta      "eventsDropped"                            → count (8)
 //	tokens    token id (16)                              → token record (the inviter's)
+//	tokenexp  delete-at, Unix s (8) | token id (16)      → empty (the sweep's index, tokens.go)
 //	joins     group name                                 → token text (a join waiting for its manifest)
+//	pending   group | 0x00 | arrival (8)                 → a manifest kept until its signer is known (pending.go)
 //
 // Integers are big-endian, so keys sort in order.
 var (
@@ -34,17 +36,18 @@ var (
 	bMeta     = []byte("meta")
 	bTokens   = []byte("tokens")
 	bJoins    = []byte("joins")
+	bPending  = []byte("pending")
 )
 
 var errRecord = errors.New("durable: damaged record in device.db")
 
 func createBuckets(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta, bTokens, bJoins} {
+	for _, b := range [][]byte{bOutbox, bMessages, bDedup, bDedupExp, bHeld, bEvents, bMeta, bTokens, bJoins, bPending} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}
 	}
-	return nil
+	return indexTokens(tx)
 }
 
 const recordFormat = 1

@@ -117,7 +117,7 @@ func (d *Device) changeGroup(tx *bolt.Tx, prev *seal.Manifest, msg seal.Inner, n
 	if err := enqueue(tx, msg, to); err != nil {
 		return err
 	}
-	return d.writeGroup(next)
+	return d.setGroup(tx, next)
 }
 
 // enqueue writes msg once and one entry per recipient, in tx.

@@ -102,9 +102,9 @@ func sealInner(to Public, hdr, inner []byte) ([]byte, error) {
 //   - HPKE opens it: ErrBadSeal
 //   - the inner message decodes strictly: ErrMalformed
 //   - the sender's key: from senders, for (group, sender), else
-//     ErrUnknownSender. A Pair comes from a device that is not yet a
-//     member: its key is the joiner key in its body, which must hash to
-//     the sender id. Open proves only that the sender holds that key;
+//     *UnknownSenderError (ErrUnknownSender). A Pair comes from a
+//     device that is not yet a member: its key is the joiner key in its
+//     body, which must hash to the sender id. Open proves only that the sender holds that key;
 //     whether it may join is Token.VerifyPair's decision.
 //   - the signature: ErrBadSignature
 //
@@ -164,7 +164,13 @@ func senderKey(msg *Inner, senders Senders) (Public, error) {
 		key, ok = senders.SenderKey(msg.Group, msg.Sender)
 	}
 	if !ok || key.ID() != msg.Sender {
-		return Public{}, fmt.Errorf("%w: %s in group %q", ErrUnknownSender, msg.Sender, msg.Group)
+		e := &UnknownSenderError{Kind: msg.Kind, ID: msg.ID, Sender: msg.Sender, Group: msg.Group}
+		if msg.Kind.Control() {
+			if m, err := ParseManifest(msg.Body); err == nil {
+				e.Epoch = m.epoch
+			}
+		}
+		return Public{}, e
 	}
 	return key, nil
 }

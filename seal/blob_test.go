@@ -245,6 +245,47 @@ func TestUnknownAndRevokedSenders(t *testing.T) {
 	}
 }
 
+// Open's unknown-sender error names the message it could not check: its
+// kind, id, sender, group and, for a membership message, the epoch of the
+// manifest it carries, so a recipient can keep it until it knows the
+// signer.
+func TestUnknownSenderErrorNamesTheMessage(t *testing.T) {
+	alice, bob, carol, dave := fixedIdentity(t, 1), fixedIdentity(t, 2), fixedIdentity(t, 3), fixedIdentity(t, 4)
+	held := group(t, "home", alice, bob)
+	withCarol, err := held.Add(alice, carol.Public(), "carol") // bob has not seen this one
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDave, err := withCarol.Add(carol, dave.Public(), "dave")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind  Kind
+		body  []byte
+		epoch uint64
+	}{
+		{KindGroupManifest, withDave.Bytes(), withDave.Epoch()},
+		{KindRevoke, withDave.Bytes(), withDave.Epoch()},
+		{KindGroupManifest, []byte("not a manifest"), 0},
+		{KindSync, withDave.Bytes(), 0},
+	} {
+		msg := mustMessage(t, tc.kind, "home", tc.body)
+		_, err := Open(bob, mustSeal(t, carol, bob.Public(), msg), held)
+		var us *UnknownSenderError
+		if !errors.As(err, &us) || !errors.Is(err, ErrUnknownSender) {
+			t.Fatalf("%v: %v", tc.kind, err)
+		}
+		want := UnknownSenderError{Kind: tc.kind, ID: msg.ID, Sender: carol.ID(), Group: "home", Epoch: tc.epoch}
+		if *us != want {
+			t.Fatalf("%v: %+v, want %+v", tc.kind, *us, want)
+		}
+	}
+	if _, err := Open(bob, mustSeal(t, carol, bob.Public(), mustMessage(t, KindGroupManifest, "home", withDave.Bytes())), withCarol); err != nil {
+		t.Fatalf("once the signer is known: %v", err)
+	}
+}
+
 // A message whose signature is not its named sender's: made with the
 // package's own encoder, so only the signature is wrong.
 func TestForgedSignature(t *testing.T) {

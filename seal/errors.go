@@ -25,6 +25,31 @@ var (
 	ErrBadSignature = errors.New("seal: bad signature")
 )
 
+// An UnknownSenderError is Open's error when senders has no key for the
+// message's sender: the blob was sealed to this device and decoded, but
+// its signature could not be checked. It matches ErrUnknownSender with
+// errors.Is. Its fields are what the message claims, unverified; they let
+// a recipient keep a membership message whose signer it does not know
+// yet (it arrived before the manifest that added the signer) and open it
+// again once it does, rather than drop it.
+type UnknownSenderError struct {
+	Kind   Kind
+	ID     MessageID
+	Sender DeviceID
+	Group  string
+	// Epoch is the epoch of the manifest a GroupManifest, Leave or
+	// Revoke message carries; 0 for other kinds or a body that is not a
+	// manifest.
+	Epoch uint64
+}
+
+func (e *UnknownSenderError) Error() string {
+	return fmt.Sprintf("%v: %s in group %q (%s message %s)", ErrUnknownSender, e.Sender, e.Group, e.Kind, e.ID)
+}
+
+// Is makes errors.Is(err, ErrUnknownSender) hold.
+func (e *UnknownSenderError) Is(target error) bool { return target == ErrUnknownSender }
+
 // ErrVersionNewer: a blob written in a newer end-to-end version than this
 // package reads. The recipient keeps it unacked until it upgrades.
 type ErrVersionNewer struct{ V uint16 }

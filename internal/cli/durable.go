@@ -279,8 +279,9 @@ func (s ackThenSession) Ack(ctx context.Context, seq uint64) error {
 	return err
 }
 
-// durableStatus prints the device's outbox depth, its held blobs and the
-// delivery events raised since the last status or listen took them.
+// durableStatus prints the device's outbox depth, its held blobs, the
+// manifests it keeps until their signer is known, and the delivery events
+// raised since the last status or listen took them.
 func durableStatus(args []string, stdio IO) int {
 	v := newVerb("durable status", "", func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
@@ -298,6 +299,10 @@ func durableStatus(args []string, stdio IO) int {
 		return v.fail(stdio, err, exitFail)
 	}
 	held, err := d.Held()
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	pending, err := d.PendingManifests()
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
@@ -325,13 +330,14 @@ func durableStatus(args []string, stdio IO) int {
 			Device        string             `json:"device"`
 			Outbox        int                `json:"outbox"`
 			Held          int                `json:"held"`
+			Pending       int                `json:"pending_manifests"`
 			RelayInbox    *wire.DurableInbox `json:"relay_inbox,omitempty"`
 			Events        []durable.Event    `json:"events"`
 			EventsDropped uint64             `json:"events_dropped"`
-		}{d.ID().String(), outbox, held, inbox, events, dropped})
+		}{d.ID().String(), outbox, held, pending, inbox, events, dropped})
 		return exitOK
 	}
-	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\n", d.ID(), outbox, held)
+	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\npending manifests %d\n", d.ID(), outbox, held, pending)
 	if inbox != nil {
 		fmt.Fprintf(stdio.Stdout, "relay inbox %d blobs, %d bytes\n", inbox.Blobs, inbox.Bytes)
 	}

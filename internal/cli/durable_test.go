@@ -60,9 +60,11 @@ func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
 		code, out, _ := busbar(t, env, "durable", "status", "--device", dev, "--json")
 		var st struct {
 			Outbox, Held int
+			Pending      *int                 `json:"pending_manifests"`
 			RelayInbox   *struct{ Blobs int } `json:"relay_inbox"`
 		}
-		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Outbox != 0 || st.Held != 0 || st.RelayInbox == nil || st.RelayInbox.Blobs != 0 {
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Outbox != 0 || st.Held != 0 || st.Pending == nil || *st.Pending != 0 ||
+			st.RelayInbox == nil || st.RelayInbox.Blobs != 0 {
 			t.Fatalf("%s status: exit %d %q", dev, code, out)
 		}
 	}
