@@ -133,26 +133,40 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		w     *regWait
 	)
 	deadline := c.deadline(ctx)
-	err := ch.s.open(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.subs[ch.name]) == 0 {
-			// The first subscriber registers the node with the broker; the
-			// request is queued under c.mu so it cannot overtake a withdrawal.
-			m := controlMessage(wire.CmdSubscribe, ch.name)
-			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-				return
-			}
-			ctlID = m.Value(wire.HeaderID)
-			c.subReg[ch.name] = &regWait{done: make(chan struct{})}
+	var stale *conn // startLocked found no live connection: wait for the next
+	for {
+		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
+			return nil, upError("subscribe "+ch.name, err)
 		}
-		w = c.subReg[ch.name]
-		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
-		ch.s.subs = append(ch.s.subs, sub)
-	})
+		retry := false
+		err := ch.s.open(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.subs[ch.name]) == 0 {
+				// The first subscriber registers the node with the broker; the
+				// request is queued under c.mu so it cannot overtake a withdrawal.
+				m := controlMessage(wire.CmdSubscribe, ch.name)
+				if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+					if errors.Is(cerr, errNotConnected) {
+						retry, stale, cerr = true, c.cur.Load(), nil
+					}
+					return
+				}
+				ctlID = m.Value(wire.HeaderID)
+				c.subReg[ch.name] = &regWait{done: make(chan struct{})}
+			}
+			w = c.subReg[ch.name]
+			c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
+			ch.s.subs = append(ch.s.subs, sub)
+		})
+		if !retry {
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	switch {
-	case err != nil:
-		return nil, err
 	case errors.Is(cerr, errQueueFull): // the broker's answer would say OVERLOAD too
 		return nil, callError(cerr)
 	case cerr != nil:
@@ -169,6 +183,9 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		// As when this subscriber's own registration gets no verdict in time.
 		sub.Close()
 		return nil, fmt.Errorf("subscribe %s: %w", ch.name, callError(errDeadline))
+	case <-c.done:
+		sub.Close()
+		return nil, c.Err()
 	}
 	if w.err != nil {
 		sub.Close()
@@ -234,24 +251,38 @@ func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration,
 		exists bool
 	)
 	deadline := c.deadline(ctx)
-	err := ch.s.open(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.handlers[ch.name] != nil {
-			exists = true
-			return
+	var stale *conn
+	for {
+		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
+			return nil, upError("handle "+ch.name, err)
 		}
-		m := controlMessage(wire.CmdHandle, ch.name)
-		if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-			return
+		retry := false
+		err := ch.s.open(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.handlers[ch.name] != nil {
+				exists = true
+				return
+			}
+			m := controlMessage(wire.CmdHandle, ch.name)
+			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+				if errors.Is(cerr, errNotConnected) {
+					retry, stale, cerr = true, c.cur.Load(), nil
+				}
+				return
+			}
+			ctlID = m.Value(wire.HeaderID)
+			c.handlers[ch.name] = reg
+			ch.s.regs = append(ch.s.regs, reg)
+		})
+		if !retry {
+			if err != nil {
+				return nil, err
+			}
+			break
 		}
-		ctlID = m.Value(wire.HeaderID)
-		c.handlers[ch.name] = reg
-		ch.s.regs = append(ch.s.regs, reg)
-	})
+	}
 	switch {
-	case err != nil:
-		return nil, err
 	case exists:
 		return nil, ErrHandlerExists
 	case errors.Is(cerr, errQueueFull):
@@ -288,6 +319,21 @@ func (r *Registration) Close() {
 // decided, which is also why it cannot wait for room. A withdrawal the
 // full queue refuses is dropped, counted (Stats.DroppedWithdrawals says
 // what follows): Close has no error to return it in.
+//
+// Without a live connection there is nothing to withdraw: a reconnect
+// restores only what is registered then.
 func (c *Client) withdrawLocked(cmd, channel string) {
-	c.queueOrCount(controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
+	if cn := c.cur.Load(); cn != nil {
+		c.queueOrCount(cn, controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
+	}
+}
+
+// upError is how Subscribe and Handle report that no connection came back
+// within their deadline (a *RequestError of kind TIMEOUT), or why the
+// client or scope can take no work.
+func upError(what string, err error) error {
+	if errors.Is(err, errUnreachable) {
+		return fmt.Errorf("%s: %w", what, callError(err))
+	}
+	return err
 }
