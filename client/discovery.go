@@ -125,11 +125,11 @@ func (d *discovery) init(c *Client) {
 // new broker's registry it delivers a "down" for each record gone and an
 // "up" (or "collision") for each record new or changed meanwhile.
 type ServiceWatch struct {
-	d       *discovery             // set once; read-only after
-	initial []wire.ServiceInfo     // set by the reader before the watch is live; read-only after
-	events  chan wire.ServiceEvent // sent to under d.mu, never blocking; closed by end
-	live    bool                   // the reader installed the snapshot; guarded by d.mu
-	cn      *conn                  // the connection its bus.watch went on; guarded by d.mu
+	d       *discovery                  // set once; read-only after
+	initial []wire.ServiceInfo          // set by the reader before the watch is live; read-only after
+	events  chan wire.ServiceEvent      // sent to under d.mu, never blocking; closed by end
+	live    bool                        // the reader installed the snapshot; guarded by d.mu
+	cn      *conn                       // the connection its bus.watch went on; guarded by d.mu
 	known   map[string]wire.ServiceInfo // the registry as delivered, by address; guarded by d.mu
 
 	watchLife // guarded by d.mu
