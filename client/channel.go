@@ -210,7 +210,7 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	// a connection's end, so it goes on the next one.
 	var stale *conn
 	for {
-		if err := c.awaitUp(ctx, ch.s, c.deadlineOr(ctx), stale); err != nil {
+		if err := c.awaitUp(ctx, ch.s, time.Time{}, stale); err != nil { // ctx bounds the wait
 			if errors.Is(err, errUnreachable) {
 				return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 			}
@@ -228,18 +228,6 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 		return err
 	}
 }
-
-// deadlineOr is ctx's deadline, or none (far away): Emit waits as long as
-// ctx does.
-func (c *Client) deadlineOr(ctx context.Context) time.Time {
-	if d, ok := ctx.Deadline(); ok {
-		return d
-	}
-	return time.Now().Add(maxWait)
-}
-
-// maxWait stands for "no deadline" in a wait that needs one.
-const maxWait = 1 << 62
 
 // Publish fans an event out to the broker and every connected node
 // permitted to receive the channel, this node included, and returns one

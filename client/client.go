@@ -336,16 +336,22 @@ func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline t
 }
 
 // awaitUp returns once a connection other than stale is live, or why
-// none will be within deadline: the client ended (its Err), the scope
-// closed, or errUnreachable.
+// none will be before deadline (zero: only ctx bounds the wait): the
+// client ended (its Err), the scope closed, or errUnreachable.
 func (c *Client) awaitUp(ctx context.Context, s *Scope, deadline time.Time, stale *conn) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	var sdone <-chan struct{}
+	if cur := c.cur.Load(); cur != nil && cur != stale && c.end.Load() == nil {
+		return nil // the common case: no lock, no timer
+	}
+	var (
+		timer   *time.Timer
+		expired <-chan time.Time
+		sdone   <-chan struct{}
+	)
+	if !deadline.IsZero() {
+		timer = time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		expired = timer.C
+	}
 	if s != nil {
 		sdone = s.done
 	}
@@ -364,14 +370,11 @@ func (c *Client) awaitUp(ctx context.Context, s *Scope, deadline time.Time, stal
 		default:
 			wait = up
 		}
-		if timer == nil {
-			timer = time.NewTimer(time.Until(deadline))
-		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
 			return errUnreachable
-		case <-timer.C:
+		case <-expired:
 			return errUnreachable
 		case <-sdone:
 			return ErrScopeClosed

@@ -208,8 +208,10 @@ func (c *Client) restoreMessaging(cn *conn) ([]restoreCall, bool) {
 			calls = append(calls, restoreCall{p: p, id: id, what: "handle " + name, verdict: func(error) {}})
 		}
 	}
-	close(c.up)
-	c.up = nil
+	if c.up != nil { // set by lost
+		close(c.up)
+		c.up = nil
+	}
 	return calls, true
 }
 
