@@ -398,28 +398,21 @@ func (d *discovery) restore(cn *conn) []restoreCall {
 			calls = append(calls, restoreCall{p: p, id: id, what: "announce " + name, verdict: func(error) {}})
 		}
 	}
-	var lost []*ServiceWatch
+	var unqueued []func(error)
 	for w := range d.watches {
 		if w.cn == cn {
 			continue // started on cn meanwhile
 		}
 		w.cn, w.live = cn, false
 		p, id, ok := c.restoreOn(cn, wire.CmdWatch, "", w.resynced)
-		if !ok {
-			if !cn.out.Closing() {
-				lost = append(lost, w)
-			}
-			continue
+		switch {
+		case ok:
+			calls = append(calls, resyncCall(p, id, "watch services", w.end))
+		case !cn.out.Closing(): // else lost meanwhile: the next reconnect resyncs it
+			unqueued = append(unqueued, w.end)
 		}
-		calls = append(calls, restoreCall{p: p, id: id, what: "watch services", verdict: func(err error) {
-			if err != nil && !errors.Is(err, ErrDisconnect) {
-				w.end(fmt.Errorf("%w: %v", ErrResync, err))
-			}
-		}})
 	}
 	d.mu.Unlock()
-	for _, w := range lost {
-		w.end(fmt.Errorf("%w: could not queue the watch", ErrResync))
-	}
+	endUnqueued(unqueued)
 	return calls
 }

@@ -238,3 +238,21 @@ func (c *Client) restoreLocked(cn *conn, cmd, body string, onAnswer func(*wire.M
 	}
 	return p, id, true
 }
+
+// resyncCall is the restore of a watch: a refusal ends it (end) with
+// ErrResync; a lost connection leaves it for the next reconnect.
+func resyncCall(p *pending, id, what string, end func(error)) restoreCall {
+	return restoreCall{p: p, id: id, what: what, verdict: func(err error) {
+		if err != nil && !errors.Is(err, ErrDisconnect) {
+			end(fmt.Errorf("%w: %v", ErrResync, err))
+		}
+	}}
+}
+
+// endUnqueued ends the watches whose resync the new connection's queue
+// refused.
+func endUnqueued(ends []func(error)) {
+	for _, end := range ends {
+		end(fmt.Errorf("%w: could not queue the watch", ErrResync))
+	}
+}

@@ -133,38 +133,26 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		w     *regWait
 	)
 	deadline := c.deadline(ctx)
-	var stale *conn // startLocked found no live connection: wait for the next
-	for {
-		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
-			return nil, upError("subscribe "+ch.name, err)
-		}
-		retry := false
-		err := ch.s.open(func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if len(c.subs[ch.name]) == 0 {
-				// The first subscriber registers the node with the broker; the
-				// request is queued under c.mu so it cannot overtake a withdrawal.
-				m := controlMessage(wire.CmdSubscribe, ch.name)
-				if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-					if errors.Is(cerr, errNotConnected) {
-						retry, stale, cerr = true, c.cur.Load(), nil
-					}
-					return
-				}
-				ctlID = m.Value(wire.HeaderID)
-				c.subReg[ch.name] = &regWait{done: make(chan struct{})}
+	err := ch.openLive(ctx, deadline, "subscribe "+ch.name, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.subs[ch.name]) == 0 {
+			// The first subscriber registers the node with the broker; the
+			// request is queued under c.mu so it cannot overtake a withdrawal.
+			m := controlMessage(wire.CmdSubscribe, ch.name)
+			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+				return errors.Is(cerr, errNotConnected)
 			}
-			w = c.subReg[ch.name]
-			c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
-			ch.s.subs = append(ch.s.subs, sub)
-		})
-		if !retry {
-			if err != nil {
-				return nil, err
-			}
-			break
+			ctlID = m.Value(wire.HeaderID)
+			c.subReg[ch.name] = &regWait{done: make(chan struct{})}
 		}
+		w = c.subReg[ch.name]
+		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
+		ch.s.subs = append(ch.s.subs, sub)
+		return false
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case errors.Is(cerr, errQueueFull): // the broker's answer would say OVERLOAD too
@@ -251,36 +239,24 @@ func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration,
 		exists bool
 	)
 	deadline := c.deadline(ctx)
-	var stale *conn
-	for {
-		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
-			return nil, upError("handle "+ch.name, err)
+	err := ch.openLive(ctx, deadline, "handle "+ch.name, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.handlers[ch.name] != nil {
+			exists = true
+			return false
 		}
-		retry := false
-		err := ch.s.open(func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.handlers[ch.name] != nil {
-				exists = true
-				return
-			}
-			m := controlMessage(wire.CmdHandle, ch.name)
-			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-				if errors.Is(cerr, errNotConnected) {
-					retry, stale, cerr = true, c.cur.Load(), nil
-				}
-				return
-			}
-			ctlID = m.Value(wire.HeaderID)
-			c.handlers[ch.name] = reg
-			ch.s.regs = append(ch.s.regs, reg)
-		})
-		if !retry {
-			if err != nil {
-				return nil, err
-			}
-			break
+		m := controlMessage(wire.CmdHandle, ch.name)
+		if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
+			return errors.Is(cerr, errNotConnected)
 		}
+		ctlID = m.Value(wire.HeaderID)
+		c.handlers[ch.name] = reg
+		ch.s.regs = append(ch.s.regs, reg)
+		return false
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case exists:
@@ -325,6 +301,26 @@ func (r *Registration) Close() {
 func (c *Client) withdrawLocked(cmd, channel string) {
 	if cn := c.cur.Load(); cn != nil {
 		c.queueOrCount(cn, controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
+	}
+}
+
+// openLive runs f as Scope.open does, once a connection is live. f
+// reports true when it found none after all (startLocked's
+// errNotConnected, having registered nothing): it runs again when the next
+// connection is live, within deadline.
+func (ch *Channel) openLive(ctx context.Context, deadline time.Time, what string, f func() (retry bool)) error {
+	c := ch.s.c
+	var stale *conn
+	for {
+		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
+			return upError(what, err)
+		}
+		retry := false
+		err := ch.s.open(func() { retry = f() })
+		if !retry {
+			return err
+		}
+		stale = c.cur.Load() // nil, or a connection whose queue is closing
 	}
 }
 

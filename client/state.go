@@ -464,8 +464,8 @@ func (st *stateClient) restore(cn *conn) []restoreCall {
 	c := st.c
 	st.mu.Lock()
 	var (
-		calls []restoreCall
-		lost  []*StateWatch
+		calls    []restoreCall
+		unqueued []func(error)
 	)
 	for _, set := range st.watches {
 		for w := range set {
@@ -479,23 +479,16 @@ func (st *stateClient) restore(cn *conn) []restoreCall {
 			}
 			raw, _ := json.Marshal(state.Query{NS: w.ns})
 			p, id, ok := c.restoreOn(cn, wire.CmdStateWatch, string(raw), w.reinstall)
-			if !ok {
-				if !cn.out.Closing() {
-					lost = append(lost, w)
-				}
-				continue
+			switch {
+			case ok:
+				calls = append(calls, resyncCall(p, id, "watch state "+w.ns, w.end))
+			case !cn.out.Closing(): // else lost meanwhile: the next reconnect resyncs it
+				unqueued = append(unqueued, w.end)
 			}
-			calls = append(calls, restoreCall{p: p, id: id, what: "watch state " + w.ns, verdict: func(err error) {
-				if err != nil && !errors.Is(err, ErrDisconnect) {
-					w.end(fmt.Errorf("%w: %v", ErrResync, err))
-				}
-			}})
 		}
 	}
 	st.mu.Unlock()
-	for _, w := range lost {
-		w.end(fmt.Errorf("%w: could not queue the watch", ErrResync))
-	}
+	endUnqueued(unqueued)
 	return calls
 }
 
