@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
@@ -29,6 +30,7 @@ import (
 type restartable struct {
 	t      *testing.T
 	env    *testbroker.Env
+	store  *auth.Store // when set, the principals of the next start instead of env's
 	name   string
 	path   string
 	state  string
@@ -48,7 +50,11 @@ func (r *restartable) endpoint() string { return "unix://" + r.path }
 
 func (r *restartable) start() {
 	r.t.Helper()
-	b, err := broker.New(broker.Options{Name: r.name, Auth: r.env.Store, StatePath: r.state})
+	store := r.env.Store
+	if r.store != nil {
+		store = r.store
+	}
+	b, err := broker.New(broker.Options{Name: r.name, Auth: store, StatePath: r.state})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -551,6 +557,89 @@ func TestStateWatchFollowsTheNextBrokersNumbering(t *testing.T) {
 		}
 		if e := nextChange(t, watch); string(e.Value) != v {
 			t.Fatalf("change %s, want %s", e.Value, v)
+		}
+	}
+}
+
+// TestReconnectReportsWhatTheBrokerRefusedToRestore: a broker that comes
+// back with narrower permissions refuses one subscription; the
+// reconnected event names it, and the rest is restored.
+func TestReconnectReportsWhatTheBrokerRefusedToRestore(t *testing.T) {
+	env := testbroker.Start(t, "unix", testOpts())
+	r := newRestartable(t, env, "broker-a")
+	ev := newConnEvents()
+	l := connect(t, env, "listener", func(o *client.Options) { o.Server = r.endpoint() }, reconnecting(ev))
+	var news, sports inbox
+	for name, in := range map[string]*inbox{"news": &news, "sports": &sports} {
+		if _, err := l.Scope("app").Channel(name).Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	narrower := auth.AllPermissions()
+	narrower.Subscribe = []auth.Pattern{"sports"}
+	store, err := auth.NewStore([]auth.Principal{{Name: "local", SecretHash: auth.HashSecret(env.Secrets["local"]), Nodes: []auth.Pattern{"*"}, Permissions: narrower}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	ev.next(t, client.Disconnected)
+	r.store = store
+	r.start()
+	got := ev.next(t, client.Reconnected)
+	if !errors.Is(got.Err, client.ErrRejected) || !strings.Contains(got.Err.Error(), "subscribe news") || strings.Contains(got.Err.Error(), "sports") {
+		t.Fatalf("reconnected with %v, want news refused and nothing else", got.Err)
+	}
+	s := connect(t, env, "sender", func(o *client.Options) { o.Server = r.endpoint() })
+	if rcpt, err := s.Scope("app").Channel("sports").Send(ctxT(t, 5*time.Second), "listener", nil); err != nil || rcpt.Result != wire.Accepted {
+		t.Fatalf("send to the restored subscription: %+v %v", rcpt, err)
+	}
+}
+
+// TestWorkStartedWhileReconnectingWaitsForTheConnection: a Subscribe and
+// an Emit made while the client has no connection wait for it and go out
+// on it; the subscription is registered once and receives.
+func TestWorkStartedWhileReconnectingWaitsForTheConnection(t *testing.T) {
+	env := testbroker.Start(t, "unix", testOpts())
+	ev := newConnEvents()
+	ln := newLink(env.Dial)
+	c := connect(t, env, "node", viaLink(ln), reconnecting(ev))
+	ln.cut()
+	ev.next(t, client.Disconnected)
+	var in inbox
+	subscribed := make(chan error, 1)
+	go func() {
+		_, err := c.Scope("app").Channel("ticks").Subscribe(ctxT(t, 20*time.Second), in.Handler)
+		subscribed <- err
+	}()
+	emitted := make(chan error, 1)
+	go func() { emitted <- c.Scope("app").Channel("ticks").Emit(ctxT(t, 20*time.Second), []byte("t1")) }()
+	ln.mend()
+	if err := <-subscribed; err != nil {
+		t.Fatalf("subscribe made while reconnecting: %v", err)
+	}
+	if err := <-emitted; err != nil {
+		t.Fatalf("emit made while reconnecting: %v", err)
+	}
+	ev.next(t, client.Reconnected)
+	s := connect(t, env, "sender")
+	if err := s.Scope("app").Channel("ticks").Emit(ctxT(t, 5*time.Second), []byte("t2")); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 5*time.Second, "t2 arrives", func() bool {
+		for i := range in.Len() {
+			if string(in.Get(i).Payload()) == "t2" {
+				return true
+			}
+		}
+		return false
+	})
+	dir, err := s.Directory(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range dir {
+		if n.Node == "node" && len(n.Subscriptions) != 1 {
+			t.Fatalf("node's subscriptions after the reconnect: %v", n.Subscriptions)
 		}
 	}
 }
