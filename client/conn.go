@@ -70,13 +70,13 @@ func (c *Client) dialConn(ctx context.Context, server string) (*conn, *wire.Read
 }
 
 // handshake reads bus.info, sends bus.hello and reads the welcome, under
-// ctx's deadline (or HandshakeTimeout). It presents the node name, IID
+// ctx's deadline (or Options.HandshakeTimeout). It presents the node name, IID
 // and credential of Options; on a reconnect, the IID the first broker
 // gave when Options had none.
 func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(HandshakeTimeout)
+		deadline = time.Now().Add(c.opts.HandshakeTimeout)
 	}
 	_ = cn.nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetDeadline(time.Now()) })

@@ -23,9 +23,7 @@ const (
 	DefaultMaxQueueBytes    = 8 << 20          // outbound bytes queued
 	DefaultMaxQueueMessages = 65536            // outbound messages queued
 	DefaultWriteTimeout     = 10 * time.Second
-	// HandshakeTimeout bounds a dial and handshake when Connect's ctx has
-	// no deadline, and every reconnect attempt.
-	HandshakeTimeout = 10 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
 
 	// DefaultReconnectWaitMin and DefaultReconnectWaitMax bound the wait
 	// between passes over the server list while reconnecting: it doubles
@@ -74,6 +72,10 @@ type Options struct {
 	// that does not fit fails at once (BACKPRESSURED, OVERLOAD).
 	MaxQueueBytes, MaxQueueMessages int
 	WriteTimeout                    time.Duration
+	// HandshakeTimeout bounds a dial and handshake when Connect's ctx has
+	// no deadline, and each reconnect attempt (default
+	// DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
 
 	// MaxReconnects is how many dial attempts the client makes, per
 	// outage, to get a connection back when it loses one: 0 (the default)
@@ -116,6 +118,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if o.ReconnectWaitMin <= 0 {
 		o.ReconnectWaitMin = DefaultReconnectWaitMin

@@ -118,7 +118,7 @@ func (c *Client) redial(lost string) (*conn, *wire.Reader, int, error) {
 			}
 		}
 		server := c.servers[(first+attempt-1)%n]
-		ctx, cancel := context.WithTimeout(c.ctx, HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.HandshakeTimeout)
 		cn, r, err := c.dialConn(ctx, server)
 		cancel()
 		switch {

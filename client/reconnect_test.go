@@ -643,3 +643,45 @@ func TestWorkStartedWhileReconnectingWaitsForTheConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestReconnectAttemptEndsAtTheHandshakeTimeout: a reconnect attempt to a
+// peer that accepts and never speaks fails at HandshakeTimeout, and the
+// next attempt starts; the last one's error is the client's.
+func TestReconnectAttemptEndsAtTheHandshakeTimeout(t *testing.T) {
+	env := testbroker.Start(t, "unix", testOpts())
+	var dials atomic.Int32
+	var first net.Conn
+	var mute []net.Conn // the peers' ends, kept open and silent
+	ev := newConnEvents()
+	c, err := dialClient(env, "n", reconnecting(ev), func(o *client.Options) {
+		o.MaxReconnects = 2
+		o.HandshakeTimeout = 50 * time.Millisecond
+		o.Dial = func(ctx context.Context) (net.Conn, error) {
+			if dials.Add(1) == 1 {
+				nc, err := env.Dial(ctx)
+				first = nc
+				return nc, err
+			}
+			ours, theirs := net.Pipe()
+			mute = append(mute, theirs)
+			return ours, nil
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = first.Close()
+	ev.next(t, client.Disconnected)
+	got := ev.next(t, client.Closed)
+	text := got.Err.Error()
+	if !errors.Is(got.Err, client.ErrDisconnect) || !strings.Contains(text, "broker info") || !strings.Contains(text, "deadline") && !strings.Contains(text, "timeout") {
+		t.Fatalf("closed with %v, want the handshake's timeout", got.Err)
+	}
+	if n := dials.Load(); n != 3 {
+		t.Fatalf("%d dials, want 3", n)
+	}
+	for _, nc := range mute {
+		_ = nc.Close()
+	}
+}
