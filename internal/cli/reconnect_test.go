@@ -35,16 +35,18 @@ func waitOutput(t *testing.T, out *syncBuffer, what, text string) {
 }
 
 // TestLongVerbsSurviveABrokerRestart: serve is killed and started again
-// on the same data directory (the same socket); sub, reply and state
-// watch say so on stderr, reconnect, and work as before.
+// on the same data directory (the same socket); sub, reply (with its
+// announced service), state watch and ls --watch say so on stderr,
+// reconnect, and work as before.
 func TestLongVerbsSurviveABrokerRestart(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "state")
 	s := startServe(t, data)
 	sub, _ := s.background(t, "sub", "news", "--name", "subber")
-	rep, _ := s.background(t, "reply", "echo", "--echo", "--name", "replier")
+	rep, _ := s.background(t, "reply", "echo", "--echo", "--name", "replier", "--service", "echoer")
 	watch, _ := s.background(t, "state", "watch", "cfg", "--name", "watcher")
+	lsw, _ := s.background(t, "ls", "--watch", "--name", "lister")
 	s.waitLs(t, "sub, reply and state watch", func(n []map[string]any) bool {
-		return hasNode("subber", "subscriptions", "news")(n) && hasNode("replier", "handlers", "echo")(n) && hasAny(n, "watcher")
+		return hasNode("subber", "subscriptions", "news")(n) && hasNode("replier", "handlers", "echo")(n) && hasAny(n, "watcher") && hasAny(n, "lister")
 	})
 	if code, _, errOut := s.busbar(t, "", "state", "set", "cfg", "k", "1", "--name", "setter"); code != 0 {
 		t.Fatalf("state set: %d %s", code, errOut)
@@ -52,7 +54,7 @@ func TestLongVerbsSurviveABrokerRestart(t *testing.T) {
 	waitOutput(t, watch, "state watch", `"k":"k","v":1,`)
 
 	s.crash()
-	verbs := map[string]*syncBuffer{"sub": sub, "reply": rep, "state watch": watch}
+	verbs := map[string]*syncBuffer{"sub": sub, "reply": rep, "state watch": watch, "ls": lsw}
 	for name, out := range verbs {
 		waitOutput(t, out, name, "busbar "+name+": connection lost")
 	}
@@ -71,6 +73,9 @@ func TestLongVerbsSurviveABrokerRestart(t *testing.T) {
 		t.Fatalf("state set: %d %s", code, errOut)
 	}
 	waitOutput(t, watch, "state watch", `"k":"k","v":2,`)
+	if code, out, errOut := s.busbar(t, "", "ls", "--services"); code != 0 || !strings.Contains(out, "echoer.replier.bus") {
+		t.Fatalf("the announcement after the restart: %d %q %s", code, out, errOut)
+	}
 }
 
 // TestSubFailsOverToTheNextBroker: with two brokers in --server (sharing
