@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ func (ch *Channel) check(payload []byte) error {
 	if err := auth.ValidChannel(ch.name); err != nil {
 		return err
 	}
-	if n, limit := len(payload), ch.s.c.welcome.MaxPayload; n > limit {
+	if n, limit := len(payload), ch.s.c.conn().welcome.MaxPayload; n > limit {
 		return fmt.Errorf("%w: %d bytes exceeds the broker's limit of %d", ErrPayloadTooLarge, n, limit)
 	}
 	return ch.usable()
@@ -120,6 +121,8 @@ func (ch *Channel) Send(ctx context.Context, target string, payload []byte) (Rec
 		return Receipt{ID: id, Result: wire.Result(a.Value(wire.HeaderResult)), Node: a.Value(wire.HeaderFrom)}, nil
 	case errors.Is(err, ErrScopeClosed):
 		return Receipt{ID: id}, err
+	case errors.Is(err, errUnreachable): // never sent
+		return Receipt{ID: id, Result: wire.TimedOut, Reason: err.Error()}, nil
 	case errors.Is(err, errDeadline):
 		return Receipt{ID: id, Result: wire.TimedOut, Node: m.Value(wire.HeaderTo)}, nil
 	case errors.Is(err, errQueueFull):
@@ -161,6 +164,8 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 // scope stays ErrScopeClosed.
 func callError(err error) error {
 	switch {
+	case errors.Is(err, errUnreachable):
+		return &RequestError{Kind: wire.ResultTimeout, RC: wire.RCFailure, Text: "not connected to a broker before the deadline (reconnecting); nothing was sent"}
 	case errors.Is(err, errDeadline):
 		return &RequestError{Kind: wire.ResultTimeout, RC: wire.RCFailure, Text: "no reply before the deadline"}
 	case errors.Is(err, errQueueFull):
@@ -199,18 +204,29 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	if !hasDeadline {
 		deadline = time.Time{}
 	}
-	err := c.out.EnqueueFrameWait(ctx, f, deadline)
-	f.Release()
-	if err != nil {
-		if errors.Is(err, sendq.ErrClosed) {
-			if cerr := c.Err(); cerr != nil {
-				return cerr
+	defer f.Release()
+	// While the client is reconnecting Emit waits for the connection as it
+	// waits for room; a message that never entered a queue is not lost to
+	// a connection's end, so it goes on the next one.
+	var stale *conn
+	for {
+		if err := c.awaitUp(ctx, ch.s, time.Time{}, stale); err != nil { // ctx bounds the wait
+			if errors.Is(err, errUnreachable) {
+				return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 			}
-			return ErrClosed
+			return err
+		}
+		cn := c.cur.Load()
+		if cn == nil {
+			continue
+		}
+		err := cn.out.EnqueueFrameWait(ctx, f, deadline)
+		if errors.Is(err, sendq.ErrClosed) {
+			stale = cn
+			continue
 		}
 		return err
 	}
-	return nil
 }
 
 // Publish fans an event out to the broker and every connected node

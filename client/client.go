@@ -6,44 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"busbar/auth"
-	"busbar/internal/hotpath"
-	"busbar/internal/sendq"
-	"busbar/transport"
 	"busbar/wire"
 )
 
-// Client is one process's connection to a broker. It is safe for
+// Client is one process's connection to a broker, made again after a
+// loss when Options.MaxReconnects allows (reconnect.go). It is safe for
 // concurrent use.
 //
 // Its state is split by feature, each part with its own lock (doc.go has
 // the lock order): messaging and the call table here under mu, discovery
-// (registry watches) in discovery, replicated state in state.
+// (registry watches, announcements) in discovery, replicated state in
+// state.
 type Client struct {
 	// Set once in Connect before the loops start; read-only after.
 	opts    Options
 	log     *slog.Logger
-	nc      net.Conn
-	out     *sendq.Queue // safe for concurrent use; its lock is taken last
-	welcome wire.Welcome
-	nonce   []byte // the broker's bus.info nonce: a relay receive proof signs it
+	servers []string // Options' endpoints, in order
+	nonce   []byte   // the first connection's bus.info nonce: a relay receive proof signs it
 	exec    Executor
 	pool    *pool           // the default executor, owned; nil when the caller gave one
 	ctx     context.Context // cancelled by shutdown: callbacks' contexts derive from it
 	cancel  context.CancelFunc
 	done    chan struct{} // closed by shutdown, once
 
-	// end is why the connection ends: nil while it is up; set (not
-	// closed) when the broker said why it is about to close it; closed
-	// once shutdown has begun. Stored under mu, so registering a call and
-	// shutting down exclude each other; loaded anywhere without a lock.
+	// end is set once, under mu, when shutdown begins: why the client
+	// ended. Loaded anywhere without a lock.
 	end atomic.Pointer[ending]
+
+	// cur is the live connection, nil while reconnecting; stored under mu
+	// (with up), loaded anywhere. last is the latest connection, live or
+	// not: its welcome describes the node (Node, Epoch, MaxPayload).
+	cur, last atomic.Pointer[conn]
 
 	// Messaging and the call table: guarded by mu. Control messages
 	// queued under mu (bus.sub, bus.unsub, bus.handle, bus.unhandle)
@@ -54,25 +53,22 @@ type Client struct {
 	subs     map[string][]*Subscription // copy-on-write: a slice read under mu may be used after
 	subReg   map[string]*regWait        // the broker's verdict on the current subscriber set of a channel
 	handlers map[string]*Registration
+	up       chan struct{} // while cur is nil: closed when a connection is live again
 
-	discovery discovery   // registry watches: its own lock
+	discovery discovery   // registry watches and announcements: its own lock
 	state     stateClient // replicated state's watches and clocks: its own locks
 
 	durable atomic.Pointer[DurableSession] // the relay receive session, if any (durable.go)
 
-	// Owned by the read loop.
-	streams []streamItem // stream messages not yet handed to the executor
-
 	// Atomics, shared without a lock.
-	active        atomic.Bool  // a frame arrived since the heartbeat's last tick: set by the reader, swapped by heartbeat
 	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
 	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
 	drops         drops        // what was dropped rather than block, by reason (Stats)
 
-	loops sync.WaitGroup // the writer, reader and heartbeat goroutines
+	loops sync.WaitGroup // the supervisor, which joins each connection's loops
 }
 
-// ending is why the connection ends (Client.end).
+// ending is why the client ended (Client.end).
 type ending struct {
 	err    error // what Err returns
 	closed bool  // shutdown has begun: no call starts, every open call fails
@@ -85,18 +81,27 @@ func (c *Client) closing() bool {
 }
 
 // pending is a call waiting for its answer.
-// All its fields are set once by registerLocked; read-only after. Whoever
-// takes it out of Client.calls (under mu) sends the one answer.
+// Its fields but err are set once by registerOnLocked; read-only after.
+// Whoever takes it out of Client.calls (under mu) sends the one answer.
 type pending struct {
-	answer chan *wire.Message // 1-slot; nil message: the connection ended
+	answer chan *wire.Message // 1-slot; nil message: no answer will come (err says why)
+	err    error              // written by fail before the nil answer
 	scope  *Scope             // nil for control calls
+	cn     *conn              // the connection it was sent on: its loss fails the call
 	// onAnswer, when set, runs on the reader with the answer before
 	// anything read after it is handled (a watch starts there).
 	onAnswer func(*wire.Message)
 }
 
+// fail ends the call without an answer.
+func (p *pending) fail(why error) {
+	p.err = why
+	p.answer <- nil
+}
+
 // Connect dials the broker, performs the handshake and returns a
-// registered client.
+// registered client. With several servers it tries each in order, once,
+// and returns the first that answers; their errors if none does.
 func Connect(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	if err := auth.ValidNodeName(opts.Node); err != nil {
@@ -107,153 +112,93 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	nc, err := dial(ctx, opts)
+	servers, err := opts.endpoints()
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
-		opts: opts, log: opts.Logger.With("node", opts.Node), nc: nc,
+		opts: opts, log: opts.Logger.With("node", opts.Node), servers: servers,
 		calls: map[string]*pending{}, subs: map[string][]*Subscription{}, subReg: map[string]*regWait{},
 		handlers: map[string]*Registration{}, scopes: map[*Scope]struct{}{},
 		done: make(chan struct{}),
 	}
 	c.discovery.init(c)
 	c.state.init(c)
-	r := wire.NewReader(nc)
-	if err := c.handshake(ctx, r); err != nil {
-		_ = nc.Close()
+	cn, r, err := c.dialFirst(ctx)
+	if err != nil {
 		return nil, err
 	}
+	if c.opts.IID == "" {
+		c.opts.IID = cn.welcome.IID // a reconnect presents the same instance
+	}
+	c.nonce = cn.nonce
 	c.exec = opts.Executor
 	if c.exec == nil {
 		c.pool = newPool(opts.Workers, opts.DispatchQueue)
 		c.exec = c.pool
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.out = sendq.New(nc, sendq.Limits{MaxBytes: opts.MaxQueueBytes, MaxMessages: opts.MaxQueueMessages, WriteTimeout: opts.WriteTimeout})
-	c.loops.Add(3)
-	go func() { defer c.loops.Done(); _ = c.out.Run() }()
-	go func() { defer c.loops.Done(); c.readLoop(r) }()
-	go func() { defer c.loops.Done(); c.heartbeat() }()
+	c.cur.Store(cn)
+	c.last.Store(cn)
+	c.startWriter(cn)
+	c.startReader(cn, r)
+	c.loops.Add(1)
+	go func() { defer c.loops.Done(); c.supervise(cn) }()
 	return c, nil
 }
 
-func dial(ctx context.Context, opts Options) (net.Conn, error) {
-	if opts.Dial != nil {
-		return opts.Dial(ctx)
-	}
-	ep, err := transport.ParseEndpoint(opts.Server)
-	if err != nil {
-		return nil, err
-	}
-	return transport.Dial(ctx, ep, opts.TLS)
-}
-
-// handshake reads bus.info, sends bus.hello and reads the welcome, under
-// ctx's deadline (or handshakeTimeout).
-func (c *Client) handshake(ctx context.Context, r *wire.Reader) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(handshakeTimeout)
-	}
-	_ = c.nc.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
-	defer stop()
-
-	m, err := r.ReadMessage()
-	if err != nil {
-		return fmt.Errorf("client: reading broker info: %w", ctxErr(ctx, err))
-	}
-	if m.Value(wire.HeaderCommand) == wire.CmdError { // refused before the handshake
-		return refusedError(m)
-	}
-	var info wire.Info
-	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
-		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
-	}
-	c.nonce = info.Nonce
-	hello := wire.Hello{Node: c.opts.Node, IID: c.opts.IID, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}
-	if c.opts.PrivateKey != nil {
-		hello.Secret = ""
-		hello.Signature = edSign(c.opts.PrivateKey, auth.SignedMessage(info.Nonce, c.opts.Node))
-	}
-	compatible := info.Protocol == wire.ProtocolVersion
-	if !compatible {
-		// Still say hello, so the broker can log the mismatch too, but
-		// never hand a secret to a peer that speaks another protocol.
-		hello = wire.Hello{Node: c.opts.Node}
-	}
-	body, _ := json.Marshal(hello)
-	req := wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).
-		WithHeader(wire.HeaderID, newID()).WithBody(body)
-	w := wire.NewWriter(c.nc)
-	if err := w.WriteMessage(req); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("client: sending hello: %w", ctxErr(ctx, err))
-	}
-	resp, err := r.ReadMessage()
-	if !compatible { // whatever the broker answered
-		return fmt.Errorf("%w: broker speaks %q, this client %q", ErrIncompatible, info.Protocol, wire.ProtocolVersion)
-	}
-	if err != nil {
-		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
-	}
-	if resp.Value(wire.HeaderCommand) == wire.CmdError { // closed while logging in
-		return refusedError(resp)
-	}
-	if rc := wire.ResponseRC(resp); rc.IsError() {
-		text := resp.Value(wire.HeaderError)
-		switch wire.Result(resp.Value(wire.HeaderResult)) {
-		case wire.ResultVersion:
-			return fmt.Errorf("%w: %s", ErrIncompatible, text)
-		case wire.ResultAuth:
-			return fmt.Errorf("%w: %s", ErrAuth, text)
+// dialFirst tries each server once, in order.
+func (c *Client) dialFirst(ctx context.Context) (*conn, *wire.Reader, error) {
+	var errs []error
+	for _, s := range c.servers {
+		cn, r, err := c.dialConn(ctx, s)
+		if err == nil {
+			return cn, r, nil
 		}
-		return fmt.Errorf("client: handshake refused: %s", text)
+		if len(c.servers) > 1 {
+			err = fmt.Errorf("%s: %w", s, err)
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || permanent(err) {
+			break
+		}
 	}
-	if err := json.Unmarshal(resp.Body(), &c.welcome); err != nil {
-		return fmt.Errorf("client: malformed welcome: %w", err)
+	if len(errs) == 1 {
+		return nil, nil, errs[0]
 	}
-	_ = c.nc.SetDeadline(time.Time{})
-	return nil
+	return nil, nil, fmt.Errorf("client: no server answered: %w", errors.Join(errs...))
 }
 
-// refusedError is the error for a bus.error the broker sent instead of
-// serving the connection: at capacity, too many logging in, a hello too
-// large.
-func refusedError(m *wire.Message) error {
-	return fmt.Errorf("%w: %s: %s", ErrRefused, m.Value(wire.HeaderResult), m.Value(wire.HeaderError))
-}
-
-// ctxErr prefers the context's error when it caused the I/O error.
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
+// conn is the latest connection (never nil once Connect returned).
+func (c *Client) conn() *conn { return c.last.Load() }
 
 // Node is the registered node name.
-func (c *Client) Node() string { return c.welcome.Node }
+func (c *Client) Node() string { return c.conn().welcome.Node }
 
 // Addr is the node's address, "<node>.bus".
-func (c *Client) Addr() string { return c.welcome.Node + ".bus" }
+func (c *Client) Addr() string { return c.Node() + ".bus" }
 
-// IID is this client instance's id, as the broker registered it.
-func (c *Client) IID() string { return c.welcome.IID }
+// IID is this client instance's id, as the broker registered it (the same
+// on every reconnect).
+func (c *Client) IID() string { return c.conn().welcome.IID }
 
-// Epoch increments each time this node name connects to the broker.
-func (c *Client) Epoch() uint64 { return c.welcome.Epoch }
+// Epoch increments each time this node name connects to the broker; a
+// reconnect brings the next one.
+func (c *Client) Epoch() uint64 { return c.conn().welcome.Epoch }
 
-// Broker is the broker's node name.
-func (c *Client) Broker() string { return c.welcome.Broker }
+// Broker is the node name of the broker of the latest connection.
+func (c *Client) Broker() string { return c.conn().welcome.Broker }
 
-// Done is closed when the connection has ended; Err then says why.
+// Connected reports whether a connection is live now: false while the
+// client is reconnecting and once it has ended.
+func (c *Client) Connected() bool { return c.cur.Load() != nil }
+
+// Done is closed when the client has ended: Close was called, or the
+// connection was lost and not made again (reconnecting is off, gave up,
+// or cannot succeed); Err then says why.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// Err is why the connection ended, or nil while it is up.
+// Err is why the client ended, or nil while it is up (or reconnecting).
 func (c *Client) Err() error {
 	if e := c.end.Load(); e != nil {
 		return e.err
@@ -261,14 +206,15 @@ func (c *Client) Err() error {
 	return nil
 }
 
-// Close ends the connection: every scope closes, open calls fail, and Close
-// waits for the connection's goroutines and for running callbacks (whose
-// contexts are cancelled) to return. A callback must therefore not call
-// Close itself (it would wait for itself); it may start `go c.Close()`.
+// Close ends the client: every scope closes, open calls fail, a reconnect
+// under way stops, and Close waits for the client's goroutines and for
+// running callbacks (whose contexts are cancelled) to return. A callback
+// must therefore not call Close itself (it would wait for itself); it may
+// start `go c.Close()`.
 //
-// A client whose connection ended (Done is closed) does not reconnect:
-// messaging is live-only, so the application decides what to redo and
-// calls Connect again; the broker gives the new connection the next epoch.
+// A client whose connection ended for good (Done is closed) does not come
+// back: the application decides what to redo and calls Connect again; the
+// broker gives the new connection the next epoch.
 func (c *Client) Close() error {
 	c.shutdown(ErrClosed)
 	c.loops.Wait()
@@ -278,7 +224,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// shutdown ends the connection once, failing every open call.
+// shutdown ends the client once, failing every open call.
 func (c *Client) shutdown(why error) {
 	c.mu.Lock()
 	if c.closing() {
@@ -286,6 +232,7 @@ func (c *Client) shutdown(why error) {
 		return
 	}
 	c.end.Store(&ending{err: why, closed: true})
+	cn := c.cur.Load()
 	calls := c.calls
 	c.calls = map[string]*pending{}
 	scopes := make([]*Scope, 0, len(c.scopes))
@@ -294,7 +241,7 @@ func (c *Client) shutdown(why error) {
 	}
 	c.mu.Unlock()
 	for _, p := range calls {
-		p.answer <- nil
+		p.fail(why)
 	}
 	c.discovery.endAll(why)
 	c.state.endAll(why)
@@ -308,99 +255,37 @@ func (c *Client) shutdown(why error) {
 			r.Close()
 		}
 	}
-	c.out.Close(nil)
+	if cn != nil {
+		cn.out.Close(nil)
+	}
 	c.cancel()
 	close(c.done)
 }
 
-// readLoop reads frames until the connection ends.
-func (c *Client) readLoop(r *wire.Reader) {
-	var (
-		v   hotpath.View
-		now time.Time // when the frames in the buffer were read; zero once it drains
-	)
-	for {
-		if !r.FrameReady() {
-			now = time.Time{}
-		}
-		frame, err := r.ReadFrame()
-		if err == nil {
-			err = hotpath.ParseView(frame, &v)
-		}
-		if err != nil {
-			if !errors.Is(err, wire.ErrMalformed) {
-				c.shutdown(c.endReason(err))
-				return
-			}
-			c.log.Warn("malformed frame from broker", "err", err)
-			continue
-		}
-		c.active.Store(true) // the heartbeat loop turns this into lastRead
-		if v.IsHeartbeat() {
-			continue
-		}
-		if v.Value(wire.HeaderType) == wire.TypeStream { // the hot path: no decode
-			c.deliverStream(&v, &now)
-			if !r.FrameReady() {
-				c.flushStreams() // the next read may wait: hand the batch over first
-			}
-			continue
-		}
-		c.flushStreams() // keep stream messages before what follows them
-		m, err := v.Message()
-		if err != nil {
-			continue // cannot happen: the view parsed
-		}
-		c.dispatch(m)
-	}
-}
-
-// endReason keeps the broker's stated reason (bus.error) over the I/O error.
-func (c *Client) endReason(err error) error {
-	if e := c.end.Load(); e != nil {
-		return e.err
-	}
-	return fmt.Errorf("%w: %v", ErrDisconnect, err)
-}
-
-func (c *Client) dispatch(m *wire.Message) {
+func (c *Client) dispatch(cn *conn, m *wire.Message) {
 	switch m.Value(wire.HeaderType) {
 	case wire.TypeResponse:
 		c.answer(m)
 	case wire.TypeEvent:
 		switch m.Value(wire.HeaderCommand) {
 		case wire.CmdError:
-			c.brokerSays(m)
+			c.brokerSays(cn, m)
 		case wire.CmdGoodbye:
 			c.log.Info("broker is shutting down")
 		case wire.CmdService:
 			c.discovery.serviceEvent(m)
 		case wire.CmdStateDelta:
-			c.state.delta(m)
+			c.state.delta(cn, m)
 		case wire.CmdStateReset:
-			c.state.reset(m)
+			c.state.reset(cn, m)
 		case wire.CmdDurableDeliver:
 			c.durableDeliver(m)
 		default:
-			c.deliverEvent(m)
+			c.deliverEvent(cn, m)
 		}
 	case wire.TypeRequest:
-		c.deliverRequest(m)
+		c.deliverRequest(cn, m)
 	}
-}
-
-// brokerSays records a bus.error: fatal ones precede the broker's close.
-func (c *Client) brokerSays(m *wire.Message) {
-	res, text := m.Value(wire.HeaderResult), m.Value(wire.HeaderError)
-	c.log.Warn("broker reported an error", "result", res, "error", text)
-	if wire.Result(res) == wire.ResultMalformed {
-		return // the connection stays up
-	}
-	c.mu.Lock()
-	if c.end.Load() == nil {
-		c.end.Store(&ending{err: fmt.Errorf("%w: broker closed the connection: %s: %s", ErrDisconnect, res, text)})
-	}
-	c.mu.Unlock()
 }
 
 // answer completes the call a response belongs to.
@@ -418,93 +303,138 @@ func (c *Client) answer(m *wire.Message) {
 	}
 }
 
-// heartbeat keeps the lease: it sends a heartbeat after HeartbeatMS of
-// silence, and ends the connection when the broker has been silent for
-// LeaseMS.
-func (c *Client) heartbeat() {
-	interval := time.Duration(c.welcome.HeartbeatMS) * time.Millisecond
-	lease := time.Duration(c.welcome.LeaseMS) * time.Millisecond
-	if interval <= 0 || lease <= 0 {
-		return
-	}
-	t := time.NewTicker(interval / 4)
-	defer t.Stop()
-	lastRead := time.Now() // the last tick that saw a frame; owned here
+// call sends m and registers for its answer; it returns the answer, or nil
+// and why none came. While the client is reconnecting it waits (within
+// deadline) for the connection to be back before it sends anything.
+func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline time.Time) (*wire.Message, error) {
+	id := m.Value(wire.HeaderID)
+	var stale *conn // a connection seen closing: wait for the next one
 	for {
+		if err := c.awaitUp(ctx, s, deadline, stale); err != nil {
+			return nil, err
+		}
+		p, err := c.register(s, id, nil)
+		if errors.Is(err, errNotConnected) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		// The caller is not a network goroutine, so it may write itself when
+		// the connection is idle: one hand-off less per call.
+		out := p.cn.out
+		if !out.WriteThrough(m, deadline) && !out.Enqueue(m, deadline) {
+			c.forget(id)
+			if out.Closing() { // ending before m left: m was never sent
+				stale = p.cn
+				continue
+			}
+			return nil, errQueueFull
+		}
+		return c.await(ctx, p, id, deadline)
+	}
+}
+
+// awaitUp returns once a connection other than stale is live, or why
+// none will be before deadline (zero: only ctx bounds the wait): the
+// client ended (its Err), the scope closed, or errUnreachable.
+func (c *Client) awaitUp(ctx context.Context, s *Scope, deadline time.Time, stale *conn) error {
+	if cur := c.cur.Load(); cur != nil && cur != stale && c.end.Load() == nil {
+		return nil // the common case: no lock, no timer
+	}
+	var (
+		timer   *time.Timer
+		expired <-chan time.Time
+		sdone   <-chan struct{}
+	)
+	if !deadline.IsZero() {
+		timer = time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		expired = timer.C
+	}
+	if s != nil {
+		sdone = s.done
+	}
+	for {
+		c.mu.Lock()
+		e, cur, up := c.end.Load(), c.cur.Load(), c.up
+		c.mu.Unlock()
+		var wait <-chan struct{}
+		switch {
+		case e != nil:
+			return e.err
+		case cur != nil && cur != stale:
+			return nil
+		case cur != nil:
+			wait = stale.done
+		default:
+			wait = up
+		}
 		select {
+		case <-wait:
+		case <-ctx.Done():
+			return errUnreachable
+		case <-expired:
+			return errUnreachable
+		case <-sdone:
+			return ErrScopeClosed
 		case <-c.done:
-			return
-		case now := <-t.C:
-			if c.active.Swap(false) {
-				lastRead = now
-			}
-			if now.Sub(lastRead) > lease {
-				c.shutdown(fmt.Errorf("%w: broker silent for %v", ErrDisconnect, lease))
-				return
-			}
-			if now.Sub(c.out.LastWrite()) >= interval {
-				// Dropped, counted, when the queue is full: frames are then
-				// waiting to be written, which tells the broker as much, and
-				// a writer that cannot write them ends the connection
-				// (WriteTimeout).
-				c.queueOrCount(wire.Empty(), time.Time{}, &c.drops.heartbeats)
-			}
 		}
 	}
 }
 
-// call sends m and registers for its answer; it returns the answer, or nil
-// and why none came.
-func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline time.Time) (*wire.Message, error) {
-	id := m.Value(wire.HeaderID)
-	p, err := c.register(s, id, nil)
-	if err != nil {
-		return nil, err
-	}
-	// The caller is not a network goroutine, so it may write itself when
-	// the connection is idle: one hand-off less per call.
-	if !c.out.WriteThrough(m, deadline) && !c.out.Enqueue(m, deadline) {
-		c.forget(id)
-		return nil, errQueueFull
-	}
-	return c.await(ctx, p, id, deadline)
-}
-
-// startLocked registers a call and queues its message; c.mu is held, so
-// messages decided under the lock leave in that order.
+// startLocked registers a call on the live connection and queues its
+// message; c.mu is held, so messages decided under the lock leave in that
+// order. Without a live connection it returns errNotConnected, queueing
+// nothing.
 func (c *Client) startLocked(s *Scope, m *wire.Message, deadline time.Time) (*pending, error) {
 	id := m.Value(wire.HeaderID)
-	p, err := c.registerLocked(s, id, nil)
+	cn := c.cur.Load()
+	p, err := c.registerOnLocked(cn, s, id, nil)
 	if err != nil {
 		return nil, err
 	}
-	if !c.out.Enqueue(m, deadline) {
+	if !cn.out.Enqueue(m, deadline) {
 		delete(c.calls, id)
+		if cn.out.Closing() {
+			return nil, errNotConnected
+		}
 		return nil, errQueueFull
 	}
 	return p, nil
 }
 
-// register opens a call waiting for the answer to id (see registerLocked).
-// Discovery and state register their calls here, before they take their
-// own lock, so that lock and mu are never held together.
+// register opens a call on the live connection, waiting for the answer to
+// id (see registerOnLocked). Discovery and state register their calls
+// here, or under their own lock, which comes before mu.
 func (c *Client) register(s *Scope, id string, onAnswer func(*wire.Message)) (*pending, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.registerLocked(s, id, onAnswer)
+	return c.registerOnLocked(c.cur.Load(), s, id, onAnswer)
 }
 
-// registerLocked opens a call waiting for the answer to id; onAnswer, if
-// not nil, runs on the reader with the answer. A call cannot open once
-// shutdown has begun (it fails with Err) or on a closed scope.
-func (c *Client) registerLocked(s *Scope, id string, onAnswer func(*wire.Message)) (*pending, error) {
+// registerOn opens a call on cn, which must be the live connection.
+func (c *Client) registerOn(cn *conn, id string, onAnswer func(*wire.Message)) (*pending, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registerOnLocked(cn, nil, id, onAnswer)
+}
+
+// registerOnLocked opens a call on cn waiting for the answer to id;
+// onAnswer, if not nil, runs on the reader with the answer. A call cannot
+// open once shutdown has begun (it fails with Err), on a closed scope, or
+// on a connection that is not the live one (errNotConnected).
+func (c *Client) registerOnLocked(cn *conn, s *Scope, id string, onAnswer func(*wire.Message)) (*pending, error) {
 	if e := c.end.Load(); e != nil && e.closed {
 		return nil, e.err
 	}
 	if s != nil && s.closed.Load() {
 		return nil, ErrScopeClosed
 	}
-	p := &pending{answer: make(chan *wire.Message, 1), scope: s, onAnswer: onAnswer}
+	if cn == nil || cn != c.cur.Load() {
+		return nil, errNotConnected
+	}
+	p := &pending{answer: make(chan *wire.Message, 1), scope: s, cn: cn, onAnswer: onAnswer}
 	c.calls[id] = p
 	return p, nil
 }
@@ -520,7 +450,7 @@ func (c *Client) await(ctx context.Context, p *pending, id string, deadline time
 	select {
 	case a := <-p.answer:
 		if a == nil {
-			return nil, c.Err()
+			return nil, p.err
 		}
 		return a, nil
 	case <-ctx.Done():
@@ -538,6 +468,12 @@ func (c *Client) await(ctx context.Context, p *pending, id string, deadline time
 var (
 	errQueueFull = errors.New("client: outbound queue full")
 	errDeadline  = errors.New("client: deadline passed")
+	// errUnreachable: the deadline passed while the client was
+	// reconnecting; nothing was sent.
+	errUnreachable = fmt.Errorf("%w: not connected to a broker (reconnecting)", errDeadline)
+	// errNotConnected: no live connection to register a call on (the
+	// caller waits for one, or restores the work later).
+	errNotConnected = errors.New("client: not connected")
 )
 
 func (c *Client) forget(id string) {
@@ -599,4 +535,41 @@ func deadlineFrom(v string, now time.Time) time.Time {
 		return time.Time{}
 	}
 	return now.Add(time.Duration(ms) * time.Millisecond)
+}
+
+// startUnder opens a call and queues m on the live connection while
+// holding lock (discovery's or state's, which come before mu), then runs
+// queued with the connection, still under lock: so what a part decides
+// under its lock leaves in that order. While reconnecting it waits, as
+// call does.
+func (c *Client) startUnder(ctx context.Context, lock *sync.Mutex, m *wire.Message, deadline time.Time,
+	onAnswer func(*wire.Message), queued func(*conn)) (*pending, error) {
+	id := m.Value(wire.HeaderID)
+	var stale *conn
+	for {
+		if err := c.awaitUp(ctx, nil, deadline, stale); err != nil {
+			return nil, err
+		}
+		lock.Lock()
+		p, err := c.register(nil, id, onAnswer)
+		switch {
+		case errors.Is(err, errNotConnected):
+			stale = nil
+		case err != nil:
+			lock.Unlock()
+			return nil, err
+		case p.cn.out.Enqueue(m, deadline):
+			queued(p.cn)
+			lock.Unlock()
+			return p, nil
+		default:
+			c.forget(id)
+			if !p.cn.out.Closing() {
+				lock.Unlock()
+				return nil, errQueueFull
+			}
+			stale = p.cn
+		}
+		lock.Unlock()
+	}
 }

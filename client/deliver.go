@@ -18,7 +18,7 @@ func edSign(k ed25519.PrivateKey, msg []byte) []byte { return ed25519.Sign(k, ms
 // executor and answers the broker's receipt: ACCEPTED once queued for
 // dispatch, BACKPRESSURED when the dispatch queue is full, NO_SUBSCRIBER
 // when nobody here listens.
-func (c *Client) deliverEvent(m *wire.Message) {
+func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 	channel := m.Value(wire.HeaderCommand)
 	c.mu.Lock()
 	subs := c.subs[channel] // copy-on-write: safe to use after unlock
@@ -41,7 +41,7 @@ func (c *Client) deliverEvent(m *wire.Message) {
 		WithHeader(wire.HeaderResult, string(result))
 	// The reader must never wait for room: a receipt the full queue
 	// refuses is dropped, counted, and its sender reads TIMED_OUT.
-	c.queueOrCount(receipt, time.Time{}, &c.drops.receipts)
+	c.queueOrCount(cn, receipt, time.Time{}, &c.drops.receipts)
 	if gate != nil {
 		close(gate)
 	}
@@ -49,7 +49,7 @@ func (c *Client) deliverEvent(m *wire.Message) {
 
 // deliverStream hands a stream message to the subscribers, best effort:
 // no receipt; a full dispatch queue drops it (counted in Dropped).
-func (c *Client) deliverStream(v *hotpath.View, now *time.Time) {
+func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
 	c.mu.Lock()
 	subs := c.subs[v.Value(wire.HeaderCommand)]
 	c.mu.Unlock()
@@ -67,9 +67,9 @@ func (c *Client) deliverStream(v *hotpath.View, now *time.Time) {
 		}
 		deadline = deadlineFrom(ttl, *now)
 	}
-	c.streams = append(c.streams, streamItem{subs, messageFromView(v, Event, deadline)})
-	if len(c.streams) >= maxStreamBatch {
-		c.flushStreams()
+	cn.streams = append(cn.streams, streamItem{subs, messageFromView(v, Event, deadline)})
+	if len(cn.streams) >= maxStreamBatch {
+		c.flushStreams(cn)
 	}
 }
 
@@ -87,12 +87,12 @@ const maxStreamBatch = 64
 // flushStreams hands the batched stream messages to the executor as one
 // task (in order). DispatchQueue still counts messages: those past it are
 // dropped, counted, as is the whole batch when the executor refuses it.
-func (c *Client) flushStreams() {
-	if len(c.streams) == 0 {
+func (c *Client) flushStreams(cn *conn) {
+	if len(cn.streams) == 0 {
 		return
 	}
-	batch := c.streams
-	c.streams = make([]streamItem, 0, maxStreamBatch)
+	batch := cn.streams
+	cn.streams = make([]streamItem, 0, maxStreamBatch)
 	if room := int64(c.opts.DispatchQueue) - c.streamsQueued.Load(); int64(len(batch)) > room {
 		keep := max(0, room)
 		c.drops.streams.Add(int64(len(batch)) - keep)
@@ -184,19 +184,19 @@ func (c *Client) protect(f func()) (err error) {
 
 // deliverRequest runs the node's handler for the channel through the
 // executor and sends its reply.
-func (c *Client) deliverRequest(m *wire.Message) {
+func (c *Client) deliverRequest(cn *conn, m *wire.Message) {
 	channel := m.Value(wire.HeaderCommand)
 	c.mu.Lock()
 	reg := c.handlers[channel]
 	c.mu.Unlock()
 	if reg == nil {
-		c.replyQueued(m, wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node())
+		c.replyQueued(cn, m, wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node())
 		return
 	}
 	deadline := ttlDeadline(m)
 	msg := newMessage(m, Request, deadline)
-	if !c.exec.Execute(func() { c.runHandler(reg, m, msg, c.sendReply) }) {
-		c.replyQueued(m, wire.ResultOverload, c.Node()+" dispatch queue is full")
+	if !c.exec.Execute(func() { c.runHandler(reg, m, msg, func(a *wire.Message) { c.sendReply(cn, a) }) }) {
+		c.replyQueued(cn, m, wire.ResultOverload, c.Node()+" dispatch queue is full")
 	}
 }
 
@@ -233,8 +233,8 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, 
 		fail(wire.ResultHandler, rc, text)
 		return
 	}
-	if n := len(payload); n > c.welcome.MaxPayload {
-		fail(wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, c.welcome.MaxPayload))
+	if n, limit := len(payload), c.conn().welcome.MaxPayload; n > limit {
+		fail(wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, limit))
 		return
 	}
 	respond(replyMessage(req, wire.RCSuccess, "", "", payload))
@@ -244,21 +244,23 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, 
 // which must never block on the socket: always through the queue, and an
 // answer the full queue refuses is dropped, counted (the requester times
 // out).
-func (c *Client) replyQueued(req *wire.Message, kind wire.Result, text string) {
-	c.queueOrCount(replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{}, &c.drops.replies)
+func (c *Client) replyQueued(cn *conn, req *wire.Message, kind wire.Result, text string) {
+	c.queueOrCount(cn, replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{}, &c.drops.replies)
 }
 
-// sendReply sends a handler's response to the broker.
-func (c *Client) sendReply(m *wire.Message) {
+// sendReply sends a handler's response on the connection the request
+// came on: once that one is lost the requester has its DISCONNECT, and
+// the reply is dropped with its queue, never sent on another.
+func (c *Client) sendReply(cn *conn, m *wire.Message) {
 	// Replies leave from the handler's worker (never a network goroutine):
 	// write through when the connection is idle.
-	if c.out.WriteThrough(m, time.Time{}) {
+	if cn.out.WriteThrough(m, time.Time{}) {
 		return
 	}
 	// Dropped, counted, when the queue is full: the handler has returned
 	// and nobody is left to tell but the requester, whose deadline ends its
 	// wait; a worker waiting for room would stall the dispatch pool.
-	c.queueOrCount(m, time.Time{}, &c.drops.replies)
+	c.queueOrCount(cn, m, time.Time{}, &c.drops.replies)
 }
 
 func replyMessage(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) *wire.Message {

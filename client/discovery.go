@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,7 +32,9 @@ var ErrWatchOverflow = errors.New("client: watch fell behind and was ended; watc
 
 // Announce tells the broker this node hosts a service; it returns the
 // record as registered (address, instance id, provenance, collision
-// flag). Announcing the same name again replaces the record.
+// flag). Announcing the same name again replaces the record. The client
+// keeps the announcement and makes it again on every reconnect, until
+// Withdraw or a refusal from the broker.
 func (c *Client) Announce(ctx context.Context, a wire.Announcement) (wire.ServiceInfo, error) {
 	if err := a.Check(); err != nil {
 		return wire.ServiceInfo{}, &RequestError{Kind: wire.ResultRejected, RC: wire.RCFailure, Text: err.Error()}
@@ -38,8 +43,23 @@ func (c *Client) Announce(ctx context.Context, a wire.Announcement) (wire.Servic
 	if err != nil {
 		return wire.ServiceInfo{}, err
 	}
-	a2, err := c.call(ctx, nil, controlMessage(wire.CmdAnnounce, string(body)), c.deadline(ctx))
+	d := &c.discovery
+	m := controlMessage(wire.CmdAnnounce, string(body))
+	id, deadline := m.Value(wire.HeaderID), c.deadline(ctx)
+	rec := &a
+	p, err := c.startUnder(ctx, &d.mu, m, deadline, nil, func(*conn) { d.announced[a.Service] = rec })
+	if err != nil {
+		return wire.ServiceInfo{}, callError(err)
+	}
+	a2, err := c.await(ctx, p, id, deadline)
 	if err := controlResult(a2, err); err != nil {
+		if a2 != nil { // refused: nothing to make again
+			d.mu.Lock()
+			if d.announced[a.Service] == rec {
+				delete(d.announced, a.Service)
+			}
+			d.mu.Unlock()
+		}
 		return wire.ServiceInfo{}, err
 	}
 	var info wire.ServiceInfo
@@ -49,9 +69,17 @@ func (c *Client) Announce(ctx context.Context, a wire.Announcement) (wire.Servic
 	return info, nil
 }
 
-// Withdraw removes this node's record of a service.
+// Withdraw removes this node's record of a service; a reconnect no
+// longer makes it.
 func (c *Client) Withdraw(ctx context.Context, service string) error {
-	a, err := c.call(ctx, nil, controlMessage(wire.CmdWithdraw, service), c.deadline(ctx))
+	d := &c.discovery
+	m := controlMessage(wire.CmdWithdraw, service)
+	deadline := c.deadline(ctx)
+	p, err := c.startUnder(ctx, &d.mu, m, deadline, nil, func(*conn) { delete(d.announced, service) })
+	if err != nil {
+		return callError(err)
+	}
+	a, err := c.await(ctx, p, m.Value(wire.HeaderID), deadline)
 	return controlResult(a, err)
 }
 
@@ -76,26 +104,33 @@ func (c *Client) Whois(ctx context.Context, service string) ([]wire.ServiceInfo,
 type discovery struct {
 	c *Client // set once in Connect; read-only after
 
-	// mu guards watches and every ServiceWatch's live flag and watchLife.
-	// bus.watch and bus.unwatch are queued under it, so they leave in the
-	// order the watches came and went.
-	mu      sync.Mutex
-	watches map[*ServiceWatch]struct{}
+	// mu guards watches, announced, and every ServiceWatch's live flag,
+	// cn, known and watchLife. bus.watch, bus.unwatch, bus.announce and
+	// bus.withdraw are queued under it, so they leave in the order they
+	// were decided.
+	mu        sync.Mutex
+	watches   map[*ServiceWatch]struct{}
+	announced map[string]*wire.Announcement // by service: what a reconnect announces again
 }
 
 func (d *discovery) init(c *Client) {
 	d.c = c
 	d.watches = map[*ServiceWatch]struct{}{}
+	d.announced = map[string]*wire.Announcement{}
 }
 
 // ServiceWatch follows the registry: Initial is the registry when the
 // watch started, then Events delivers every change after it, once, in
-// order (no gap, no duplicate).
+// order (no gap, no duplicate). Across a reconnect it resyncs: from the
+// new broker's registry it delivers a "down" for each record gone and an
+// "up" (or "collision") for each record new or changed meanwhile.
 type ServiceWatch struct {
-	d       *discovery             // set once; read-only after
-	initial []wire.ServiceInfo     // set by the reader before the watch is live; read-only after
-	events  chan wire.ServiceEvent // sent to under d.mu, never blocking; closed by end
-	live    bool                   // the reader installed the snapshot; guarded by d.mu
+	d       *discovery                  // set once; read-only after
+	initial []wire.ServiceInfo          // set by the reader before the watch is live; read-only after
+	events  chan wire.ServiceEvent      // sent to under d.mu, never blocking; closed by end
+	live    bool                        // the reader installed the snapshot; guarded by d.mu
+	cn      *conn                       // the connection its bus.watch went on; guarded by d.mu
+	known   map[string]wire.ServiceInfo // the registry as delivered, by address; guarded by d.mu
 
 	watchLife // guarded by d.mu
 }
@@ -174,24 +209,18 @@ func (c *Client) WatchServices(ctx context.Context) (*ServiceWatch, error) {
 	deadline := c.deadline(ctx)
 	// Activated by the reader as it reads the snapshot: events read before
 	// it are in the snapshot, events read after it are not.
-	p, err := c.register(nil, id, func(a *wire.Message) {
-		if wire.ResponseRC(a).IsError() || json.Unmarshal(a.Body(), &w.initial) != nil {
+	p, err := c.startUnder(ctx, &d.mu, m, deadline, func(a *wire.Message) {
+		var initial []wire.ServiceInfo
+		if wire.ResponseRC(a).IsError() || json.Unmarshal(a.Body(), &initial) != nil {
 			return
 		}
 		d.mu.Lock()
-		w.live = true
+		w.initial, w.known, w.live = initial, byAddress(initial), true
 		d.mu.Unlock()
-	})
-	if err == nil {
-		d.mu.Lock()
+	}, func(cn *conn) {
+		w.cn = cn
 		d.watches[w] = struct{}{}
-		queued := c.out.Enqueue(m, deadline)
-		d.mu.Unlock()
-		if !queued {
-			c.forget(id)
-			err = errQueueFull
-		}
-	}
+	})
 	if err != nil {
 		w.end(nil)
 		return nil, callError(err)
@@ -217,11 +246,11 @@ func (w *ServiceWatch) end(why error) {
 	w.endOnce(why, func() {
 		d := w.d
 		delete(d.watches, w)
-		if len(d.watches) == 0 && !d.c.closing() {
+		if cn := d.c.cur.Load(); len(d.watches) == 0 && cn != nil && !d.c.closing() {
 			// Under d.mu, so a watch started after this is queued after it.
 			// A bus.unwatch the full queue refuses is dropped, counted: the
 			// broker then keeps sending events no watch takes (Stats).
-			d.c.queueOrCount(controlMessage(wire.CmdUnwatch, ""), d.c.deadline(context.Background()), &d.c.drops.withdrawals)
+			d.c.queueOrCount(cn, controlMessage(wire.CmdUnwatch, ""), d.c.deadline(context.Background()), &d.c.drops.withdrawals)
 		}
 		close(w.events)
 	})
@@ -259,6 +288,7 @@ func (d *discovery) serviceEvent(m *wire.Message) {
 		}
 		select {
 		case w.events <- ev:
+			w.follow(ev)
 		default:
 			behind = append(behind, w)
 		}
@@ -280,4 +310,109 @@ func (d *discovery) endAll(why error) {
 	for _, w := range ws {
 		w.end(why)
 	}
+}
+
+// byAddress indexes records by address.
+func byAddress(list []wire.ServiceInfo) map[string]wire.ServiceInfo {
+	m := make(map[string]wire.ServiceInfo, len(list))
+	for _, s := range list {
+		m[s.Address] = s
+	}
+	return m
+}
+
+// follow keeps known as the watcher has been told (d.mu held).
+func (w *ServiceWatch) follow(ev wire.ServiceEvent) {
+	if ev.Op == wire.ServiceDown {
+		delete(w.known, ev.Service.Address)
+		return
+	}
+	w.known[ev.Service.Address] = ev.Service
+}
+
+// resynced takes a reconnect's registry snapshot on the reader: it
+// delivers what changed since the watcher last heard, then the watch
+// follows the new connection's events.
+func (w *ServiceWatch) resynced(a *wire.Message) {
+	var snap []wire.ServiceInfo
+	if wire.ResponseRC(a).IsError() {
+		return // the verdict ends the watch
+	}
+	if json.Unmarshal(a.Body(), &snap) != nil {
+		w.end(fmt.Errorf("%w: malformed registry snapshot", ErrResync))
+		return
+	}
+	d := w.d
+	d.mu.Lock()
+	if w.ended {
+		d.mu.Unlock()
+		return
+	}
+	now := byAddress(snap)
+	var evs []wire.ServiceEvent
+	for _, addr := range slices.Sorted(maps.Keys(w.known)) {
+		if _, ok := now[addr]; !ok {
+			evs = append(evs, wire.ServiceEvent{Op: wire.ServiceDown, Service: w.known[addr]})
+		}
+	}
+	for _, s := range snap {
+		old, ok := w.known[s.Address]
+		switch {
+		case ok && reflect.DeepEqual(old, s):
+		case s.Collision && !old.Collision:
+			evs = append(evs, wire.ServiceEvent{Op: wire.ServiceCollision, Service: s})
+		default:
+			evs = append(evs, wire.ServiceEvent{Op: wire.ServiceUp, Service: s})
+		}
+	}
+	w.known, w.live = now, true
+	behind := false
+	for _, ev := range evs {
+		select {
+		case w.events <- ev:
+		default:
+			behind = true
+		}
+		if behind {
+			break
+		}
+	}
+	d.mu.Unlock()
+	if behind {
+		w.end(ErrWatchOverflow)
+	}
+}
+
+// restore re-makes the announcements on cn and resyncs the watches bound
+// to an older connection (the supervisor, during a reconnect).
+func (d *discovery) restore(cn *conn) []restoreCall {
+	c := d.c
+	d.mu.Lock()
+	var calls []restoreCall
+	for _, name := range slices.Sorted(maps.Keys(d.announced)) {
+		body, err := wire.JSON(d.announced[name])
+		if err != nil {
+			continue
+		}
+		if p, id, ok := c.restoreOn(cn, wire.CmdAnnounce, string(body), nil); ok {
+			calls = append(calls, restoreCall{p: p, id: id, what: "announce " + name, verdict: func(error) {}})
+		}
+	}
+	var unqueued []func(error)
+	for w := range d.watches {
+		if w.cn == cn {
+			continue // started on cn meanwhile
+		}
+		w.cn, w.live = cn, false
+		p, id, ok := c.restoreOn(cn, wire.CmdWatch, "", w.resynced)
+		switch {
+		case ok:
+			calls = append(calls, resyncCall(p, id, "watch services", w.end))
+		case !cn.out.Closing(): // else lost meanwhile: the next reconnect resyncs it
+			unqueued = append(unqueued, w.end)
+		}
+	}
+	d.mu.Unlock()
+	endUnqueued(unqueued)
+	return calls
 }

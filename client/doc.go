@@ -25,19 +25,31 @@
 // message whose deadline passed while queued is never sent or dispatched.
 // Messaging is live-only: nothing is replayed across connections.
 //
+// With Options.MaxReconnects set, a client whose connection is lost dials
+// its server list again and restores its subscriptions, handlers,
+// announcements and watches on the new connection; calls in flight fail
+// with DISCONNECT, calls made meanwhile wait within their deadline
+// (docs/client.md#reconnecting, reconnect.go).
+//
 // # Goroutines and ownership
 //
-// A Client runs three goroutines, started by Connect and joined by Close:
-// the writer (the outbound queue's Run), the reader (readLoop: it owns the
-// stream batch and every StateWatch's replica) and heartbeat. Callbacks run
-// on the Executor. Struct fields say who owns them: "guarded by mu", "owned
-// by the reader", "set once …; read-only after".
+// A Client runs a supervisor, started by Connect and joined by Close: it
+// waits for the live connection to end, joins that connection's
+// goroutines, then reconnects (and restores) or ends the client; it runs
+// Options.OnConnEvent. Each connection (a conn: one per broker session,
+// never revived) runs three goroutines, joined by the supervisor: the
+// writer (the outbound queue's Run), the reader (readLoop: it owns the
+// stream batch and every StateWatch's replica; a reconnect hands the
+// replicas to the next reader by restoring before that reader starts) and
+// heartbeat. Callbacks run on the Executor. Struct fields say who owns
+// them: "guarded by mu", "owned by the reader", "set once …; read-only
+// after".
 //
 // State is split by feature, each part owning its maps under its own lock:
 //
 //   - messaging and the call table: Client.mu (calls, scopes, subs,
-//     subReg, handlers);
-//   - discovery: discovery.mu (the ServiceWatches);
+//     subReg, handlers, the live connection and its up channel);
+//   - discovery: discovery.mu (the ServiceWatches, the announcements);
 //   - replicated state: stateClient.mu (the StateWatches) and
 //     stateClient.clockMu (the write clocks).
 //
@@ -46,12 +58,13 @@
 // A lock may be held while taking only the locks after it on its line:
 //
 //	Scope.mu       → Client.mu → the outbound queue's lock
-//	discovery.mu   → the outbound queue's lock
-//	stateClient.mu → the outbound queue's lock
+//	discovery.mu   → Client.mu → the outbound queue's lock
+//	stateClient.mu → Client.mu → the outbound queue's lock
 //
-// Client.mu, discovery.mu and stateClient.mu are never held together:
-// discovery and state open their calls with Client.register, which takes
-// and releases Client.mu, before they take their own lock. The leaves are
+// discovery.mu and stateClient.mu are never held together, and neither is
+// taken while Client.mu is held: discovery and state open a call and
+// queue it under their own lock (Client.startUnder, restoreOn), taking
+// Client.mu inside it, so what they decide leaves in that order. The leaves are
 // never held while taking another lock: stateClient.clockMu, a
 // Subscription's or Registration's closed flag (atomic), the default
 // pool's lock, and the outbound queue's own lock (inside package sendq).

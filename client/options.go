@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"runtime"
+	"strings"
 	"time"
 
 	"busbar/auth"
+	"busbar/transport"
 )
 
 // Defaults for Options.
@@ -19,15 +23,27 @@ const (
 	DefaultMaxQueueBytes    = 8 << 20          // outbound bytes queued
 	DefaultMaxQueueMessages = 65536            // outbound messages queued
 	DefaultWriteTimeout     = 10 * time.Second
-	handshakeTimeout        = 10 * time.Second // when ctx has no deadline
+	DefaultHandshakeTimeout = 10 * time.Second
+
+	// DefaultReconnectWaitMin and DefaultReconnectWaitMax bound the wait
+	// between passes over the server list while reconnecting: it doubles
+	// from the first to the second (docs/client.md#reconnecting).
+	DefaultReconnectWaitMin = 100 * time.Millisecond
+	DefaultReconnectWaitMax = 2 * time.Second
+	// ReconnectForever, as Options.MaxReconnects, never gives up.
+	ReconnectForever = -1
 )
 
 // Options configure Connect.
 type Options struct {
 	// Server is the broker's endpoint: unix:///path, tcp://host:port or
-	// tls://host:port. Ignored when Dial is set.
-	Server string
-	// Dial, when set, makes the connection (e.g. Broker.DialInProcess).
+	// tls://host:port, or several separated by commas. Servers adds more;
+	// Connect tries them in order (Server's first) and reconnecting goes
+	// round them. Ignored when Dial is set.
+	Server  string
+	Servers []string
+	// Dial, when set, makes every connection, the reconnects' too (e.g.
+	// Broker.DialInProcess).
 	Dial func(ctx context.Context) (net.Conn, error)
 	// TLS configures tls:// endpoints.
 	TLS *tls.Config
@@ -56,6 +72,30 @@ type Options struct {
 	// that does not fit fails at once (BACKPRESSURED, OVERLOAD).
 	MaxQueueBytes, MaxQueueMessages int
 	WriteTimeout                    time.Duration
+	// HandshakeTimeout bounds a dial and handshake when Connect's ctx has
+	// no deadline, and each reconnect attempt (default
+	// DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+
+	// MaxReconnects is how many dial attempts the client makes, per
+	// outage, to get a connection back when it loses one: 0 (the default)
+	// makes none, so the client ends with the connection (Done, Err);
+	// ReconnectForever never gives up. While reconnecting the client keeps
+	// its subscriptions, handlers, announcements and watches and restores
+	// them on the new connection (docs/client.md#reconnecting).
+	MaxReconnects int
+	// ReconnectWaitMin and ReconnectWaitMax bound the wait between passes
+	// over the server list (defaults DefaultReconnectWaitMin and
+	// DefaultReconnectWaitMax); each wait is drawn between half the
+	// current bound and the bound, so clients of one broker do not all
+	// come back at once. A maximum below the minimum is raised to it.
+	ReconnectWaitMin, ReconnectWaitMax time.Duration
+	// OnConnEvent, when set, is told when the connection is lost, when it
+	// is back, and when the client has ended (ConnEvent). It runs on the
+	// client's reconnecting goroutine, one event at a time, in order: the
+	// client waits for it, so it must return promptly, and it must not
+	// call Close (it may start `go c.Close()`).
+	OnConnEvent func(ConnEvent)
 
 	Logger *slog.Logger
 }
@@ -79,7 +119,51 @@ func (o *Options) setDefaults() {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.ReconnectWaitMin <= 0 {
+		o.ReconnectWaitMin = DefaultReconnectWaitMin
+	}
+	if o.ReconnectWaitMax <= 0 {
+		o.ReconnectWaitMax = DefaultReconnectWaitMax
+	}
+	o.ReconnectWaitMax = max(o.ReconnectWaitMax, o.ReconnectWaitMin)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// endpoints is the server list: Server's entries, then Servers'. With
+// Dial set it is one empty entry (Dial decides where to go).
+func (o *Options) endpoints() ([]string, error) {
+	if o.Dial != nil {
+		return []string{""}, nil
+	}
+	var out []string
+	for _, s := range append(strings.Split(o.Server, ","), o.Servers...) {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, err := transport.ParseEndpoint(s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("client: no server given (Options.Server, Servers or Dial)")
+	}
+	return out, nil
+}
+
+// reconnectWait is the wait before pass (1, 2, …) over the server list:
+// ReconnectWaitMin doubled pass-1 times, at most ReconnectWaitMax, of
+// which a random part in [bound/2, bound] is taken.
+func (o *Options) reconnectWait(pass int) time.Duration {
+	bound := o.ReconnectWaitMax
+	if shift := pass - 1; shift < 32 && o.ReconnectWaitMin<<shift < bound && o.ReconnectWaitMin<<shift > 0 {
+		bound = o.ReconnectWaitMin << shift
+	}
+	half := bound / 2
+	return half + rand.N(bound-half+1)
 }

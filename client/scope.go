@@ -133,7 +133,7 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		w     *regWait
 	)
 	deadline := c.deadline(ctx)
-	err := ch.s.open(func() {
+	err := ch.openLive(ctx, deadline, "subscribe "+ch.name, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if len(c.subs[ch.name]) == 0 {
@@ -141,7 +141,7 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 			// request is queued under c.mu so it cannot overtake a withdrawal.
 			m := controlMessage(wire.CmdSubscribe, ch.name)
 			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-				return
+				return errors.Is(cerr, errNotConnected)
 			}
 			ctlID = m.Value(wire.HeaderID)
 			c.subReg[ch.name] = &regWait{done: make(chan struct{})}
@@ -149,10 +149,12 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		w = c.subReg[ch.name]
 		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
 		ch.s.subs = append(ch.s.subs, sub)
+		return false
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
+	}
+	switch {
 	case errors.Is(cerr, errQueueFull): // the broker's answer would say OVERLOAD too
 		return nil, callError(cerr)
 	case cerr != nil:
@@ -169,6 +171,9 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		// As when this subscriber's own registration gets no verdict in time.
 		sub.Close()
 		return nil, fmt.Errorf("subscribe %s: %w", ch.name, callError(errDeadline))
+	case <-c.done:
+		sub.Close()
+		return nil, c.Err()
 	}
 	if w.err != nil {
 		sub.Close()
@@ -234,24 +239,26 @@ func (ch *Channel) Handle(ctx context.Context, h RequestHandler) (*Registration,
 		exists bool
 	)
 	deadline := c.deadline(ctx)
-	err := ch.s.open(func() {
+	err := ch.openLive(ctx, deadline, "handle "+ch.name, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.handlers[ch.name] != nil {
 			exists = true
-			return
+			return false
 		}
 		m := controlMessage(wire.CmdHandle, ch.name)
 		if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
-			return
+			return errors.Is(cerr, errNotConnected)
 		}
 		ctlID = m.Value(wire.HeaderID)
 		c.handlers[ch.name] = reg
 		ch.s.regs = append(ch.s.regs, reg)
+		return false
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
+	}
+	switch {
 	case exists:
 		return nil, ErrHandlerExists
 	case errors.Is(cerr, errQueueFull):
@@ -288,6 +295,41 @@ func (r *Registration) Close() {
 // decided, which is also why it cannot wait for room. A withdrawal the
 // full queue refuses is dropped, counted (Stats.DroppedWithdrawals says
 // what follows): Close has no error to return it in.
+//
+// Without a live connection there is nothing to withdraw: a reconnect
+// restores only what is registered then.
 func (c *Client) withdrawLocked(cmd, channel string) {
-	c.queueOrCount(controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
+	if cn := c.cur.Load(); cn != nil {
+		c.queueOrCount(cn, controlMessage(cmd, channel), time.Time{}, &c.drops.withdrawals)
+	}
+}
+
+// openLive runs f as Scope.open does, once a connection is live. f
+// reports true when it found none after all (startLocked's
+// errNotConnected, having registered nothing): it runs again when the next
+// connection is live, within deadline.
+func (ch *Channel) openLive(ctx context.Context, deadline time.Time, what string, f func() (retry bool)) error {
+	c := ch.s.c
+	var stale *conn
+	for {
+		if err := c.awaitUp(ctx, ch.s, deadline, stale); err != nil {
+			return upError(what, err)
+		}
+		retry := false
+		err := ch.s.open(func() { retry = f() })
+		if !retry {
+			return err
+		}
+		stale = c.cur.Load() // nil, or a connection whose queue is closing
+	}
+}
+
+// upError is how Subscribe and Handle report that no connection came back
+// within their deadline (a *RequestError of kind TIMEOUT), or why the
+// client or scope can take no work.
+func upError(what string, err error) error {
+	if errors.Is(err, errUnreachable) {
+		return fmt.Errorf("%s: %w", what, callError(err))
+	}
+	return err
 }

@@ -218,6 +218,7 @@ type StateWatch struct {
 
 	// Guarded by st.mu:
 	live        bool
+	cn          *conn       // the connection its bus.state.watch went on
 	resyncTimer *time.Timer // ends the watch if a resync is never answered
 	watchLife
 }
@@ -239,20 +240,13 @@ func (s *State) Watch(ctx context.Context) (*StateWatch, error) {
 	deadline := c.deadline(ctx)
 	m := w.watchMessage()
 	id := m.Value(wire.HeaderID)
-	p, err := c.register(nil, id, w.install)
-	if err == nil {
-		st.mu.Lock()
+	p, err := c.startUnder(ctx, &st.mu, m, deadline, w.install, func(cn *conn) {
+		w.cn = cn
 		if st.watches[s.ns] == nil {
 			st.watches[s.ns] = map[*StateWatch]struct{}{}
 		}
 		st.watches[s.ns][w] = struct{}{}
-		queued := c.out.Enqueue(m, deadline)
-		st.mu.Unlock()
-		if !queued {
-			c.forget(id)
-			err = errQueueFull
-		}
-	}
+	})
 	if err != nil {
 		w.end(nil)
 		return nil, callError(err)
@@ -271,20 +265,23 @@ func (w *StateWatch) watchMessage() *wire.Message {
 	return controlMessage(wire.CmdStateWatch, string(raw))
 }
 
-// resyncNow asks for a fresh snapshot (on the reader). Nobody waits for
-// the answer but install, so a timer ends the watch if none comes.
-func (w *StateWatch) resyncNow() {
+// resyncNow asks for a fresh snapshot on cn (on its reader). Nobody waits
+// for the answer but install, so a timer ends the watch if none comes.
+func (w *StateWatch) resyncNow(cn *conn) {
 	st, c := w.st, w.st.c
-	w.resync = true
 	m := w.watchMessage()
 	id := m.Value(wire.HeaderID)
-	p, err := c.register(nil, id, w.install)
+	p, err := c.registerOn(cn, id, w.install)
+	if errors.Is(err, errNotConnected) {
+		return // cn is being lost: the reconnect resyncs the watch
+	}
+	w.resync = true
 	if err == nil {
 		st.mu.Lock()
 		switch {
 		case !w.live:
 			p = nil // ended meanwhile: nothing to resync
-		case !c.out.Enqueue(m, c.deadline(context.Background())):
+		case !cn.out.Enqueue(m, c.deadline(context.Background())):
 			p, err = nil, errQueueFull
 		default:
 			if w.resyncTimer != nil {
@@ -379,7 +376,7 @@ func (st *stateClient) live(ns string) []*StateWatch {
 
 // delta hands a numbered delta to the live watches of its namespace (on
 // the reader).
-func (st *stateClient) delta(m *wire.Message) {
+func (st *stateClient) delta(cn *conn, m *wire.Message) {
 	var d state.Delta
 	if err := json.Unmarshal(m.Body(), &d); err != nil {
 		st.c.log.Warn("malformed state delta", "err", err)
@@ -390,7 +387,7 @@ func (st *stateClient) delta(m *wire.Message) {
 		e, changed, gap := w.replica.Follow(d)
 		switch {
 		case gap && !w.resync:
-			w.resyncNow()
+			w.resyncNow(cn)
 		case changed:
 			w.deliver(e)
 		}
@@ -400,14 +397,14 @@ func (st *stateClient) delta(m *wire.Message) {
 // reset is the broker saying it dropped deltas of a namespace for this
 // client and stopped sending them: every watch of it resyncs (on the
 // reader).
-func (st *stateClient) reset(m *wire.Message) {
+func (st *stateClient) reset(cn *conn, m *wire.Message) {
 	var q state.Query
 	if err := json.Unmarshal(m.Body(), &q); err != nil {
 		st.c.log.Warn("malformed state reset", "err", err)
 		return
 	}
 	for _, w := range st.live(q.NS) {
-		w.resyncNow()
+		w.resyncNow(cn)
 	}
 }
 
@@ -432,13 +429,13 @@ func (w *StateWatch) end(why error) {
 		delete(set, w)
 		if len(set) == 0 {
 			delete(st.watches, w.ns)
-			if !c.closing() {
+			if cn := c.cur.Load(); cn != nil && !c.closing() {
 				// Under st.mu, so a watch of ns started after this is
 				// queued after it. A bus.state.unwatch the full queue
 				// refuses is dropped, counted: the broker then keeps sending
 				// deltas no watch takes (Stats).
 				raw, _ := json.Marshal(state.Query{NS: w.ns})
-				c.queueOrCount(controlMessage(wire.CmdStateUnwatch, string(raw)), c.deadline(context.Background()), &c.drops.withdrawals)
+				c.queueOrCount(cn, controlMessage(wire.CmdStateUnwatch, string(raw)), c.deadline(context.Background()), &c.drops.withdrawals)
 			}
 		}
 		close(w.changes)
@@ -457,5 +454,76 @@ func (st *stateClient) endAll(why error) {
 	st.mu.Unlock()
 	for _, w := range ws {
 		w.end(why)
+	}
+}
+
+// restore resyncs, on cn, every watch bound to an older connection (the
+// supervisor, during a reconnect, before cn's reader starts: the replicas
+// and their resync flags are handed to that reader).
+func (st *stateClient) restore(cn *conn) []restoreCall {
+	c := st.c
+	st.mu.Lock()
+	var (
+		calls    []restoreCall
+		unqueued []func(error)
+	)
+	for _, set := range st.watches {
+		for w := range set {
+			if w.cn == cn {
+				continue // started on cn meanwhile
+			}
+			w.cn, w.live, w.resync = cn, false, true
+			if w.resyncTimer != nil {
+				w.resyncTimer.Stop()
+				w.resyncTimer = nil
+			}
+			raw, _ := json.Marshal(state.Query{NS: w.ns})
+			p, id, ok := c.restoreOn(cn, wire.CmdStateWatch, string(raw), w.reinstall)
+			switch {
+			case ok:
+				calls = append(calls, resyncCall(p, id, "watch state "+w.ns, w.end))
+			case !cn.out.Closing(): // else lost meanwhile: the next reconnect resyncs it
+				unqueued = append(unqueued, w.end)
+			}
+		}
+	}
+	st.mu.Unlock()
+	endUnqueued(unqueued)
+	return calls
+}
+
+// reinstall takes a reconnect's snapshot on the reader: it delivers each
+// entry newer than the replica held (what the watcher missed), then
+// follows the new connection's numbering from the snapshot.
+func (w *StateWatch) reinstall(a *wire.Message) {
+	st := w.st
+	var snap state.Snapshot
+	if wire.ResponseRC(a).IsError() {
+		return // the verdict ends the watch
+	}
+	if json.Unmarshal(a.Body(), &snap) != nil {
+		w.end(fmt.Errorf("%w: malformed snapshot", ErrResync))
+		return
+	}
+	for _, e := range snap.Entries {
+		st.seen(snap.NS, e.Version)
+	}
+	w.resync = false
+	if w.replica == nil {
+		return // its Watch failed with the lost connection
+	}
+	missed := w.replica.Merge(snap)
+	w.replica = state.FromSnapshot(snap)
+	st.mu.Lock()
+	if w.ended {
+		st.mu.Unlock()
+		return
+	}
+	w.live = true
+	st.mu.Unlock()
+	for _, e := range missed {
+		if !w.deliver(e) {
+			return
+		}
 	}
 }

@@ -65,9 +65,10 @@ func (c *Client) Dropped() int64 { return c.drops.streams.Load() }
 
 // queueOrCount queues m for a sender that must not wait, counting in n a
 // message the full queue refused (a closing queue refuses everything: that
-// is the connection ending, not a drop).
-func (c *Client) queueOrCount(m *wire.Message, deadline time.Time, n *atomic.Int64) {
-	if !c.out.Enqueue(m, deadline) && !c.out.Closing() {
+// is the connection ending, not a drop). m goes on cn, the connection it
+// belongs to.
+func (c *Client) queueOrCount(cn *conn, m *wire.Message, deadline time.Time, n *atomic.Int64) {
+	if !cn.out.Enqueue(m, deadline) && !cn.out.Closing() {
 		n.Add(1)
 	}
 }

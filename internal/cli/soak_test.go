@@ -152,14 +152,6 @@ func TestSoak(t *testing.T) {
 		rounds, seed, sends, len(acked["laptop"])+len(acked["phone"]), unacked, kills, handled, delivered, dups, time.Since(start).Round(time.Second))
 }
 
-// crash kills serve with SIGKILL, as a crash.
-func (s *server) crash() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	})
-}
-
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n

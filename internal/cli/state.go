@@ -21,6 +21,9 @@ func runState(args []string, stdio IO) int {
 	if !v.parse(args[1:]) {
 		return exitUsage
 	}
+	if op == "watch" {
+		v.reconnecting(stdio)
+	}
 	c, ctx, done, err := v.session(stdio, op == "watch")
 	if err != nil {
 		return v.fail(stdio, err, exitFail)

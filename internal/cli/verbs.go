@@ -161,6 +161,34 @@ func (v *verbSetup) session(stdio IO, long bool) (*client.Client, context.Contex
 	return c, ctx, func() { cancel(); c.Close(); stop() }, nil
 }
 
+// reconnecting makes the verb's client survive its broker: it reconnects
+// for ever, round --server's list, restoring what the verb registered,
+// and says so on stderr at each gap. For the verbs that run until
+// interrupted (sub, reply, state watch, ls --watch).
+func (v *verbSetup) reconnecting(stdio IO) {
+	prev := v.tune
+	v.tune = func(o *client.Options) {
+		if prev != nil {
+			prev(o)
+		}
+		o.MaxReconnects = client.ReconnectForever
+		o.OnConnEvent = func(ev client.ConnEvent) { v.notice(stdio, ev) }
+	}
+}
+
+// notice prints a connection event on stderr.
+func (v *verbSetup) notice(stdio IO, ev client.ConnEvent) {
+	switch ev.Kind {
+	case client.Disconnected:
+		fmt.Fprintf(stdio.Stderr, "busbar %s: connection lost (%v); reconnecting\n", v.name, ev.Err)
+	case client.Reconnected:
+		fmt.Fprintf(stdio.Stderr, "busbar %s: reconnected to %s (broker %s)\n", v.name, orDash(ev.Server), ev.Broker)
+		if ev.Err != nil {
+			fmt.Fprintf(stdio.Stderr, "busbar %s: not restored: %v\n", v.name, ev.Err)
+		}
+	}
+}
+
 func (v *verbSetup) fail(stdio IO, err error, code int) int {
 	fmt.Fprintf(stdio.Stderr, "busbar %s: %v\n", v.name, err)
 	return code
@@ -244,6 +272,7 @@ func runSub(args []string, stdio IO) int {
 	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
 	v.tune = func(o *client.Options) { o.Workers = 1 } // print in arrival order
+	v.reconnecting(stdio)
 	if !v.parse(args) {
 		return exitUsage
 	}
@@ -286,6 +315,7 @@ func runReply(args []string, stdio IO) int {
 	count := v.fs.Int("count", 0, "exit after answering this many requests (0: run until interrupted)")
 	service := v.fs.String("service", "", "announce a service of this name that handles CHANNEL")
 	version := v.fs.String("version", "", "the announced service's version (with --service)")
+	v.reconnecting(stdio)
 	if !v.parse(args) {
 		return exitUsage
 	}
@@ -414,6 +444,7 @@ func orDash(s string) string {
 
 // watchServices is ls --watch: the registry, then one line per change.
 func watchServices(v *verbSetup, stdio IO, asJSON bool) int {
+	v.reconnecting(stdio)
 	c, ctx, done, err := v.session(stdio, true)
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
