@@ -39,6 +39,14 @@ func (s *Store) Session(device string) (*Session, error) {
 	return &Session{s: s, device: device}, nil
 }
 
+// Delivered returns the sequence of the last blob the session delivered
+// (0: none yet). Every blob it delivered has a sequence at most this.
+func (ss *Session) Delivered() Seq {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	return ss.after
+}
+
 // Next returns the session's next blob, waiting for a push if the inbox
 // holds none it has not delivered. It returns ctx.Err() when ctx ends
 // first and ErrClosed once the store is closing. A blob past its TTL is

@@ -161,6 +161,11 @@ func (s *Store) commit(reclaim bool) {
 	s.counts.pushes += uint64(len(b.pushes))
 	s.mu.Unlock()
 	close(b.done)
+	for _, p := range b.pushes {
+		if p.then != nil {
+			p.then(p.seq, nil)
+		}
+	}
 
 	if reclaim {
 		freed := s.reclaim()
@@ -227,6 +232,11 @@ func (s *Store) abort(b *batch) {
 	s.mu.Unlock()
 	b.err = s.refuse(ErrInternal)
 	close(b.done)
+	for _, p := range b.pushes {
+		if p.then != nil {
+			p.then(0, b.err)
+		}
+	}
 }
 
 // compactNeededLocked: the oldest segment is done with (nothing live), or
