@@ -64,13 +64,20 @@ type DurableInbox struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// HeaderPipelined, with the value "1" on a bus.durable.push, says the push
-// follows the connection's earlier pushes in one pipeline: the sender did
-// not wait for their answers. The relay refuses it, with the same code, if
-// a push of this connection was refused temporarily since the last push
-// without the header, so a refused entry is never overtaken by the entries
-// sent behind it. A push without the header starts a new pipeline.
-const HeaderPipelined = "pipelined"
+// HeaderPipelined marks a bus.durable.push sent without waiting for the
+// answers to the pushes before it on the connection: a pipeline. The
+// first push of a pipeline says PipelineFirst, each later one
+// PipelineNext. The relay refuses a PipelineNext push, with the same
+// code, if a push of the connection's pipeline was refused temporarily
+// since its PipelineFirst, so a refused entry is never overtaken by the
+// entries sent behind it. A push without the header is on its own: it
+// neither starts, joins nor breaks a pipeline. A connection carries one
+// pipeline at a time.
+const (
+	HeaderPipelined = "pipelined"
+	PipelineFirst   = "first"
+	PipelineNext    = "next"
+)
 
 // MaxAckRanges bounds the ranges of one bus.durable.ack: as many as the
 // blobs a session may have delivered and not yet seen acked, so any set of

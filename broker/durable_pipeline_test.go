@@ -1,0 +1,176 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/internal/testbroker"
+	"busbar/relay"
+	"busbar/seal"
+	"busbar/wire"
+)
+
+// steppingClock moves on by step each time it is read: the relay reads
+// it once per push it admits, so a push rate of one a second with a burst
+// of one takes every second push of a run.
+type steppingClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// Pushes sent in one write, without waiting for answers, are stored in the
+// order sent; behind a push refused temporarily, every push of the
+// pipeline is refused with the same code, even one the rate would have
+// let in, until a push starts a new pipeline. A push outside the pipeline
+// is on its own.
+func TestPipelinedPushesKeepOrderAcrossARefusal(t *testing.T) {
+	clock := &steppingClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), step: 500 * time.Millisecond}
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(),
+		Relay: relay.Options{MaxPushRate: 1, PushBurst: 1, Now: clock.Now}})
+	alice, bob := identity(t), identity(t)
+	sender := e.DialRaw(t)
+	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
+	type push struct{ id, pipe, want string }
+	pushes := []push{
+		{"p0", wire.PipelineFirst, "0"},
+		{"p1", wire.PipelineNext, string(wire.ResultRateLimited)}, // the rate
+		{"p2", wire.PipelineNext, string(wire.ResultRateLimited)}, // behind p1: the rate would take it
+		{"p3", wire.PipelineNext, string(wire.ResultRateLimited)}, // behind p1
+		{"q", "", "0"}, // on its own: taken
+		{"p4", wire.PipelineNext, string(wire.ResultRateLimited)}, // still behind p1
+		{"p5", wire.PipelineFirst, string(wire.ResultRateLimited)}, // a new pipeline, over the rate
+		{"p6", wire.PipelineFirst, "0"}, // a new pipeline, within it
+	}
+	var frames []byte
+	for _, p := range pushes {
+		m := wire.New(wire.TypeRequest, wire.CmdDurablePush).WithHeader(wire.HeaderID, p.id).
+			WithBody(sealedTo(t, alice, bob, p.id))
+		if p.pipe != "" {
+			m.Set(wire.HeaderPipelined, p.pipe)
+		}
+		var err error
+		if frames, err = wire.AppendFrame(frames, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sender.SendBytes(t, frames) // one write: none waits for an answer
+	got := map[string]*wire.Message{}
+	for len(got) < len(pushes) {
+		m := sender.Read(t)
+		got[m.Value(wire.HeaderReplyTo)] = m
+	}
+	var stored []string
+	for _, p := range pushes {
+		m := got[p.id]
+		res := m.Value(wire.HeaderRC)
+		if res != "0" {
+			res = m.Value(wire.HeaderResult)
+		} else {
+			stored = append(stored, p.id)
+		}
+		if res != p.want {
+			t.Errorf("push %s (%q): %s %s, want %s", p.id, p.pipe, res, m.Value(wire.HeaderError), p.want)
+		}
+	}
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
+	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("receive: %v", m)
+	}
+	for _, want := range stored {
+		d := r.Read(t)
+		if body := openedBody(t, bob, alice, d.Body()); body != want {
+			t.Fatalf("delivered %q, want %q (stored in order: %v)", body, want, stored)
+		}
+	}
+}
+
+// One ack names many delivered blobs as ranges; it deletes only blobs the
+// session delivered, each ack frees room in the delivery window, and an
+// ack that deletes nothing is refused.
+func TestAckRangesDeleteDeliveredBlobs(t *testing.T) {
+	e := relayBroker(t)
+	alice, bob := identity(t), identity(t)
+	sender := e.DialRaw(t)
+	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
+	const n = wire.DurableWindow + 10
+	for i := range n {
+		if m := ask(t, sender, wire.CmdDurablePush, fmt.Sprint("p", i), sealedTo(t, alice, bob, fmt.Sprint(i))); m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("push %d: %v", i, m)
+		}
+	}
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
+	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("receive: %v", m)
+	}
+	var seqs []uint64
+	for range wire.DurableWindow { // the window: no more until an ack
+		d := r.Read(t)
+		var seq uint64
+		fmt.Sscan(d.Value(wire.HeaderID), &seq)
+		seqs = append(seqs, seq)
+	}
+	// A range reaching past the last delivered blob deletes up to it only;
+	// the window reopens and the other 10 come.
+	window := wire.SeqRange{Lo: seqs[0], Hi: seqs[len(seqs)-1]}
+	r.Send(t, wire.New(wire.TypeRequest, wire.CmdDurableAck).WithHeader(wire.HeaderID, "a1").
+		WithBody(wire.AppendSeqRanges(nil, []wire.SeqRange{{Lo: window.Lo, Hi: window.Hi + 1000}})))
+	var rest []uint64
+	answered := false
+	for len(rest) < 10 || !answered {
+		m := r.Read(t)
+		switch {
+		case m.Value(wire.HeaderReplyTo) == "a1":
+			if m.Value(wire.HeaderRC) != "0" {
+				t.Fatalf("ack a1: %v", m)
+			}
+			answered = true
+		case m.Value(wire.HeaderCommand) == wire.CmdDurableDeliver:
+			var seq uint64
+			fmt.Sscan(m.Value(wire.HeaderID), &seq)
+			if seq <= window.Hi {
+				t.Fatalf("blob %d delivered again in the same session", seq)
+			}
+			rest = append(rest, seq)
+		}
+	}
+	if m := ask(t, r, wire.CmdDurableAck, "a2", wire.AppendSeqRanges(nil, []wire.SeqRange{window})); m.Value(wire.HeaderResult) != string(wire.ResultRejected) {
+		t.Fatalf("acking the window again: %v, want REJECTED", m)
+	}
+	body := wire.AppendSeqRanges(nil, wire.SeqRanges(rest))
+	if m := ask(t, r, wire.CmdDurableAck, "a3", body); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("ack %s: %v", body, m)
+	}
+	if m := ask(t, r, wire.CmdDurableAck, "a4", []byte("1-2-3")); m.Value(wire.HeaderResult) != string(wire.ResultRejected) {
+		t.Fatalf("a malformed ack: %v, want REJECTED", m)
+	}
+	proof, _ := json.Marshal(wire.DurableReceive{Device: bob.ID().String(), Public: bob.Public().Bytes(), Sig: bob.ProveReceive(r.Info.Nonce)})
+	m := ask(t, r, wire.CmdDurableInbox, "in", proof)
+	var in wire.DurableInbox
+	if err := json.Unmarshal(m.Body(), &in); err != nil || in.Blobs != 0 {
+		t.Fatalf("bob's inbox after every ack: %s (%v), want no blob", m.Body(), err)
+	}
+}
+
+// openedBody opens a blob sealed by sealedTo from from to to.
+func openedBody(t *testing.T, to, from *seal.Identity, blob []byte) string {
+	t.Helper()
+	in, err := seal.Open(to, blob, seal.SendersFunc(func(string, seal.DeviceID) (seal.Public, bool) { return from.Public(), true }))
+	if err != nil {
+		t.Fatalf("opening a delivery: %v", err)
+	}
+	return string(in.Body)
+}
