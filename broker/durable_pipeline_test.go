@@ -49,9 +49,9 @@ func TestPipelinedPushesKeepOrderAcrossARefusal(t *testing.T) {
 		{"p2", wire.PipelineNext, string(wire.ResultRateLimited)}, // behind p1: the rate would take it
 		{"p3", wire.PipelineNext, string(wire.ResultRateLimited)}, // behind p1
 		{"q", "", "0"}, // on its own: taken
-		{"p4", wire.PipelineNext, string(wire.ResultRateLimited)}, // still behind p1
+		{"p4", wire.PipelineNext, string(wire.ResultRateLimited)},  // still behind p1
 		{"p5", wire.PipelineFirst, string(wire.ResultRateLimited)}, // a new pipeline, over the rate
-		{"p6", wire.PipelineFirst, "0"}, // a new pipeline, within it
+		{"p6", wire.PipelineFirst, "0"},                            // a new pipeline, within it
 	}
 	var frames []byte
 	for _, p := range pushes {
