@@ -107,7 +107,16 @@ func (s *Store) nextLocked(ss *Session, ib *inbox) (Blob, bool) {
 			s.kick()
 			continue
 		}
-		data, err := s.readLocked(ss.device, e)
+		data := e.data
+		var err error
+		if data != nil {
+			// Kept since its push: the session takes the store's copy
+			// (a blob goes out once per session; a later session reads
+			// it from disk).
+			s.uncacheLocked(&ib.entries[i])
+		} else {
+			data, err = s.readLocked(ss.device, e)
+		}
 		if err != nil {
 			s.dropLocked(ss.device, ib, i)
 			s.counts.damaged++

@@ -40,6 +40,7 @@ type Store struct {
 	nextSeq  Seq               // guarded by mu: the next sequence number to assign
 	segs     []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
 	counts   counters          // guarded by mu
+	cached   int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
 	tornCut  int64             // set by Open: bytes cut from the log's tail
 	writerWS writerState       // owned by the writer
 }
@@ -449,6 +450,7 @@ func (s *Store) deleteLocked(device string, ib *inbox, i int) {
 // record.
 func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	e := &ib.entries[i]
+	s.uncacheLocked(e)
 	rec := pushRecordSize(len(device), int(e.size))
 	e.seg.live--
 	e.seg.liveBytes -= rec
@@ -458,6 +460,14 @@ func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	ib.kill(i)
 	if ib.blobs == 0 {
 		s.counts.inboxes--
+	}
+}
+
+// uncacheLocked lets go of e's blob kept in memory, if any.
+func (s *Store) uncacheLocked(e *entry) {
+	if e.data != nil {
+		s.cached -= int64(len(e.data))
+		e.data = nil
 	}
 }
 

@@ -136,7 +136,12 @@ func (s *Store) commit(reclaim bool) {
 		if p.ib.blobs == 0 {
 			s.counts.inboxes++
 		}
-		p.ib.add(entry{seq: p.seq, pushed: p.pushed, seg: active, off: offs[i], size: int32(len(p.blob))})
+		var keep []byte // the push's copy, handed to the first session that delivers it
+		if s.cached+int64(len(p.blob)) <= s.opts.CacheBytes {
+			keep = p.blob
+			s.cached += int64(len(p.blob))
+		}
+		p.ib.add(entry{seq: p.seq, pushed: p.pushed, seg: active, off: offs[i], size: int32(len(p.blob)), data: keep})
 		active.live++
 		active.liveBytes += rec
 		s.counts.liveBytes += rec
