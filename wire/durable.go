@@ -35,7 +35,7 @@ const (
 // yet seen acked: the relay sends the next only once an earlier one is
 // acked, so a receiver needs room for this many (and a device may hold up
 // to 100 blobs of a newer version unacked and still receive).
-const DurableWindow = 256
+const DurableWindow = 1024
 
 // The relay's refusals of a push, which carry no content. TOO_LARGE and
 // MALFORMED (ResultTooLarge, ResultMalformed) are permanent; these are
