@@ -118,7 +118,7 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 	if r := c.durable.pipeline(pipe); r != nil {
 		return r
 	}
-	blob := m.Body() // the message's own copy: it outlives the read buffer
+	blob := m.Body() // the message's own copy: it outlives the read buffer, and the store keeps it
 	id, err := seal.PeekRecipient(blob)
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())

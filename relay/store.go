@@ -286,7 +286,7 @@ func (s *Store) Push(ctx context.Context, device string, blob []byte) (Seq, erro
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	b, seq, err := s.admit(device, blob, nil)
+	b, seq, err := s.admit(device, blob, false, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -302,7 +302,8 @@ func (s *Store) Push(ctx context.Context, device string, blob []byte) (Seq, erro
 }
 
 // PushAsync stores blob in device's inbox like Push, without waiting for
-// the fsync: a refusal at admission (every limit is checked there) is
+// the fsync, and without a copy: blob becomes the store's, and the caller
+// must not change it after the call. A refusal at admission (every limit is checked there) is
 // returned at once and then never runs; otherwise then runs once, on the
 // store's writer, with the blob's sequence number when the group commit
 // holding it is synced, or with a *Refusal (Internal) when that commit
@@ -313,20 +314,24 @@ func (s *Store) Push(ctx context.Context, device string, blob []byte) (Seq, erro
 // It is what lets one connection keep many pushes outstanding (the
 // broker's pipelined pushes) with no goroutine per push.
 func (s *Store) PushAsync(device string, blob []byte, then func(Seq, error)) error {
-	_, _, err := s.admit(device, blob, then)
+	_, _, err := s.admit(device, blob, true, then)
 	return err
 }
 
 // admit checks a push against the limits and queues it for the next group
-// commit; then (if not nil) runs when that commit is done.
-func (s *Store) admit(device string, blob []byte, then func(Seq, error)) (*batch, Seq, error) {
+// commit; then (if not nil) runs when that commit is done. An owned blob
+// is the store's from here on; otherwise the store copies it.
+func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, error)) (*batch, Seq, error) {
 	switch {
 	case !validDevice(device), len(blob) == 0:
 		return nil, 0, s.refuse(ErrMalformed)
 	case len(blob) > s.opts.MaxBlobBytes:
 		return nil, 0, s.refuse(ErrTooLarge)
 	}
-	data := append([]byte(nil), blob...)
+	data := blob
+	if !owned {
+		data = append([]byte(nil), blob...)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
