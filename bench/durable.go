@@ -48,9 +48,9 @@ const (
 	// rateBackoff is a sender's pause after a refusal before it pushes
 	// again, as a durable sender keeps the entry and retries.
 	rateBackoff = 10 * time.Millisecond
-	// durableWindow is the pushes each sender keeps outstanding on its
-	// connection (at most client.DurablePipeWindow).
-	durableWindow = 32
+	// defaultDurableWindow is the pushes each sender keeps outstanding on
+	// its connection (-durable-window; at most client.DurablePipeWindow).
+	defaultDurableWindow = 32
 )
 
 // durableResult is one run of workload 8.
@@ -90,7 +90,7 @@ func measureDurable(ctx context.Context, p plan, rep *report, s system) error {
 			name             string
 			from, recipients int
 		}{{durableWorkload, from, 1}, {durableSpreadWorkload, from + 1, p.durableSpread}} {
-			r, err := bs.durable(ctx, w.from, w.recipients, p.durableFor)
+			r, err := bs.durable(ctx, w.from, w.recipients, p.durableFor, p.durableWindow)
 			if err != nil {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
@@ -177,7 +177,7 @@ type stamp struct {
 // durable runs workload 8 to the recipients from..from+recipients of
 // the sealed pool: each run its own, so no run finds an inbox's push rate
 // spent by another run on the same server.
-func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time.Duration) (durableResult, error) {
+func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time.Duration, window int) (durableResult, error) {
 	ids, blobs, err := sealedBlobs(from, recipients)
 	if err != nil {
 		return durableResult{}, err
@@ -224,7 +224,7 @@ func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time
 	var swg sync.WaitGroup
 	for i, c := range senders {
 		swg.Go(func() {
-			sendStamps[i] = pushPipelined(ctx, c, i, recipients, blobs, deadline, &acked, &refused, func(err error) {
+			sendStamps[i] = pushPipelined(ctx, c, i, recipients, window, blobs, deadline, &acked, &refused, func(err error) {
 				errOnce.Do(func() { res.firstErr = err })
 			})
 		})
@@ -241,13 +241,13 @@ func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time
 	return res, nil
 }
 
-// pushPipelined is one sender: until deadline it keeps durableWindow
+// pushPipelined is one sender: until deadline it keeps window
 // pushes outstanding on its connection (a client.DurablePipe), taking each
 // answer in order, and returns the time before each acknowledged push
 // with the sequence it was given. A refusal is counted; once the pipe has
 // drained (everything behind a refused push is refused too) the sender
 // pauses rateBackoff and goes on, as a durable sender retries.
-func pushPipelined(ctx context.Context, c *client.Client, i, recipients int, blobs [][][]byte, deadline time.Time,
+func pushPipelined(ctx context.Context, c *client.Client, i, recipients, window int, blobs [][][]byte, deadline time.Time,
 	acked, refused *atomic.Int64, firstErr func(error)) []stamp {
 	type sent struct {
 		inbox int
@@ -258,7 +258,7 @@ func pushPipelined(ctx context.Context, c *client.Client, i, recipients int, blo
 	var mine []stamp
 	backoff := false
 	for n := i; ctx.Err() == nil; {
-		if !backoff && p.Len() < durableWindow && time.Now().Before(deadline) {
+		if !backoff && p.Len() < window && time.Now().Before(deadline) {
 			inbox := n % recipients
 			blob := blobs[inbox][(n/recipients)%durablePool]
 			at := time.Now().UnixNano()
