@@ -174,13 +174,8 @@ func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *Fl
 			res.Pushed++
 			err = d.update(func(tx *bolt.Tx) error { return d.remove(tx, key, e) })
 		case Permanent(perr):
-			reason := ReasonMalformed
-			var ref *RefusedError
-			if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
-				reason = ReasonTooLarge
-			}
 			res.Failed++
-			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, reason) })
+			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, failReason(perr)) })
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
@@ -251,13 +246,8 @@ func (d *Device) flushPipelined(ctx context.Context, r PipelinedRelay, to seal.D
 						return err
 					}
 				case Permanent(perr):
-					reason := ReasonMalformed
-					var ref *RefusedError
-					if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
-						reason = ReasonTooLarge
-					}
 					res.Failed++
-					if err := d.drop(tx, q.key, q.e, q.msg, reason); err != nil {
+					if err := d.drop(tx, q.key, q.e, q.msg, failReason(perr)); err != nil {
 						return err
 					}
 				default:
@@ -312,6 +302,15 @@ func (d *Device) dueFrom(to seal.DeviceID, res *FlushResult) ([]queued, error) {
 		return nil
 	})
 	return batch, err
+}
+
+// failReason is the sendFailed reason of a permanent refusal.
+func failReason(perr error) string {
+	var ref *RefusedError
+	if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
+		return ReasonTooLarge
+	}
+	return ReasonMalformed
 }
 
 // RetryNow makes every queued entry due at once: call it when a

@@ -114,15 +114,22 @@ func TestPipelinedFlushKeepsOrderAcrossRefusals(t *testing.T) {
 			t.Errorf("Run ended with %v", err)
 		}
 	}()
+	expectBodies(t, got, want)
+	t.Logf("%d messages, %d pushes refused and retried", n, retries)
+}
+
+// expectBodies takes len(want) bodies from got and checks they are want,
+// in order.
+func expectBodies(t *testing.T, got <-chan string, want []string) {
+	t.Helper()
 	for _, w := range want {
 		select {
 		case body := <-got:
 			if body != w {
-				t.Fatalf("got %q, want %q: an entry overtook a refused one", body, w)
+				t.Fatalf("got %q, want %q (all: %q)", body, w, want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%q never arrived", w)
 		}
 	}
-	t.Logf("%d messages, %d pushes refused and retried", n, retries)
 }

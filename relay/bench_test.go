@@ -49,7 +49,12 @@ func benchPush(b *testing.B, senders, size int) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	reportPushes(b, s, lat, time.Since(start))
+}
+
+// reportPushes reports pushes a second, pushes per fsync and the p50 and
+// p99 of the latencies each sender noted.
+func reportPushes(b *testing.B, s *Store, lat [][]time.Duration, elapsed time.Duration) {
 	b.StopTimer()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
@@ -195,13 +200,5 @@ func BenchmarkPushAsync16(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	st := s.Stats()
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "pushes/s")
-	b.ReportMetric(st.PushesPerFsync, "pushes/fsync")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	reportPushes(b, s, lat, time.Since(start))
 }
