@@ -284,11 +284,9 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		if err != nil {
 			return
 		}
-		m := wire.New(wire.TypeEvent, wire.CmdDurableDeliver).
-			WithHeader(wire.HeaderID, strconv.FormatUint(uint64(blob.Seq), 10)).WithBody(blob.Data)
 		f := sendq.NewFrame()
 		f.TTLOff = -1
-		if f.B, err = wire.AppendFrame(f.B, m); err != nil {
+		if f.B, err = wire.AppendDurableDeliver(f.B, uint64(blob.Seq), blob.Data); err != nil {
 			f.Release()
 			b.log.Error("relay: a stored blob does not fit a frame", "device", d.device, "seq", blob.Seq, "err", err)
 			<-d.window // nothing went out

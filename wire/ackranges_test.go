@@ -82,3 +82,20 @@ func FuzzParseSeqRanges(f *testing.F) {
 		}
 	})
 }
+
+// AppendDurableDeliver makes the frame AppendFrame makes of the message,
+// and refuses a blob too large for a frame as AppendFrame does.
+func TestAppendDurableDeliver(t *testing.T) {
+	blob := []byte("BBSL\x01 sealed")
+	want, err := AppendFrame(nil, New(TypeEvent, CmdDurableDeliver).WithHeader(HeaderID, "42").WithBody(blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendDurableDeliver([]byte("x"), 42, blob)
+	if err != nil || string(got) != "x"+string(want) {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	if _, err := AppendDurableDeliver(nil, 1, make([]byte, MaxMessageBytes)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a blob over the frame limit: %v, want ErrTooLarge", err)
+	}
+}

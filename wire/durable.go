@@ -161,3 +161,15 @@ func parseSeq(b []byte) (uint64, error) {
 	}
 	return v, nil
 }
+
+// AppendDurableDeliver appends the stream frame of a bus.durable.deliver
+// event carrying blob as sequence seq: the bytes AppendFrame makes of
+// New(TypeEvent, CmdDurableDeliver) with the id header seq and the body
+// blob, without copying blob into a message first (the relay sends every
+// blob it delivers through here).
+func AppendDurableDeliver(dst []byte, seq uint64, blob []byte) ([]byte, error) {
+	m := New(TypeEvent, CmdDurableDeliver)
+	m.Set(HeaderID, strconv.FormatUint(seq, 10))
+	m.body = blob // read only, by AppendFrame
+	return AppendFrame(dst, m)
+}
