@@ -3,6 +3,7 @@ package broker_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -173,4 +174,56 @@ func openedBody(t *testing.T, to, from *seal.Identity, blob []byte) string {
 		t.Fatalf("opening a delivery: %v", err)
 	}
 	return string(in.Body)
+}
+
+// A connection that goes away with pushes outstanding: what the relay
+// admitted is stored, in the order sent (a prefix of the pipeline), and
+// nothing waits for the answers nobody will read (the leak check of
+// TestMain and the broker's Shutdown at cleanup hold it to that).
+func TestPipelineCutByADisconnectStoresAPrefix(t *testing.T) {
+	e := relayBroker(t)
+	alice, bob := identity(t), identity(t)
+	sender := e.DialRaw(t)
+	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
+	const n = 200
+	var frames []byte
+	for i := range n {
+		m := wire.New(wire.TypeRequest, wire.CmdDurablePush).WithHeader(wire.HeaderID, fmt.Sprint("p", i)).
+			WithHeader(wire.HeaderPipelined, wire.PipelineNext).WithBody(sealedTo(t, alice, bob, fmt.Sprint(i)))
+		if i == 0 {
+			m.Set(wire.HeaderPipelined, wire.PipelineFirst)
+		}
+		var err error
+		if frames, err = wire.AppendFrame(frames, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sender.SendBytes(t, frames)
+	sender.Conn.Close()
+	// The sender leaves the directory only after every push it admitted
+	// was committed and answered (conn.endDurable).
+	testbroker.Eventually(t, 10*time.Second, "the sender's connection to end", func() bool {
+		return !slices.ContainsFunc(e.Broker.Directory(), func(n wire.NodeInfo) bool { return n.Node == "sender" })
+	})
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
+	proof, _ := json.Marshal(wire.DurableReceive{Device: bob.ID().String(), Public: bob.Public().Bytes(), Sig: bob.ProveReceive(r.Info.Nonce)})
+	var in wire.DurableInbox
+	if err := json.Unmarshal(ask(t, r, wire.CmdDurableInbox, "in", proof).Body(), &in); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("receive: %v", m)
+	}
+	for i := 0; i < in.Blobs; {
+		m := r.Read(t)
+		if m.Value(wire.HeaderCommand) != wire.CmdDurableDeliver {
+			continue
+		}
+		if body := openedBody(t, bob, alice, m.Body()); body != fmt.Sprint(i) {
+			t.Fatalf("delivery %d is %q: not the pipeline's prefix in order", i, body)
+		}
+		i++
+	}
+	t.Logf("%d of %d pushes stored before the disconnect", in.Blobs, n)
 }
