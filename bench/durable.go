@@ -319,34 +319,34 @@ func waitFor(ctx context.Context, want int64, got *atomic.Int64, idle time.Durat
 }
 
 // receiveDurable takes sess's blobs until ctx ends, and acks them from
-// two goroutines, each acking at once every blob received meanwhile (one
-// ack of ranges: client.DurableSession.AckAll); the relay sends at most
-// wire.DurableWindow unacked. It returns when it got which sequence.
+// one goroutine that acks, in one request of ranges
+// (client.DurableSession.AckAll), every blob received while its previous
+// ack was on its way: the busier the recipient, the bigger each ack. The
+// relay sends at most wire.DurableWindow unacked. It returns when it got
+// which sequence.
 func receiveDurable(ctx context.Context, sess *client.DurableSession, inbox int, received *atomic.Int64) []stamp {
 	defer sess.Close()
 	acks := make(chan uint64, wire.DurableWindow)
 	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			batch := make([]uint64, 0, wire.DurableWindow)
-			for seq := range acks {
-				batch = append(batch[:0], seq)
-			more:
-				for len(batch) < cap(batch) {
-					select {
-					case seq, ok := <-acks:
-						if !ok {
-							break more
-						}
-						batch = append(batch, seq)
-					default:
+	wg.Go(func() {
+		batch := make([]uint64, 0, wire.DurableWindow)
+		for seq := range acks {
+			batch = append(batch[:0], seq)
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case seq, ok := <-acks:
+					if !ok {
 						break more
 					}
+					batch = append(batch, seq)
+				default:
+					break more
 				}
-				_ = sess.AckAll(ctx, batch)
 			}
-		})
-	}
+			_ = sess.AckAll(ctx, batch)
+		}
+	})
 	var got []stamp
 	for {
 		b, err := sess.Next(ctx)
