@@ -319,11 +319,10 @@ func waitFor(ctx context.Context, want int64, got *atomic.Int64, idle time.Durat
 }
 
 // receiveDurable takes sess's blobs until ctx ends, and acks them from
-// one goroutine that acks, in one request of ranges
-// (client.DurableSession.AckAll), every blob received while its previous
-// ack was on its way: the busier the recipient, the bigger each ack. The
-// relay sends at most wire.DurableWindow unacked. It returns when it got
-// which sequence.
+// one goroutine, each ack one event of ranges that the relay does not
+// answer (client.DurableSession.AckAllNoWait) naming every blob received
+// since the previous ack. The relay sends at most wire.DurableWindow
+// unacked. It returns when it got which sequence.
 func receiveDurable(ctx context.Context, sess *client.DurableSession, inbox int, received *atomic.Int64) []stamp {
 	defer sess.Close()
 	acks := make(chan uint64, wire.DurableWindow)
@@ -344,7 +343,9 @@ func receiveDurable(ctx context.Context, sess *client.DurableSession, inbox int,
 					break more
 				}
 			}
-			_ = sess.AckAll(ctx, batch)
+			if sess.AckAllNoWait(batch) != nil {
+				return // the connection is gone
+			}
 		}
 	})
 	var got []stamp

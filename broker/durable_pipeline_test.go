@@ -102,7 +102,8 @@ func TestPipelinedPushesKeepOrderAcrossARefusal(t *testing.T) {
 // session delivered, each ack frees room in the delivery window, and an
 // ack that deletes nothing is refused.
 func TestAckRangesDeleteDeliveredBlobs(t *testing.T) {
-	e := relayBroker(t)
+	// More pushes than the default burst: the rate is not what is tested.
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(), Relay: relay.Options{MaxPushRate: -1}})
 	alice, bob := identity(t), identity(t)
 	sender := e.DialRaw(t)
 	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
@@ -226,4 +227,43 @@ func TestPipelineCutByADisconnectStoresAPrefix(t *testing.T) {
 		i++
 	}
 	t.Logf("%d of %d pushes stored before the disconnect", in.Blobs, n)
+}
+
+// An ack sent as an event deletes what it names and frees the window like
+// an ack request, and is never answered, not even when it names nothing.
+func TestAckEventsAreNotAnswered(t *testing.T) {
+	e := relayBroker(t)
+	alice, bob := identity(t), identity(t)
+	sender := e.DialRaw(t)
+	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
+	for i := range 3 {
+		if m := ask(t, sender, wire.CmdDurablePush, fmt.Sprint("p", i), sealedTo(t, alice, bob, fmt.Sprint(i))); m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("push %d: %v", i, m)
+		}
+	}
+	r := e.DialRaw(t)
+	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
+	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("receive: %v", m)
+	}
+	for range 3 {
+		if m := r.Read(t); m.Value(wire.HeaderCommand) != wire.CmdDurableDeliver {
+			t.Fatalf("expected a delivery: %v", m)
+		}
+	}
+	for _, body := range []string{"1-2", "1-2", "junk"} { // the second and third delete nothing
+		r.Send(t, wire.New(wire.TypeEvent, wire.CmdDurableAck).WithBody([]byte(body)))
+	}
+	// The next frame bob reads is the answer to this request: nothing
+	// came for the events, and the inbox holds the one blob not acked.
+	proof, _ := json.Marshal(wire.DurableReceive{Device: bob.ID().String(), Public: bob.Public().Bytes(), Sig: bob.ProveReceive(r.Info.Nonce)})
+	r.Send(t, wire.New(wire.TypeRequest, wire.CmdDurableInbox).WithHeader(wire.HeaderID, "in").WithBody(proof))
+	m := r.Read(t)
+	if m.Value(wire.HeaderReplyTo) != "in" {
+		t.Fatalf("read %v, want the inbox answer: an ack event was answered", m)
+	}
+	var in wire.DurableInbox
+	if err := json.Unmarshal(m.Body(), &in); err != nil || in.Blobs != 1 {
+		t.Fatalf("inbox %s (%v), want 1 blob", m.Body(), err)
+	}
 }

@@ -301,12 +301,32 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 }
 
 // durableAck deletes delivered blobs, named by ranges of sequences, from
-// the inbox of the device this connection receives for, and only from it.
-// Only blobs the session has delivered are deleted: a range past the last
-// one delivered stops there. Each deleted blob makes room for one more
-// delivery.
+// the inbox of the device this connection receives for, and only from it,
+// and answers.
 func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
-	ranges, err := wire.ParseSeqRanges(m.Body())
+	if r := b.ackRanges(c, m.Body(), &s.topic); r != nil {
+		return r
+	}
+	b.reply(c, *s, nil)
+	return nil
+}
+
+// durableAckEvent is durableAck sent as an event: nothing is answered, and
+// a refused ack is only logged (at debug level: a receiver that sends
+// junk only hurts its own inbox, whose blobs come again next session).
+func (b *Broker) durableAckEvent(c *conn, m *wire.Message) {
+	var device string
+	if r := b.ackRanges(c, m.Body(), &device); r != nil {
+		b.log.Debug("durable ack event refused", "node", c.node, "device", device, "why", clip(r.text))
+	}
+}
+
+// ackRanges deletes the blobs an ack body names. Only blobs the session
+// has delivered are deleted: a range past the last one delivered stops
+// there. Each deleted blob makes room for one more delivery. An ack that
+// deletes nothing is refused. device is set to the session's device.
+func (b *Broker) ackRanges(c *conn, body []byte, device *string) *refusal {
+	ranges, err := wire.ParseSeqRanges(body)
 	if err != nil {
 		return rejectf("ack: the body must be blobs' sequence numbers, as ranges (%v)", err)
 	}
@@ -316,7 +336,7 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 	if d == nil {
 		return rejectf("ack: this connection has no receive session")
 	}
-	s.topic = d.device
+	*device = d.device
 	last := uint64(d.sess.Delivered())
 	acked := 0
 	for _, r := range ranges {
@@ -333,9 +353,8 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 		}
 	}
 	if acked == 0 {
-		return rejectf("ack: no blob %s in device %s's inbox", clip(string(m.Body())), d.device)
+		return rejectf("ack: no blob %s in device %s's inbox", clip(string(body)), d.device)
 	}
-	b.reply(c, *s, nil)
 	return nil
 }
 

@@ -292,6 +292,27 @@ func (s *DurableSession) AckAll(ctx context.Context, seqs []uint64) error {
 	return nil
 }
 
+// AckAllNoWait is AckAll without waiting for the relay: the acks go as
+// events, which the relay does not answer, so the recipient's next blobs
+// are not held up by a round trip. Its error says only that the acks
+// could not be queued (the connection's queue is full or closed); an ack
+// the relay refuses (say, of a blob already acked) is not reported.
+func (s *DurableSession) AckAllNoWait(seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ranges := wire.SeqRanges(slices.Compact(slices.Sorted(slices.Values(seqs))))
+	for len(ranges) > 0 {
+		n := min(len(ranges), wire.MaxAckRanges)
+		m := wire.New(wire.TypeEvent, wire.CmdDurableAck).WithBody(wire.AppendSeqRanges(nil, ranges[:n]))
+		ranges = ranges[n:]
+		if !s.c.out.Enqueue(m, time.Time{}) {
+			return errQueueFull
+		}
+	}
+	return nil
+}
+
 // Close ends the session on this side: what the relay still sends is not
 // kept, and comes again on the next session.
 func (s *DurableSession) Close() { s.end() }

@@ -118,3 +118,36 @@ func TestDurablePipeWindowOrderAndAckAll(t *testing.T) {
 		t.Fatalf("after AckAll of everything: %d blobs left", in.Blobs)
 	}
 }
+
+// AckAllNoWait deletes what it names without a round trip.
+func TestDurableAckAllNoWait(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
+	bob, blobs := sealedBlobs(t, 10)
+	sender := connect(t, e, "alice")
+	for _, p := range sender.DurablePushAll(ctxT(t, 5*time.Second), blobs) {
+		if p.Err != nil {
+			t.Fatal(p.Err)
+		}
+	}
+	rx := connect(t, e, "bob")
+	sess, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var seqs []uint64
+	for range blobs {
+		b, err := sess.Next(ctxT(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, b.Seq)
+	}
+	if err := sess.AckAllNoWait(seqs[:7]); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 5*time.Second, "the acks to delete 7 blobs", func() bool {
+		in, err := rx.DurableInbox(ctxT(t, 5*time.Second), bob)
+		return err == nil && in.Blobs == 3
+	})
+}

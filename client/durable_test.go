@@ -9,6 +9,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/relay"
 	"busbar/seal"
 	"busbar/wire"
 )
@@ -18,7 +19,7 @@ import (
 // sends at most wire.DurableWindow unacked, and the next once one is
 // acked.
 func TestDurablePushReceiveAckThroughClients(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(), Relay: relay.Options{MaxPushRate: -1}}) // more pushes than the default burst
 	alice, err := seal.Generate()
 	if err != nil {
 		t.Fatal(err)
