@@ -107,12 +107,7 @@ func TestAckRangesDeleteDeliveredBlobs(t *testing.T) {
 	alice, bob := identity(t), identity(t)
 	sender := e.DialRaw(t)
 	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
-	const n = wire.DurableWindow + 10
-	for i := range n {
-		if m := ask(t, sender, wire.CmdDurablePush, fmt.Sprint("p", i), sealedTo(t, alice, bob, fmt.Sprint(i))); m.Value(wire.HeaderRC) != "0" {
-			t.Fatalf("push %d: %v", i, m)
-		}
-	}
+	pushEach(t, sender, alice, bob, wire.DurableWindow+10)
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
 	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
@@ -236,11 +231,7 @@ func TestAckEventsAreNotAnswered(t *testing.T) {
 	alice, bob := identity(t), identity(t)
 	sender := e.DialRaw(t)
 	sender.Hello(t, wire.ProtocolVersion, "sender", "local", e.Secrets["local"])
-	for i := range 3 {
-		if m := ask(t, sender, wire.CmdDurablePush, fmt.Sprint("p", i), sealedTo(t, alice, bob, fmt.Sprint(i))); m.Value(wire.HeaderRC) != "0" {
-			t.Fatalf("push %d: %v", i, m)
-		}
-	}
+	pushEach(t, sender, alice, bob, 3)
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
 	if m := receive(t, r, "rx", bob, r.Info.Nonce); m.Value(wire.HeaderRC) != "0" {
@@ -265,5 +256,16 @@ func TestAckEventsAreNotAnswered(t *testing.T) {
 	var in wire.DurableInbox
 	if err := json.Unmarshal(m.Body(), &in); err != nil || in.Blobs != 1 {
 		t.Fatalf("inbox %s (%v), want 1 blob", m.Body(), err)
+	}
+}
+
+// pushEach pushes n blobs from alice to bob with bodies "0", "1", …, each
+// waiting for its answer, which must be rc 0.
+func pushEach(t *testing.T, r *testbroker.Raw, alice, bob *seal.Identity, n int) {
+	t.Helper()
+	for i := range n {
+		if m := ask(t, r, wire.CmdDurablePush, fmt.Sprint("p", i), sealedTo(t, alice, bob, fmt.Sprint(i))); m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("push %d: %v", i, m)
+		}
 	}
 }

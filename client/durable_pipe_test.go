@@ -12,8 +12,9 @@ import (
 	"busbar/wire"
 )
 
-// sealedBlobs seals n two-byte bodies from one new device to another.
-func sealedBlobs(t *testing.T, n int) (to *seal.Identity, blobs [][]byte) {
+// sealedBlobs seals n two-byte bodies (i, little-endian) from one new
+// device to another.
+func sealedBlobs(t *testing.T, n int) (from, to *seal.Identity, blobs [][]byte) {
 	t.Helper()
 	from, err := seal.Generate()
 	if err != nil {
@@ -33,7 +34,7 @@ func sealedBlobs(t *testing.T, n int) (to *seal.Identity, blobs [][]byte) {
 		}
 		blobs = append(blobs, blob)
 	}
-	return to, blobs
+	return from, to, blobs
 }
 
 // A pipe holds DurablePipeWindow pushes without answers and refuses one
@@ -43,7 +44,7 @@ func sealedBlobs(t *testing.T, n int) (to *seal.Identity, blobs [][]byte) {
 // duplicate.
 func TestDurablePipeWindowOrderAndAckAll(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
-	bob, blobs := sealedBlobs(t, client.DurablePipeWindow+1)
+	_, bob, blobs := sealedBlobs(t, client.DurablePipeWindow+1)
 	sender := connect(t, e, "alice")
 	p := sender.DurablePipe()
 	for i, b := range blobs[:client.DurablePipeWindow] {
@@ -122,7 +123,7 @@ func TestDurablePipeWindowOrderAndAckAll(t *testing.T) {
 // AckAllNoWait deletes what it names without a round trip.
 func TestDurableAckAllNoWait(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
-	bob, blobs := sealedBlobs(t, 10)
+	_, bob, blobs := sealedBlobs(t, 10)
 	sender := connect(t, e, "alice")
 	for _, p := range sender.DurablePushAll(ctxT(t, 5*time.Second), blobs) {
 		if p.Err != nil {

@@ -20,25 +20,10 @@ import (
 // acked.
 func TestDurablePushReceiveAckThroughClients(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(), Relay: relay.Options{MaxPushRate: -1}}) // more pushes than the default burst
-	alice, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sender := connect(t, e, "alice")
 	const n = wire.DurableWindow + 1
-	for i := range n {
-		msg, err := seal.NewMessage(seal.KindSync, "g", []byte{byte(i), byte(i >> 8)}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob, err := seal.Seal(alice, bob.Public(), msg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	alice, bob, blobs := sealedBlobs(t, n)
+	sender := connect(t, e, "alice")
+	for i, blob := range blobs {
 		if seq, err := sender.DurablePush(ctxT(t, 5*time.Second), blob); err != nil || seq != uint64(i+1) {
 			t.Fatalf("push %d: seq %d, %v", i, seq, err)
 		}
