@@ -18,8 +18,9 @@ import (
 // broker connection (docs/durable.md#the-relay-on-the-broker-connection).
 // The store (package relay) keeps each device's inbox on disk; the broker
 // turns bus.durable.* commands into its calls. A push is answered only
-// once the fsync covering it is done, and pushes of one connection run
-// concurrently (up to MaxInflight), so they share fsyncs. A receive
+// once the fsync covering it is done; the reader admits a connection's
+// pushes in order without waiting (up to MaxInflight outstanding), so they
+// share fsyncs, and the store's writer queues their answers. A receive
 // session belongs to the connection that proved it holds the device's key;
 // a newer session for the same device, or on the same connection, ends the
 // older one.
