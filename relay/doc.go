@@ -13,10 +13,10 @@
 //     one caller can keep many pushes outstanding, in order.
 //   - A Session yields one device's inbox in arrival order, each blob once;
 //     a new Session starts again from the oldest blob not acked.
-//   - Ack (and AckRange, for a run of sequences) deletes from the acking
-//     device's inbox only; another
-//     device's sequence number is ErrNoSuchBlob. The deletion is durable
-//     with the next group commit; Ack does not wait for it, so a crash
+//   - Ack deletes a blob from the acking device's inbox only; another
+//     device's sequence number is ErrNoSuchBlob (AckRange, for a run of
+//     sequences, passes over it). The deletion is durable with the next
+//     group commit; Ack does not wait for it, so a crash
 //     right after an Ack can only bring that blob back for one more
 //     delivery.
 //   - A refused push is a *Refusal with a Code and no content: TooLarge and
