@@ -45,9 +45,12 @@ const (
 	durableSenders = 16
 	durableSize    = 128
 	durablePool    = 16 // sealed blobs per recipient, reused
-	// rateBackoff is a sender's pause after RATE_LIMITED before it pushes
-	// the same blob again, as a durable sender keeps it and retries.
+	// rateBackoff is a sender's pause after a refusal before it pushes
+	// again, as a durable sender keeps the entry and retries.
 	rateBackoff = 10 * time.Millisecond
+	// defaultDurableWindow is the pushes each sender keeps outstanding on
+	// its connection (-durable-window; at most client.DurablePipeWindow).
+	defaultDurableWindow = 32
 )
 
 // durableResult is one run of workload 8.
@@ -87,7 +90,7 @@ func measureDurable(ctx context.Context, p plan, rep *report, s system) error {
 			name             string
 			from, recipients int
 		}{{durableWorkload, from, 1}, {durableSpreadWorkload, from + 1, p.durableSpread}} {
-			r, err := bs.durable(ctx, w.from, w.recipients, p.durableFor)
+			r, err := bs.durable(ctx, w.from, w.recipients, p.durableFor, p.durableWindow)
 			if err != nil {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
@@ -174,7 +177,7 @@ type stamp struct {
 // durable runs workload 8 to the recipients from..from+recipients of
 // the sealed pool: each run its own, so no run finds an inbox's push rate
 // spent by another run on the same server.
-func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time.Duration) (durableResult, error) {
+func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time.Duration, window int) (durableResult, error) {
 	ids, blobs, err := sealedBlobs(from, recipients)
 	if err != nil {
 		return durableResult{}, err
@@ -202,7 +205,7 @@ func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time
 		if err != nil {
 			return durableResult{}, err
 		}
-		rwg.Go(func() { recvStamps[i] = receiveDurable(rctx, sess, i, max(1, 16/recipients), &received) })
+		rwg.Go(func() { recvStamps[i] = receiveDurable(rctx, sess, i, &received) })
 	}
 	var senders []*client.Client
 	for range durableSenders {
@@ -221,27 +224,9 @@ func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time
 	var swg sync.WaitGroup
 	for i, c := range senders {
 		swg.Go(func() {
-			var mine []stamp
-			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; {
-				inbox := n % recipients
-				blob := blobs[inbox][(n/recipients)%durablePool]
-				t0 := time.Now().UnixNano()
-				seq, err := c.DurablePush(ctx, blob)
-				if err != nil {
-					refused.Add(1)
-					errOnce.Do(func() { res.firstErr = err })
-					var re *client.RequestError
-					if errors.As(err, &re) && re.Kind == wire.ResultRateLimited {
-						time.Sleep(rateBackoff)
-						continue // the same blob again
-					}
-					return
-				}
-				acked.Add(1)
-				mine = append(mine, stamp{inbox, seq, t0})
-				n += durableSenders
-			}
-			sendStamps[i] = mine
+			sendStamps[i] = pushPipelined(ctx, c, i, recipients, window, blobs, deadline, &acked, &refused, func(err error) {
+				errOnce.Do(func() { res.firstErr = err })
+			})
 		})
 	}
 	swg.Wait()
@@ -254,6 +239,65 @@ func (s *busbarSystem) durable(ctx context.Context, from, recipients int, d time
 	res.latency = joinStamps(sendStamps, recvStamps)
 	res.finish()
 	return res, nil
+}
+
+// pushPipelined is one sender: until deadline it keeps window
+// pushes outstanding on its connection (a client.DurablePipe), taking each
+// answer in order, and returns the time before each acknowledged push
+// with the sequence it was given. A refusal is counted; once the pipe has
+// drained (everything behind a refused push is refused too) the sender
+// pauses rateBackoff and goes on, as a durable sender retries.
+func pushPipelined(ctx context.Context, c *client.Client, i, recipients, window int, blobs [][][]byte, deadline time.Time,
+	acked, refused *atomic.Int64, firstErr func(error)) []stamp {
+	type sent struct {
+		inbox int
+		at    int64
+	}
+	p := c.DurablePipe()
+	var fifo []sent
+	var mine []stamp
+	backoff := false
+	for n := i; ctx.Err() == nil; {
+		if !backoff && p.Len() < window && time.Now().Before(deadline) {
+			inbox := n % recipients
+			blob := blobs[inbox][(n/recipients)%durablePool]
+			at := time.Now().UnixNano()
+			if err := p.Send(ctx, blob); err != nil {
+				firstErr(err)
+				break
+			}
+			fifo = append(fifo, sent{inbox, at})
+			n += durableSenders
+			continue
+		}
+		if p.Len() == 0 {
+			if !backoff {
+				break // past the deadline, everything answered
+			}
+			time.Sleep(rateBackoff)
+			backoff = false
+			continue
+		}
+		seq, err := p.Next(ctx)
+		s := fifo[0]
+		fifo = fifo[1:]
+		if err != nil {
+			refused.Add(1)
+			firstErr(err)
+			var re *client.RequestError
+			if !errors.As(err, &re) {
+				break // not a refusal: the connection failed
+			}
+			backoff = true
+			continue
+		}
+		acked.Add(1)
+		mine = append(mine, stamp{s.inbox, seq, s.at})
+	}
+	for p.Len() > 0 { // only after a failure: the answers are not counted
+		_, _ = p.Next(ctx)
+	}
+	return mine
 }
 
 // waitFor polls until got reaches want, ctx ends, or got has not moved
@@ -274,20 +318,36 @@ func waitFor(ctx context.Context, want int64, got *atomic.Int64, idle time.Durat
 	}
 }
 
-// receiveDurable takes sess's blobs until ctx ends, acking each from a
-// few goroutines (an ack is a round trip; the relay sends at most 256
-// unacked), and returns when it got which sequence.
-func receiveDurable(ctx context.Context, sess *client.DurableSession, inbox, ackers int, received *atomic.Int64) []stamp {
+// receiveDurable takes sess's blobs until ctx ends, and acks them from
+// one goroutine, each ack one event of ranges that the relay does not
+// answer (client.DurableSession.AckAllNoWait) naming every blob received
+// since the previous ack. The relay sends at most wire.DurableWindow
+// unacked. It returns when it got which sequence.
+func receiveDurable(ctx context.Context, sess *client.DurableSession, inbox int, received *atomic.Int64) []stamp {
 	defer sess.Close()
-	acks := make(chan uint64, 256)
+	acks := make(chan uint64, wire.DurableWindow)
 	var wg sync.WaitGroup
-	for range ackers {
-		wg.Go(func() {
-			for seq := range acks {
-				_ = sess.Ack(ctx, seq)
+	wg.Go(func() {
+		batch := make([]uint64, 0, wire.DurableWindow)
+		for seq := range acks {
+			batch = append(batch[:0], seq)
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case seq, ok := <-acks:
+					if !ok {
+						break more
+					}
+					batch = append(batch, seq)
+				default:
+					break more
+				}
 			}
-		})
-	}
+			if sess.AckAllNoWait(batch) != nil {
+				return // the connection is gone
+			}
+		}
+	})
 	var got []stamp
 	for {
 		b, err := sess.Next(ctx)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"busbar/client"
 )
 
 func main() {
@@ -29,6 +31,7 @@ func main() {
 	frozenMsgs := flag.Int64("frozen-msgs", 0, "messages per run of 7, the frozen reader (default: the plan's)")
 	durableFor := flag.Duration("durable-for", 0, "how long each run of 8 pushes (default: the plan's)")
 	durableSpread := flag.Int("durable-spread", 0, "recipients of 8b (default: the plan's)")
+	durableWindow := flag.Int("durable-window", 0, "pushes each sender of 8 keeps outstanding, 1 to 256 (default: the plan's)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -48,6 +51,9 @@ func main() {
 	}
 	if *durableSpread > 0 {
 		plan.durableSpread = *durableSpread
+	}
+	if *durableWindow > 0 {
+		plan.durableWindow = min(*durableWindow, client.DurablePipeWindow)
 	}
 	if *only != "" {
 		plan.only = map[string]bool{}
@@ -78,6 +84,7 @@ type plan struct {
 	idleConns                                           int
 	durableFor                                          time.Duration   // each run of 8
 	durableSpread                                       int             // recipients of 8b
+	durableWindow                                       int             // pushes each sender of 8 keeps outstanding
 	straggle                                            time.Duration   // a subscriber's wait for stragglers (0: idleWait)
 	only                                                map[string]bool // workload numbers; nil: all
 }
@@ -85,8 +92,8 @@ type plan struct {
 func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
 var (
-	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200}
-	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40}
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200, durableWindow: defaultDurableWindow}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40, durableWindow: defaultDurableWindow}
 )
 
 // row is one metric of one workload, measured on every system.

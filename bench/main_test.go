@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // few messages, and each such run would otherwise wait up to 4s.
 func TestQuickComparison(t *testing.T) {
 	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenMsgs, idleConns: 20, straggle: time.Second,
-		durableFor: 200 * time.Millisecond, durableSpread: 16}
+		durableFor: 200 * time.Millisecond, durableSpread: 16, durableWindow: defaultDurableWindow}
 	var log strings.Builder
 	rep, err := run(context.Background(), p, 1, &log)
 	if err != nil {

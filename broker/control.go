@@ -25,6 +25,10 @@ func (b *Broker) control(c *conn, v *hotpath.View, cmd string) {
 		return
 	}
 	cmd = m.Value(wire.HeaderCommand) // the message's own copy: cmd aliased the read buffer
+	if cmd == wire.CmdDurableAck && m.Value(wire.HeaderType) == wire.TypeEvent {
+		b.durableAckEvent(c, m) // an ack that wants no answer
+		return
+	}
 	id := m.Value(wire.HeaderID)
 	if !validID(id) || m.Value(wire.HeaderType) != wire.TypeRequest {
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, cmd+" must be a request with an id"))

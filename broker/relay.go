@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -19,8 +18,9 @@ import (
 // broker connection (docs/durable.md#the-relay-on-the-broker-connection).
 // The store (package relay) keeps each device's inbox on disk; the broker
 // turns bus.durable.* commands into its calls. A push is answered only
-// once the fsync covering it is done, and pushes of one connection run
-// concurrently (up to MaxInflight), so they share fsyncs. A receive
+// once the fsync covering it is done; the reader admits a connection's
+// pushes in order without waiting (up to MaxInflight outstanding), so they
+// share fsyncs, and the store's writer queues their answers. A receive
 // session belongs to the connection that proved it holds the device's key;
 // a newer session for the same device, or on the same connection, ends the
 // older one.
@@ -37,6 +37,7 @@ type relayRole struct {
 // it: a goroutine that sends the inbox's blobs until cancel.
 type delivery struct {
 	c      *conn
+	sess   *relay.Session
 	device string
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine has returned
@@ -50,8 +51,13 @@ type delivery struct {
 // and its delivery goroutine.
 type durableWork struct {
 	wg      sync.WaitGroup
-	mu      sync.Mutex // guards session
+	mu      sync.Mutex // guards session and broken
 	session *delivery
+	// broken is the code of the first push refused temporarily since the
+	// connection's pipeline started: later pipelined pushes get it too.
+	// Only refusals at admission count: a group commit that fails fails
+	// the store for good, so every later push is refused anyway.
+	broken wire.Result
 }
 
 func (r *relayRole) open(dir string, opts relay.Options, log *slog.Logger) error {
@@ -98,32 +104,79 @@ func (b *Broker) durable(c *conn, m *wire.Message, s *subject) *refusal {
 	return rejectf("unknown control command %s", s.command)
 }
 
-// durablePush stores one blob for the device its clear header names and
-// answers once it is on disk. It runs in a goroutine of its own, so the
-// connection's next pushes join the same group commit.
+// durablePush admits one blob for the device its clear header names, in
+// the order the connection sent it, and returns: the answer goes out from
+// the store's writer once the group commit holding the blob is synced. So
+// a connection may keep many pushes outstanding (a pipeline, bounded by
+// MaxInflight), they keep their order in the inbox, and all of them join
+// the same group commits, with no goroutine per push.
+//
+// A pipelined push (wire.HeaderPipelined) behind one refused temporarily
+// is refused with the same code: were it stored, it would be delivered
+// before the refused one, which its sender will push again.
 func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
-	blob := m.Body() // the message's own copy: it outlives the read buffer
+	pipe := m.Value(wire.HeaderPipelined)
+	if r := c.durable.pipeline(pipe); r != nil {
+		return r
+	}
+	blob := m.Body() // the message's own copy: it outlives the read buffer, and the store keeps it
 	id, err := seal.PeekRecipient(blob)
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
 	}
 	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
-		return b.tooManyCalls()
+		return c.durable.refused(pipe, b.tooManyCalls())
 	}
 	c.inflight.Add(1)
 	c.durable.wg.Add(1)
 	answer := *s
-	go func() {
+	err = b.relay.store.PushAsync(id.String(), blob, func(seq relay.Seq, err error) {
+		// On the store's writer: queue the answer and return.
 		defer c.durable.wg.Done()
 		defer c.inflight.Add(-1)
-		seq, err := b.relay.store.Push(b.ctx, id.String(), blob)
 		if err != nil {
 			b.answer(c, answer, pushRefusal(err))
 			return
 		}
 		b.reply(c, answer, strconv.AppendUint(nil, uint64(seq), 10))
-	}()
+	})
+	if err != nil {
+		c.inflight.Add(-1)
+		c.durable.wg.Done()
+		return c.durable.refused(pipe, pushRefusal(err))
+	}
 	return nil
+}
+
+// pipeline starts a new pipeline (wire.PipelineFirst), or returns the
+// refusal of a push that joins one (wire.PipelineNext) behind a push
+// refused temporarily since it started. A push outside any pipeline (no
+// header, or a value it does not know) passes.
+func (w *durableWork) pipeline(pipe string) *refusal {
+	if pipe == "" {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case pipe == wire.PipelineFirst:
+		w.broken = ""
+	case pipe == wire.PipelineNext && w.broken != "":
+		return refuse(w.broken, "behind a push of this pipeline refused "+string(w.broken))
+	}
+	return nil
+}
+
+// refused notes a refusal at admission of a push of the pipeline and
+// returns it: a temporary one breaks the pipeline; a permanent one (the
+// entry is dropped, never delivered) does not.
+func (w *durableWork) refused(pipe string, r *refusal) *refusal {
+	if (pipe == wire.PipelineFirst || pipe == wire.PipelineNext) && r.result != wire.ResultTooLarge && r.result != wire.ResultMalformed {
+		w.mu.Lock()
+		w.broken = r.result
+		w.mu.Unlock()
+	}
+	return r
 }
 
 // pushRefusal is the answer to a push the store refused: its code, and no
@@ -174,7 +227,7 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	// The answer goes first, so every delivery follows it.
 	b.reply(c, *s, nil)
 	ctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{c: c, device: device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
+	d := &delivery{c: c, sess: sess, device: device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
 	c.durable.session = d
 	b.relay.mu.Lock()
 	old := b.relay.sessions[device]
@@ -232,11 +285,9 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		if err != nil {
 			return
 		}
-		m := wire.New(wire.TypeEvent, wire.CmdDurableDeliver).
-			WithHeader(wire.HeaderID, strconv.FormatUint(uint64(blob.Seq), 10)).WithBody(blob.Data)
 		f := sendq.NewFrame()
 		f.TTLOff = -1
-		if f.B, err = wire.AppendFrame(f.B, m); err != nil {
+		if f.B, err = wire.AppendDurableDeliver(f.B, uint64(blob.Seq), blob.Data); err != nil {
 			f.Release()
 			b.log.Error("relay: a stored blob does not fit a frame", "device", d.device, "seq", blob.Seq, "err", err)
 			<-d.window // nothing went out
@@ -250,12 +301,35 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 	}
 }
 
-// durableAck deletes a delivered blob from the inbox of the device this
-// connection receives for, and only from it.
+// durableAck deletes delivered blobs, named by ranges of sequences, from
+// the inbox of the device this connection receives for, and only from it,
+// and answers.
 func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
-	seq, err := strconv.ParseUint(string(m.Body()), 10, 64)
+	if r := b.ackRanges(c, m.Body(), &s.topic); r != nil {
+		return r
+	}
+	b.reply(c, *s, nil)
+	return nil
+}
+
+// durableAckEvent is durableAck sent as an event: nothing is answered, and
+// a refused ack is only logged (at debug level: a receiver that sends
+// junk only hurts its own inbox, whose blobs come again next session).
+func (b *Broker) durableAckEvent(c *conn, m *wire.Message) {
+	var device string
+	if r := b.ackRanges(c, m.Body(), &device); r != nil {
+		b.log.Debug("durable ack event refused", "node", c.node, "device", device, "why", clip(r.text))
+	}
+}
+
+// ackRanges deletes the blobs an ack body names. Only blobs the session
+// has delivered are deleted: a range past the last one delivered stops
+// there. Each deleted blob makes room for one more delivery. An ack that
+// deletes nothing is refused. device is set to the session's device.
+func (b *Broker) ackRanges(c *conn, body []byte, device *string) *refusal {
+	ranges, err := wire.ParseSeqRanges(body)
 	if err != nil {
-		return rejectf("ack: the body must be a blob's sequence number")
+		return rejectf("ack: the body must be blobs' sequence numbers, as ranges (%v)", err)
 	}
 	c.durable.mu.Lock()
 	d := c.durable.session
@@ -263,18 +337,25 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 	if d == nil {
 		return rejectf("ack: this connection has no receive session")
 	}
-	s.topic = d.device
-	if err := b.relay.store.Ack(d.device, relay.Seq(seq)); err != nil {
-		if errors.Is(err, relay.ErrNoSuchBlob) {
-			return rejectf("ack: no blob %d in device %s's inbox", seq, d.device)
+	*device = d.device
+	last := uint64(d.sess.Delivered())
+	acked := 0
+	for _, r := range ranges {
+		n, err := b.relay.store.AckRange(d.device, relay.Seq(r.Lo), relay.Seq(min(r.Hi, last)))
+		if err != nil {
+			return pushRefusal(err)
 		}
-		return pushRefusal(err)
+		acked += n
 	}
-	select { // one more blob may go out
-	case <-d.window:
-	default:
+	for range acked { // as many more blobs may go out
+		select {
+		case <-d.window:
+		default:
+		}
 	}
-	b.reply(c, *s, nil)
+	if acked == 0 {
+		return rejectf("ack: no blob %s in device %s's inbox", clip(string(body)), d.device)
+	}
 	return nil
 }
 

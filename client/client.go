@@ -28,7 +28,6 @@ type Client struct {
 	opts    Options
 	log     *slog.Logger
 	servers []string // Options' endpoints, in order
-	nonce   []byte   // the first connection's bus.info nonce: a relay receive proof signs it
 	exec    Executor
 	pool    *pool           // the default executor, owned; nil when the caller gave one
 	ctx     context.Context // cancelled by shutdown: callbacks' contexts derive from it
@@ -131,7 +130,6 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if c.opts.IID == "" {
 		c.opts.IID = cn.welcome.IID // a reconnect presents the same instance
 	}
-	c.nonce = cn.nonce
 	c.exec = opts.Executor
 	if c.exec == nil {
 		c.pool = newPool(opts.Workers, opts.DispatchQueue)
@@ -307,13 +305,26 @@ func (c *Client) answer(m *wire.Message) {
 // and why none came. While the client is reconnecting it waits (within
 // deadline) for the connection to be back before it sends anything.
 func (c *Client) call(ctx context.Context, s *Scope, m *wire.Message, deadline time.Time) (*wire.Message, error) {
-	id := m.Value(wire.HeaderID)
+	return c.callOn(ctx, s, func(*conn) *wire.Message { return m }, deadline)
+}
+
+// callOn is call for a message that depends on the connection it goes
+// on (a relay proof signs that connection's nonce): build makes it once
+// the connection is known, again if that connection is lost before the
+// message left.
+func (c *Client) callOn(ctx context.Context, s *Scope, build func(*conn) *wire.Message, deadline time.Time) (*wire.Message, error) {
 	var stale *conn // a connection seen closing: wait for the next one
 	for {
 		if err := c.awaitUp(ctx, s, deadline, stale); err != nil {
 			return nil, err
 		}
-		p, err := c.register(s, id, nil)
+		cn := c.cur.Load()
+		if cn == nil {
+			continue
+		}
+		m := build(cn)
+		id := m.Value(wire.HeaderID)
+		p, err := c.registerOn(cn, id, nil, s)
 		if errors.Is(err, errNotConnected) {
 			continue
 		}
@@ -414,10 +425,10 @@ func (c *Client) register(s *Scope, id string, onAnswer func(*wire.Message)) (*p
 }
 
 // registerOn opens a call on cn, which must be the live connection.
-func (c *Client) registerOn(cn *conn, id string, onAnswer func(*wire.Message)) (*pending, error) {
+func (c *Client) registerOn(cn *conn, id string, onAnswer func(*wire.Message), s *Scope) (*pending, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.registerOnLocked(cn, nil, id, onAnswer)
+	return c.registerOnLocked(cn, s, id, onAnswer)
 }
 
 // registerOnLocked opens a call on cn waiting for the answer to id;

@@ -9,6 +9,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/relay"
 	"busbar/seal"
 	"busbar/wire"
 )
@@ -18,26 +19,11 @@ import (
 // sends at most wire.DurableWindow unacked, and the next once one is
 // acked.
 func TestDurablePushReceiveAckThroughClients(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
-	alice, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := seal.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sender := connect(t, e, "alice")
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir(), Relay: relay.Options{MaxPushRate: -1}}) // more pushes than the default burst
 	const n = wire.DurableWindow + 1
-	for i := range n {
-		msg, err := seal.NewMessage(seal.KindSync, "g", []byte{byte(i), byte(i >> 8)}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob, err := seal.Seal(alice, bob.Public(), msg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	alice, bob, blobs := sealedBlobs(t, n)
+	sender := connect(t, e, "alice")
+	for i, blob := range blobs {
 		if seq, err := sender.DurablePush(ctxT(t, 5*time.Second), blob); err != nil || seq != uint64(i+1) {
 			t.Fatalf("push %d: seq %d, %v", i, seq, err)
 		}
@@ -96,5 +82,46 @@ func TestDurablePushReceiveAckThroughClients(t *testing.T) {
 	again.Close()
 	if _, err := again.Next(context.Background()); !errors.Is(err, client.ErrDurableSession) {
 		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+// A client that reconnected proves its device to the relay on the new
+// connection (the proof signs that connection's nonce), so receiving and
+// asking for the inbox work as before the broker restarted.
+func TestDurableReceiveAfterReconnect(t *testing.T) {
+	env := testbroker.Start(t, "unix", testOpts())
+	r := newRestartable(t, env, "broker-a")
+	at := func(o *client.Options) { o.Server = r.endpoint() }
+	alice, bob, blobs := sealedBlobs(t, 1)
+	ev := newConnEvents()
+	rx := connect(t, env, "bob", at, reconnecting(ev))
+	if _, err := rx.DurableInbox(ctxT(t, 5*time.Second), bob); err != nil {
+		t.Fatalf("inbox before the restart: %v", err)
+	}
+
+	r.stop()
+	ev.next(t, client.Disconnected)
+	r.start()
+	ev.next(t, client.Reconnected)
+
+	sender := connect(t, env, "alice", at)
+	if _, err := sender.DurablePush(ctxT(t, 5*time.Second), blobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := rx.DurableInbox(ctxT(t, 5*time.Second), bob); err != nil || in.Blobs != 1 {
+		t.Fatalf("inbox after reconnecting: %+v %v, want 1 blob", in, err)
+	}
+	sess, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatalf("receive after reconnecting: %v", err)
+	}
+	defer sess.Close()
+	b, err := sess.Next(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	senders := seal.SendersFunc(func(string, seal.DeviceID) (seal.Public, bool) { return alice.Public(), true })
+	if _, err := seal.Open(bob, b.Blob, senders); err != nil {
+		t.Fatalf("the blob received after reconnecting: %v", err)
 	}
 }

@@ -34,13 +34,14 @@ type restartable struct {
 	name   string
 	path   string
 	state  string
+	relay  string // the relay's directory, kept across restarts
 	b      *broker.Broker
 	served chan error
 }
 
 func newRestartable(t *testing.T, env *testbroker.Env, name string) *restartable {
 	dir := t.TempDir()
-	r := &restartable{t: t, env: env, name: name, path: filepath.Join(dir, "b.sock"), state: filepath.Join(dir, "state.db")}
+	r := &restartable{t: t, env: env, name: name, path: filepath.Join(dir, "b.sock"), state: filepath.Join(dir, "state.db"), relay: filepath.Join(dir, "relay")}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
@@ -54,7 +55,7 @@ func (r *restartable) start() {
 	if r.store != nil {
 		store = r.store
 	}
-	b, err := broker.New(broker.Options{Name: r.name, Auth: store, StatePath: r.state})
+	b, err := broker.New(broker.Options{Name: r.name, Auth: store, StatePath: r.state, RelayDir: r.relay})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -271,7 +271,7 @@ func (w *StateWatch) resyncNow(cn *conn) {
 	st, c := w.st, w.st.c
 	m := w.watchMessage()
 	id := m.Value(wire.HeaderID)
-	p, err := c.registerOn(cn, id, w.install)
+	p, err := c.registerOn(cn, id, w.install, nil)
 	if errors.Is(err, errNotConnected) {
 		return // cn is being lost: the reconnect resyncs the watch
 	}

@@ -31,13 +31,29 @@ var relayCodes = map[wire.Result]string{
 
 func (r clientRelay) Push(ctx context.Context, blob []byte) (uint64, error) {
 	seq, err := r.c.DurablePush(ctx, blob)
+	return seq, refusal(err)
+}
+
+// PushAll pipelines the pushes on the client's connection
+// (client.DurablePipe).
+func (r clientRelay) PushAll(ctx context.Context, blobs [][]byte) []PushResult {
+	out := make([]PushResult, len(blobs))
+	for i, p := range r.c.DurablePushAll(ctx, blobs) {
+		out[i] = PushResult{Seq: p.Seq, Err: refusal(p.Err)}
+	}
+	return out
+}
+
+// refusal turns the relay's refusal into a *RefusedError; any other error
+// is returned as it is.
+func refusal(err error) error {
 	var re *client.RequestError
 	if errors.As(err, &re) {
 		if code, ok := relayCodes[re.Kind]; ok {
-			return 0, &RefusedError{Code: code}
+			return &RefusedError{Code: code}
 		}
 	}
-	return seq, err
+	return err
 }
 
 func (r clientRelay) Receive(ctx context.Context, me *seal.Identity) (Session, error) {

@@ -18,30 +18,7 @@ import (
 // session that ends frees the client for the next one.
 func TestDevicesExchangeThroughABrokerRelay(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
-	a, err := durable.Init(t.TempDir(), durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := durable.Init(t.TempDir(), durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	m1, err := a.CreateGroup("home", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := m1.Add(a.Identity(), b.Identity().Public(), "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.UpdateGroup(m2); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.InstallGroup(m2); err != nil {
-		t.Fatal(err)
-	}
+	a, b := pairedDevices(t)
 	ra := durable.NewClientRelay(testclient.Connect(t, e, "device-a"))
 	rb := durable.NewClientRelay(testclient.Connect(t, e, "device-b"))
 
@@ -68,16 +45,7 @@ func TestDevicesExchangeThroughABrokerRelay(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- b.Run(ctx, rb) }()
-	for _, want := range bodies {
-		select {
-		case body := <-got:
-			if body != want {
-				t.Fatalf("got %q, want %q", body, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%q never arrived", want)
-		}
-	}
+	expectBodies(t, got, bodies)
 	// A new handler opens a new session on the same client.
 	cancel()
 	again := make(chan string, 1)

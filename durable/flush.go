@@ -107,8 +107,24 @@ func (d *Device) expire(tx *bolt.Tx, res *FlushResult) ([]seal.DeviceID, error) 
 	return heads, nil
 }
 
+// FlushWindow is how many of one recipient's entries Flush pushes at once
+// to a PipelinedRelay, without waiting for each answer: enough to share
+// the relay's group commits, few enough that a refusal near the head
+// wastes little (the entries behind it are refused too and pushed again).
+const FlushWindow = 64
+
+// queued is one outbox entry read for a push.
+type queued struct {
+	key []byte
+	e   entry
+	msg seal.Inner
+}
+
 // flushTo pushes to's entries, in order, until one fails or none is due.
 func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *FlushResult) error {
+	if pr, ok := r.(PipelinedRelay); ok {
+		return d.flushPipelined(ctx, pr, to, res)
+	}
 	for {
 		var (
 			key []byte
@@ -158,13 +174,8 @@ func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *Fl
 			res.Pushed++
 			err = d.update(func(tx *bolt.Tx) error { return d.remove(tx, key, e) })
 		case Permanent(perr):
-			reason := ReasonMalformed
-			var ref *RefusedError
-			if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
-				reason = ReasonTooLarge
-			}
 			res.Failed++
-			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, reason) })
+			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, failReason(perr)) })
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
@@ -180,6 +191,126 @@ func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *Fl
 			return err
 		}
 	}
+}
+
+// flushPipelined is flushTo over a PipelinedRelay: up to FlushWindow of
+// to's due entries, from the head, go out in one pipeline, and their
+// outcomes are applied in order in one transaction. Behind the first entry
+// that fails temporarily nothing is applied: the relay refused the pushes
+// behind it (so none overtakes it), and they stay queued, due as they
+// were, behind its backoff.
+func (d *Device) flushPipelined(ctx context.Context, r PipelinedRelay, to seal.DeviceID, res *FlushResult) error {
+	for {
+		batch, err := d.dueFrom(to, res)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		blobs := make([][]byte, 0, len(batch))
+		for _, q := range batch {
+			blob, err := seal.Seal(d.me, q.e.to, q.msg)
+			if err != nil {
+				break // pushed up to here; it is dropped when it reaches the head
+			}
+			blobs = append(blobs, blob)
+		}
+		if len(blobs) == 0 {
+			// Cannot happen for what Send wrote; a record that no longer
+			// seals is dropped rather than blocking the queue forever.
+			q := batch[0]
+			if err := d.update(func(tx *bolt.Tx) error { return d.drop(tx, q.key, q.e, q.msg, ReasonMalformed) }); err != nil {
+				return err
+			}
+			continue
+		}
+		batch = batch[:len(blobs)]
+		results := r.PushAll(ctx, blobs)
+		for _, p := range results {
+			if p.Err == nil {
+				if err := d.fail(FailSenderAfterPush); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		stopped := false
+		err = d.update(func(tx *bolt.Tx) error {
+			for i, q := range batch {
+				perr := results[i].Err
+				switch {
+				case perr == nil:
+					res.Pushed++
+					if err := d.remove(tx, q.key, q.e); err != nil {
+						return err
+					}
+				case Permanent(perr):
+					res.Failed++
+					if err := d.drop(tx, q.key, q.e, q.msg, failReason(perr)); err != nil {
+						return err
+					}
+				default:
+					stopped = true
+					if ctx.Err() != nil {
+						return nil
+					}
+					res.Retry++
+					q.e.attempts++
+					q.e.due = d.now().Add(backoff(q.e.attempts))
+					if res.NextDue.IsZero() || q.e.due.Before(res.NextDue) {
+						res.NextDue = q.e.due
+					}
+					return putIfPresent(tx, q.key, q.e)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if stopped {
+			return ctx.Err()
+		}
+	}
+}
+
+// dueFrom reads to's entries from the head while they are due, at most
+// FlushWindow; when the head is not due it notes when it will be.
+func (d *Device) dueFrom(to seal.DeviceID, res *FlushResult) ([]queued, error) {
+	var batch []queued
+	now := d.now()
+	err := d.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bOutbox).Cursor()
+		for k, v := c.Seek(to[:]); k != nil && bytes.HasPrefix(k, to[:]) && len(batch) < FlushWindow; k, v = c.Next() {
+			e, err := decodeEntry(v)
+			if err != nil {
+				return err
+			}
+			if now.Before(e.due) {
+				if len(batch) == 0 && (res.NextDue.IsZero() || e.due.Before(res.NextDue)) {
+					res.NextDue = e.due
+				}
+				return nil
+			}
+			m, err := getMessage(tx, e.msg)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, queued{key: bytes.Clone(k), e: e, msg: m.inner})
+		}
+		return nil
+	})
+	return batch, err
+}
+
+// failReason is the sendFailed reason of a permanent refusal.
+func failReason(perr error) string {
+	var ref *RefusedError
+	if errors.As(perr, &ref) && ref.Code == CodeTooLarge {
+		return ReasonTooLarge
+	}
+	return ReasonMalformed
 }
 
 // RetryNow makes every queued entry due at once: call it when a

@@ -217,3 +217,44 @@ func TestEventsBound(t *testing.T) {
 		t.Fatal("events taken twice")
 	}
 }
+
+// batchingRelay is a PipelinedRelay over storeRelay that notes the size
+// of each PushAll.
+type batchingRelay struct {
+	*storeRelay
+	sizes []int
+}
+
+func (r *batchingRelay) PushAll(ctx context.Context, blobs [][]byte) []PushResult {
+	r.sizes = append(r.sizes, len(blobs))
+	out := make([]PushResult, len(blobs))
+	for i, b := range blobs {
+		out[i].Seq, out[i].Err = r.Push(ctx, b)
+	}
+	return out
+}
+
+// Flush hands a pipelining relay FlushWindow entries at a time, and the
+// rest after: FlushWindow+1 entries are two pipelines, of FlushWindow and
+// of one, delivered in order.
+func TestFlushWindow(t *testing.T) {
+	r := &batchingRelay{storeRelay: newRelay(t, relay.Options{MaxPushRate: -1})}
+	a, b := newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil))
+	group(t, a, b)
+	var want []string
+	for i := range FlushWindow + 1 {
+		want = append(want, string(rune('A'+i%26))+string(rune('0'+i/26)))
+		send(t, a, want[i])
+	}
+	if res := flush(t, a, r); res.Pushed != FlushWindow+1 || res.Pending != 0 {
+		t.Fatalf("%+v", res)
+	}
+	if !slices.Equal(r.sizes, []int{FlushWindow, 1}) {
+		t.Fatalf("pipelines of %v, want [%d 1]", r.sizes, FlushWindow)
+	}
+	var got collector
+	mustDrain(t, b, r.storeRelay, &got)
+	if !slices.Equal(got.bodies(), want) {
+		t.Fatalf("got %q", got.bodies())
+	}
+}

@@ -20,6 +20,24 @@ type Relay interface {
 	Receive(ctx context.Context, me *seal.Identity) (Session, error)
 }
 
+// PipelinedRelay is a Relay that takes several pushes without waiting for
+// each answer (NewClientRelay's does): Flush sends up to FlushWindow of a
+// recipient's entries at once to one. The relay stores them in the order
+// given, and refuses every push behind one it refused temporarily, so a
+// refused entry is never overtaken by those behind it.
+type PipelinedRelay interface {
+	Relay
+	// PushAll pushes blobs in order and returns each one's outcome, as
+	// Push would.
+	PushAll(ctx context.Context, blobs [][]byte) []PushResult
+}
+
+// PushResult is the outcome of one push of PipelinedRelay.PushAll.
+type PushResult struct {
+	Seq uint64
+	Err error
+}
+
 // Session is one receive session of a device on a relay.
 type Session interface {
 	// Next returns the next blob of the inbox, waiting for one.

@@ -8,12 +8,15 @@
 //   - Push returns only after the fsync that covers the blob. Concurrent
 //     pushes share fsyncs (group commit): one writer goroutine takes every
 //     pending push, appends them to the log in one write, syncs once, then
-//     completes them all.
+//     completes them all. PushAsync admits a push and returns at once; its
+//     callback runs on the writer after that fsync, in admission order, so
+//     one caller can keep many pushes outstanding, in order.
 //   - A Session yields one device's inbox in arrival order, each blob once;
 //     a new Session starts again from the oldest blob not acked.
 //   - Ack deletes a blob from the acking device's inbox only; another
-//     device's sequence number is ErrNoSuchBlob. The deletion is durable
-//     with the next group commit; Ack does not wait for it, so a crash
+//     device's sequence number is ErrNoSuchBlob (AckRange, for a run of
+//     sequences, passes over it). The deletion is durable with the next
+//     group commit; Ack does not wait for it, so a crash
 //     right after an Ack can only bring that blob back for one more
 //     delivery.
 //   - A refused push is a *Refusal with a Code and no content: TooLarge and

@@ -2,8 +2,9 @@ package relay
 
 import "sort"
 
-// entry is one blob in an inbox: where its record is, not its bytes (a
-// session reads those from the segment).
+// entry is one blob in an inbox: where its record is, and its bytes only
+// until its first delivery while they fit the store's cache
+// (Options.CacheBytes); otherwise a session reads them from the segment.
 type entry struct {
 	seq    Seq
 	pushed int64    // Unix nanoseconds
@@ -11,6 +12,7 @@ type entry struct {
 	off    int64    // the record's offset in seg
 	size   int32    // the blob's bytes
 	dead   bool     // acked, expired or damaged; removed by tidy
+	data   []byte   // the blob, kept from its push to its first delivery; nil: read it from seg
 }
 
 // inbox is one device's blobs in arrival (seq) order and its push budget.

@@ -45,6 +45,12 @@ const (
 	// segment file; space is given back a whole segment at a time.
 	DefaultSegmentBytes = 64 << 20
 
+	// DefaultCacheBytes is how many bytes of blobs the store keeps in
+	// memory from their push to their first delivery, so a recipient
+	// online gets them without a read of the log. Past it, blobs are read
+	// from disk when delivered.
+	DefaultCacheBytes = 16 << 20
+
 	// DefaultSweepInterval is how often expired blobs are deleted and idle
 	// inboxes forgotten.
 	DefaultSweepInterval = time.Minute
@@ -75,6 +81,10 @@ type Options struct {
 	// MaxPushRate turns rate limiting off.
 	MaxPushRate float64
 	PushBurst   int
+
+	// CacheBytes bounds the blobs kept in memory until their first
+	// delivery. 0 is DefaultCacheBytes; a negative value keeps none.
+	CacheBytes int64
 
 	// SegmentBytes: 0 is DefaultSegmentBytes. Tests use small ones.
 	SegmentBytes int64
@@ -122,6 +132,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.MaxPushRate = cmp.Or(o.MaxPushRate, DefaultMaxPushRate)
 	o.PushBurst = cmp.Or(o.PushBurst, DefaultPushBurst)
 	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)
+	o.CacheBytes = cmp.Or(o.CacheBytes, DefaultCacheBytes)
 	o.SweepInterval = cmp.Or(o.SweepInterval, DefaultSweepInterval)
 	if o.Now == nil {
 		o.Now = time.Now

@@ -39,6 +39,14 @@ func (s *Store) Session(device string) (*Session, error) {
 	return &Session{s: s, device: device}, nil
 }
 
+// Delivered returns the sequence of the last blob the session delivered
+// (0: none yet). Every blob it delivered has a sequence at most this.
+func (ss *Session) Delivered() Seq {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	return ss.after
+}
+
 // Next returns the session's next blob, waiting for a push if the inbox
 // holds none it has not delivered. It returns ctx.Err() when ctx ends
 // first and ErrClosed once the store is closing. A blob past its TTL is
@@ -99,7 +107,16 @@ func (s *Store) nextLocked(ss *Session, ib *inbox) (Blob, bool) {
 			s.kick()
 			continue
 		}
-		data, err := s.readLocked(ss.device, e)
+		data := e.data
+		var err error
+		if data != nil {
+			// Kept since its push: the session takes the store's copy
+			// (a blob goes out once per session; a later session reads
+			// it from disk).
+			s.uncacheLocked(&ib.entries[i])
+		} else {
+			data, err = s.readLocked(ss.device, e)
+		}
 		if err != nil {
 			s.dropLocked(ss.device, ib, i)
 			s.counts.damaged++

@@ -40,6 +40,7 @@ type Store struct {
 	nextSeq  Seq               // guarded by mu: the next sequence number to assign
 	segs     []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
 	counts   counters          // guarded by mu
+	cached   int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
 	tornCut  int64             // set by Open: bytes cut from the log's tail
 	writerWS writerState       // owned by the writer
 }
@@ -74,6 +75,7 @@ type pushOp struct {
 	blob   []byte // the store's copy
 	seq    Seq
 	pushed int64
+	then   func(Seq, error) // PushAsync's: runs on the writer once the commit is synced or failed
 }
 
 type deleteOp struct {
@@ -281,7 +283,10 @@ func (s *Store) cutTail(seg *segment, end int64, why error) error {
 // (like any lost ack: the sender pushes again and the recipient's dedup
 // drops the copy).
 func (s *Store) Push(ctx context.Context, device string, blob []byte) (Seq, error) {
-	b, seq, err := s.admit(ctx, device, blob)
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	b, seq, err := s.admit(device, blob, false, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -296,19 +301,37 @@ func (s *Store) Push(ctx context.Context, device string, blob []byte) (Seq, erro
 	}
 }
 
+// PushAsync stores blob in device's inbox like Push, without waiting for
+// the fsync, and without a copy: blob becomes the store's, and the caller
+// must not change it after the call. A refusal at admission (every limit is checked there) is
+// returned at once and then never runs; otherwise then runs once, on the
+// store's writer, with the blob's sequence number when the group commit
+// holding it is synced, or with a *Refusal (Internal) when that commit
+// failed. Pushes admitted one after another get increasing sequence
+// numbers in that order, and their then run in that order. then must not
+// block nor call the Store: it runs between two group commits.
+//
+// It is what lets one connection keep many pushes outstanding (the
+// broker's pipelined pushes) with no goroutine per push.
+func (s *Store) PushAsync(device string, blob []byte, then func(Seq, error)) error {
+	_, _, err := s.admit(device, blob, true, then)
+	return err
+}
+
 // admit checks a push against the limits and queues it for the next group
-// commit.
-func (s *Store) admit(ctx context.Context, device string, blob []byte) (*batch, Seq, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
+// commit; then (if not nil) runs when that commit is done. An owned blob
+// is the store's from here on; otherwise the store copies it.
+func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, error)) (*batch, Seq, error) {
 	switch {
 	case !validDevice(device), len(blob) == 0:
 		return nil, 0, s.refuse(ErrMalformed)
 	case len(blob) > s.opts.MaxBlobBytes:
 		return nil, 0, s.refuse(ErrTooLarge)
 	}
-	data := append([]byte(nil), blob...)
+	data := blob
+	if !owned {
+		data = append([]byte(nil), blob...)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -337,7 +360,7 @@ func (s *Store) admit(ctx context.Context, device string, blob []byte) (*batch, 
 	ib.pendingBlobs++
 	ib.pendingBytes += int64(len(data))
 	b := s.pending
-	b.pushes = append(b.pushes, pushOp{ib: ib, device: device, blob: data, seq: seq, pushed: now})
+	b.pushes = append(b.pushes, pushOp{ib: ib, device: device, blob: data, seq: seq, pushed: now, then: then})
 	s.mu.Unlock()
 	s.kick()
 	return b, seq, nil
@@ -388,6 +411,39 @@ func (s *Store) Ack(device string, seq Seq) error {
 	return nil
 }
 
+// AckRange deletes from device's inbox every blob whose sequence is in
+// lo..hi (both included), and from no other inbox, and returns how many it
+// deleted: one ack for a run of delivered blobs. Like Ack it is immediate
+// in memory and durable with the next group commit.
+func (s *Store) AckRange(device string, lo, hi Seq) (int, error) {
+	if !validDevice(device) {
+		return 0, ErrMalformed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return 0, ErrClosed
+	}
+	lo = max(lo, 1) // no blob has seq 0
+	ib := s.inboxes[device]
+	if ib == nil || lo > hi {
+		return 0, nil
+	}
+	n := 0
+	for i := ib.after(lo - 1); i < len(ib.entries) && ib.entries[i].seq <= hi; i++ {
+		if !ib.entries[i].dead {
+			s.deleteLocked(device, ib, i)
+			n++
+		}
+	}
+	if n > 0 {
+		s.counts.acks += uint64(n)
+		ib.tidy()
+		s.kick()
+	}
+	return n, nil
+}
+
 // deleteLocked removes entry i of device's inbox and queues its delete
 // record.
 func (s *Store) deleteLocked(device string, ib *inbox, i int) {
@@ -399,6 +455,7 @@ func (s *Store) deleteLocked(device string, ib *inbox, i int) {
 // record.
 func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	e := &ib.entries[i]
+	s.uncacheLocked(e)
 	rec := pushRecordSize(len(device), int(e.size))
 	e.seg.live--
 	e.seg.liveBytes -= rec
@@ -408,6 +465,14 @@ func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	ib.kill(i)
 	if ib.blobs == 0 {
 		s.counts.inboxes--
+	}
+}
+
+// uncacheLocked lets go of e's blob kept in memory, if any.
+func (s *Store) uncacheLocked(e *entry) {
+	if e.data != nil {
+		s.cached -= int64(len(e.data))
+		e.data = nil
 	}
 }
 

@@ -136,7 +136,12 @@ func (s *Store) commit(reclaim bool) {
 		if p.ib.blobs == 0 {
 			s.counts.inboxes++
 		}
-		p.ib.add(entry{seq: p.seq, pushed: p.pushed, seg: active, off: offs[i], size: int32(len(p.blob))})
+		var keep []byte // the push's copy, handed to the first session that delivers it
+		if s.cached+int64(len(p.blob)) <= s.opts.CacheBytes {
+			keep = p.blob
+			s.cached += int64(len(p.blob))
+		}
+		p.ib.add(entry{seq: p.seq, pushed: p.pushed, seg: active, off: offs[i], size: int32(len(p.blob)), data: keep})
 		active.live++
 		active.liveBytes += rec
 		s.counts.liveBytes += rec
@@ -161,6 +166,11 @@ func (s *Store) commit(reclaim bool) {
 	s.counts.pushes += uint64(len(b.pushes))
 	s.mu.Unlock()
 	close(b.done)
+	for _, p := range b.pushes {
+		if p.then != nil {
+			p.then(p.seq, nil)
+		}
+	}
 
 	if reclaim {
 		freed := s.reclaim()
@@ -227,6 +237,11 @@ func (s *Store) abort(b *batch) {
 	s.mu.Unlock()
 	b.err = s.refuse(ErrInternal)
 	close(b.done)
+	for _, p := range b.pushes {
+		if p.then != nil {
+			p.then(0, b.err)
+		}
+	}
 }
 
 // compactNeededLocked: the oldest segment is done with (nothing live), or
