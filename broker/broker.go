@@ -29,6 +29,7 @@ type Broker struct {
 	pend  pendingTable
 	hs    handshakes
 	relay relayRole
+	cl    *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.
@@ -81,6 +82,14 @@ func New(opts Options) (*Broker, error) {
 		_ = b.state.close()
 		return nil, err
 	}
+	cl, err := joinCluster(b)
+	if err != nil {
+		b.cancel()
+		_ = b.relay.close()
+		_ = b.state.close()
+		return nil, err
+	}
+	b.cl = cl
 	b.sweeper.Add(1)
 	go b.sweep()
 	return b, nil
@@ -187,6 +196,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	c.finish()
 	c.endDurable()
 	b.dir.remove(c)
+	b.cl.changed()
 	b.retire(c)
 	b.dropPending(c)
 	c.mu.Lock()

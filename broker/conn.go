@@ -24,7 +24,8 @@ type conn struct {
 	node  string // node name, set by the handshake
 	addr  string // node + ".bus", what "from" says
 	epoch uint64
-	iid   string // the client instance's id, set by the handshake
+	since time.Time // when it registered: orders two claims of its name across brokers (cluster_claim.go)
+	iid   string    // the client instance's id, set by the handshake
 	// principal is who authenticated (empty in-process), for provenance.
 	principal string
 	perms     *auth.Permissions // nil: everything allowed (in-process)

@@ -46,6 +46,7 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		if r := b.register(c, s.command, s.topic); r != nil {
 			return r
 		}
+		b.cl.changed()
 		b.reply(c, *s, nil)
 	case wire.CmdDirectory:
 		// The body may name one node; the answer must fit one message.
@@ -64,15 +65,17 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		if r != nil {
 			return r
 		}
+		b.cl.changed()
 		return b.replyJSON(c, *s, info, "the announcement", "")
 	case wire.CmdWithdraw:
 		s.topic = string(m.Body())
 		if !b.withdraw(c, s.topic) {
 			return rejectf("this connection announced no service %s", strconv.Quote(string(m.Body())))
 		}
+		b.cl.changed()
 		b.reply(c, *s, nil)
 	case wire.CmdWhois:
-		return b.replyJSON(c, *s, b.reg.services(string(m.Body())), "the registry", "ask for one service")
+		return b.replyJSON(c, *s, b.services(string(m.Body())), "the registry", "ask for one service")
 	case wire.CmdWatch:
 		// The answer is queued under the registry's lock, before any event.
 		b.reg.watch(c, func(now []wire.ServiceInfo) bool {

@@ -1,0 +1,278 @@
+package broker
+
+// The bus-wide directory: each broker's share (its nodes and services) as
+// snapshots over NATS, split into pages that fit the NATS payload limit,
+// and the other brokers' shares as this broker last received them.
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"busbar/wire"
+)
+
+// clusterPageSlack is what a page keeps free of the NATS payload limit for
+// its envelope (broker, generation, part numbers).
+const clusterPageSlack = 1 << 10
+
+// sharePage is one page of a broker's share: a snapshot is complete when
+// every part of one generation arrived.
+type sharePage struct {
+	Broker   string             `json:"broker"`
+	IID      string             `json:"iid"` // the broker process
+	Gen      uint64             `json:"gen"`
+	Part     int                `json:"part"`
+	Parts    int                `json:"parts"`
+	Nodes    []shareNode        `json:"nodes,omitempty"`
+	Services []wire.ServiceInfo `json:"services,omitempty"`
+}
+
+// shareNode is a node as its broker shares it; Since (unix ns, the
+// broker's clock) orders two claims of one name (cluster_claim.go).
+type shareNode struct {
+	wire.NodeInfo
+	Since int64 `json:"since"`
+}
+
+type byeMsg struct {
+	Broker string `json:"broker"`
+	IID    string `json:"iid"`
+}
+
+// peer is another broker's share as last received.
+type peer struct {
+	iid      string
+	heard    time.Time // last page or snapshot received
+	nodes    map[string]shareNode
+	services []wire.ServiceInfo
+	// the snapshot being received: its generation and the parts so far
+	gen   uint64
+	parts []*sharePage
+	got   int
+}
+
+// share is this broker's own nodes and services, as the others see them.
+// A connection that is closing (replaced, expired) is no longer shared.
+func (b *Broker) share() ([]shareNode, []wire.ServiceInfo) {
+	var nodes []shareNode
+	for _, c := range b.dir.all() {
+		if c.out.Closing() {
+			continue
+		}
+		nodes = append(nodes, shareNode{NodeInfo: b.nodeInfo(c), Since: c.since.UnixNano()})
+	}
+	return nodes, b.reg.services("")
+}
+
+// publishShare sends this broker's share as one snapshot of as many pages
+// as the NATS payload limit needs. Only the publisher calls it.
+func (cl *cluster) publishShare() {
+	nodes, services := cl.b.share()
+	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
+	var pages []*sharePage
+	cur := &sharePage{}
+	size := 0
+	add := func(n int) bool { // room for an entry of n bytes on the current page?
+		if size > 0 && size+n > budget {
+			pages = append(pages, cur)
+			cur, size = &sharePage{}, 0
+		}
+		if n > budget {
+			return false
+		}
+		size += n + 1
+		return true
+	}
+	for _, n := range nodes {
+		if raw, err := json.Marshal(n); err == nil && add(len(raw)) {
+			cur.Nodes = append(cur.Nodes, n)
+		} else {
+			cl.b.log.Warn("bus: a node's entry is over the NATS payload limit; not shared", "node", n.Node)
+		}
+	}
+	for _, s := range services {
+		if raw, err := json.Marshal(s); err == nil && add(len(raw)) {
+			cur.Services = append(cur.Services, s)
+		} else {
+			cl.b.log.Warn("bus: a service's entry is over the NATS payload limit; not shared", "service", s.Service, "node", s.Provenance.Node)
+		}
+	}
+	pages = append(pages, cur)
+	cl.gen++
+	for i, p := range pages {
+		p.Broker, p.IID, p.Gen, p.Part, p.Parts = cl.b.opts.Name, cl.iid, cl.gen, i, len(pages)
+		body, err := wire.JSON(p)
+		if err == nil {
+			err = cl.nc.Publish(cl.subj.dir, body)
+		}
+		if err != nil {
+			cl.b.log.Debug("bus: directory not published", "err", err)
+			return
+		}
+	}
+}
+
+// onShare takes a page of another broker's share (NATS's goroutine).
+func (cl *cluster) onShare(m *nats.Msg) {
+	var p sharePage
+	if err := json.Unmarshal(m.Data, &p); err != nil || p.Parts < 1 || p.Part < 0 || p.Part >= p.Parts {
+		cl.b.log.Warn("bus: malformed directory page ignored", "err", err)
+		return
+	}
+	if p.Broker == cl.b.opts.Name {
+		if p.IID != cl.iid {
+			cl.b.log.Error("bus: another broker uses this broker's name; give each broker its own --name", "name", p.Broker)
+		}
+		return
+	}
+	now := time.Now()
+	cl.mu.Lock()
+	pr := cl.peers[p.Broker]
+	if pr == nil || pr.iid != p.IID { // new, or restarted
+		if pr != nil {
+			cl.b.log.Info("bus: broker restarted", "broker", p.Broker)
+		} else {
+			cl.b.log.Info("bus: broker joined", "broker", p.Broker)
+		}
+		pr = &peer{iid: p.IID, nodes: map[string]shareNode{}}
+		cl.peers[p.Broker] = pr
+	}
+	pr.heard = now
+	switch {
+	case p.Gen < pr.gen:
+		cl.mu.Unlock()
+		return // a page of an older snapshot, late
+	case p.Gen > pr.gen || pr.parts == nil:
+		pr.gen, pr.parts, pr.got = p.Gen, make([]*sharePage, p.Parts), 0
+	}
+	if len(pr.parts) != p.Parts || pr.parts[p.Part] != nil {
+		cl.mu.Unlock()
+		return
+	}
+	pr.parts[p.Part] = &p
+	pr.got++
+	if pr.got < len(pr.parts) {
+		cl.mu.Unlock()
+		return
+	}
+	nodes := map[string]shareNode{}
+	var services []wire.ServiceInfo
+	for _, part := range pr.parts {
+		for _, n := range part.Nodes {
+			n.Broker = p.Broker // a broker speaks for its own nodes only
+			nodes[n.Node] = n
+		}
+		for _, s := range part.Services {
+			s.Provenance.Broker = p.Broker
+			services = append(services, s)
+		}
+	}
+	pr.nodes, pr.services, pr.parts = nodes, services, nil
+	cl.mu.Unlock()
+}
+
+// onBye drops a broker that left cleanly.
+func (cl *cluster) onBye(m *nats.Msg) {
+	var bye byeMsg
+	if err := json.Unmarshal(m.Data, &bye); err != nil {
+		return
+	}
+	cl.mu.Lock()
+	if pr := cl.peers[bye.Broker]; pr != nil && pr.iid == bye.IID {
+		delete(cl.peers, bye.Broker)
+		cl.b.log.Info("bus: broker left", "broker", bye.Broker)
+	}
+	cl.mu.Unlock()
+}
+
+// expire drops the brokers not heard from within the lease.
+func (cl *cluster) expire(now time.Time) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for name, pr := range cl.peers {
+		if now.Sub(pr.heard) > cl.opts.Lease {
+			delete(cl.peers, name)
+			cl.b.log.Warn("bus: broker's lease expired; its nodes are gone", "broker", name, "lease", cl.opts.Lease)
+		}
+	}
+}
+
+// remoteNodes returns the other brokers' nodes: for a name claimed on two
+// brokers until the claim settles, only the newer claim. Safe on nil.
+func (cl *cluster) remoteNodes() map[string]shareNode {
+	out := map[string]shareNode{}
+	if cl == nil {
+		return out
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	for _, pr := range cl.peers {
+		for name, n := range pr.nodes {
+			if o, ok := out[name]; !ok || newerClaim(n.Since, n.Broker, o.Since, o.Broker) {
+				n.LastSeen = pr.heard
+				n.LeaseExpires = pr.heard.Add(cl.opts.Lease)
+				out[name] = n
+			}
+		}
+	}
+	return out
+}
+
+// remoteNode finds a node on another broker. Safe on nil.
+func (cl *cluster) remoteNode(name string) (shareNode, bool) {
+	n, ok := cl.remoteNodes()[name]
+	return n, ok
+}
+
+// remoteServices returns the other brokers' services. Safe on nil.
+func (cl *cluster) remoteServices() []wire.ServiceInfo {
+	if cl == nil {
+		return nil
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	var out []wire.ServiceInfo
+	for _, pr := range cl.peers {
+		out = append(out, pr.services...)
+	}
+	return out
+}
+
+// services is the registry of the whole bus: this broker's instances of
+// name (every name when ""), then the other brokers', sorted by service
+// and node. An instance is a collision when the name has another live
+// instance anywhere on the bus.
+func (b *Broker) services(name string) []wire.ServiceInfo {
+	out := b.reg.services(name)
+	if b.cl == nil {
+		return out
+	}
+	local := map[string]bool{}
+	for _, c := range b.dir.all() {
+		local[c.node] = true
+	}
+	for _, s := range b.cl.remoteServices() {
+		// A node replaced here is no longer its old broker's.
+		if (name == "" || s.Service == name) && !local[s.Provenance.Node] {
+			out = append(out, s)
+		}
+	}
+	count := map[string]int{}
+	for _, s := range out {
+		count[s.Service]++
+	}
+	for i := range out {
+		out[i].Collision = count[out[i].Service] > 1
+	}
+	slices.SortFunc(out, func(a, b wire.ServiceInfo) int {
+		if c := strings.Compare(a.Service, b.Service); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Provenance.Node, b.Provenance.Node)
+	})
+	return out
+}

@@ -1,0 +1,268 @@
+package broker_test
+
+// Brokers joined through NATS (docs/cluster.md), tested on a real routed
+// cluster of three NATS servers in this process and three real brokers,
+// each on its own NATS server, with real clients over TCP.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/internal/testnats"
+	"busbar/wire"
+)
+
+// Short leases keep the fault tests quick; the bound they check is the
+// documented one, Lease + Heartbeat.
+const (
+	busHeartbeat = 100 * time.Millisecond
+	busLease     = 500 * time.Millisecond
+	// busSettle is what a test waits for the bus to converge: far more
+	// than it takes, so a loaded machine does not fail it.
+	busSettle = 10 * time.Second
+)
+
+// bus is three brokers b1..b3, broker i connected to NATS server i.
+type bus struct {
+	nats    *testnats.Cluster
+	brokers []*testbroker.Env
+}
+
+func startBus(t *testing.T) *bus {
+	t.Helper()
+	nc := testnats.Start(t, 3)
+	u := &bus{nats: nc}
+	for i := range 3 {
+		u.brokers = append(u.brokers, u.startBroker(t, i, nc.URL(i)))
+	}
+	return u
+}
+
+func (u *bus) startBroker(t *testing.T, i int, urls ...string) *testbroker.Env {
+	t.Helper()
+	opts := testOpts()
+	opts.Name = fmt.Sprintf("b%d", i+1)
+	opts.Cluster = broker.ClusterOptions{URLs: urls, Heartbeat: busHeartbeat, Lease: busLease}
+	return testbroker.Start(t, "tcp", opts)
+}
+
+// where returns node → broker as env's broker lists them.
+func where(e *testbroker.Env) map[string]string {
+	out := map[string]string{}
+	for _, n := range e.Broker.Directory() {
+		out[n.Node] = n.Broker
+	}
+	return out
+}
+
+// awaitDirectory waits until every broker in envs lists exactly want
+// (node → broker), ignoring the brokers' own in-process nodes.
+func awaitDirectory(t *testing.T, envs []*testbroker.Env, want map[string]string) {
+	t.Helper()
+	for _, e := range envs {
+		testbroker.Await(t, busSettle, e.Broker.Name()+"'s directory", func() error {
+			if got := where(e); fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("%s lists %v, want %v", e.Broker.Name(), got, want)
+			}
+			return nil
+		})
+	}
+}
+
+// TestBusDirectoryListsEveryNodeWithItsBroker: a node connected to any
+// broker is in every broker's directory, with its broker and its
+// subscriptions, and bus.directory on any broker says so.
+func TestBusDirectoryListsEveryNodeWithItsBroker(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	connect(t, u.brokers[1], "beta")
+	gamma := connect(t, u.brokers[2], "gamma")
+	if _, err := gamma.Scope("s").Channel("orders").Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1", "beta": "b2", "gamma": "b3"})
+	testbroker.Await(t, busSettle, "gamma's subscription on b1", func() error {
+		nodes, err := alpha.Directory(ctxT(t, 5*time.Second))
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(nodes, func(n wire.NodeInfo) bool { return n.Node == "gamma" })
+		if i < 0 || !slices.Equal(nodes[i].Subscriptions, []string{"orders"}) || nodes[i].Broker != "b3" {
+			return fmt.Errorf("b1 lists %+v", nodes)
+		}
+		return nil
+	})
+}
+
+// TestBusWhoisListsServicesOfEveryBroker: the registry is bus-wide, and
+// one name announced on two brokers is a collision on both.
+func TestBusWhoisListsServicesOfEveryBroker(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	beta := connect(t, u.brokers[1], "beta")
+	gamma := connect(t, u.brokers[2], "gamma")
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := beta.Announce(ctx, wire.Announcement{Service: "billing", Channels: []string{"bill.get"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gamma.Announce(ctx, wire.Announcement{Service: "cache"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alpha.Announce(ctx, wire.Announcement{Service: "cache"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client.Client{alpha, beta, gamma} {
+		testbroker.Await(t, busSettle, "the bus-wide registry", func() error {
+			svcs, err := c.Whois(ctxT(t, 5*time.Second), "")
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, s := range svcs {
+				got = append(got, fmt.Sprintf("%s@%s/%s collision=%v", s.Service, s.Provenance.Node, s.Provenance.Broker, s.Collision))
+			}
+			want := []string{"billing@beta/b2 collision=false", "cache@alpha/b1 collision=true", "cache@gamma/b3 collision=true"}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("whois = %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	if err := gamma.Withdraw(ctx, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Await(t, busSettle, "the withdrawal on b1", func() error {
+		svcs, err := alpha.Whois(ctxT(t, 5*time.Second), "cache")
+		if err != nil {
+			return err
+		}
+		if len(svcs) != 1 || svcs[0].Provenance.Node != "alpha" || svcs[0].Collision {
+			return fmt.Errorf("whois cache = %+v", svcs)
+		}
+		return nil
+	})
+}
+
+// TestBusNodeNameOnTwoBrokersReplacesTheOld: the same node connecting to
+// another broker replaces its old connection, as it would on one broker:
+// the old one ends with REPLACED and every directory lists the new one.
+func TestBusNodeNameOnTwoBrokersReplacesTheOld(t *testing.T) {
+	u := startBus(t)
+	old := connect(t, u.brokers[0], "alpha")
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1"})
+	connect(t, u.brokers[2], "alpha")
+	select {
+	case <-old.Done():
+	case <-time.After(busSettle):
+		t.Fatal("the old connection on b1 was not closed")
+	}
+	if err := old.Err(); err == nil || !strings.Contains(err.Error(), string(wire.ResultReplaced)) {
+		t.Fatalf("old connection ended with %v", err)
+	}
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b3"})
+}
+
+// TestBusNodeMayNotTakeABrokersName: a broker's name is its own endpoint
+// on every broker of the bus.
+func TestBusNodeMayNotTakeABrokersName(t *testing.T) {
+	u := startBus(t)
+	connect(t, u.brokers[1], "probe")
+	awaitDirectory(t, u.brokers[:1], map[string]string{"probe": "b2"}) // b1 has heard from b2
+	_, err := dialClient(u.brokers[0], "b2")
+	if !errors.Is(err, client.ErrAuth) {
+		t.Fatalf("node named b2 on b1: %v", err)
+	}
+}
+
+// TestBusBrokerThatLeavesTakesItsNodes: a broker that shuts down takes
+// its nodes out of every other directory (it says goodbye).
+func TestBusBrokerThatLeavesTakesItsNodes(t *testing.T) {
+	u := startBus(t)
+	connect(t, u.brokers[0], "alpha")
+	connect(t, u.brokers[1], "beta")
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1", "beta": "b2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := u.brokers[1].Broker.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitDirectory(t, []*testbroker.Env{u.brokers[0], u.brokers[2]}, map[string]string{"alpha": "b1"})
+}
+
+// TestBusBrokerCutOffFromNATS: a broker whose NATS server dies (no
+// goodbye: a crash or a partition, as the others see it) drops from every
+// other directory within Lease + Heartbeat; it sees the others vanish
+// too; when its server is back, both sides see each other again.
+func TestBusBrokerCutOffFromNATS(t *testing.T) {
+	u := startBus(t)
+	connect(t, u.brokers[0], "alpha")
+	connect(t, u.brokers[2], "gamma")
+	all := map[string]string{"alpha": "b1", "gamma": "b3"}
+	awaitDirectory(t, u.brokers, all)
+	start := time.Now()
+	u.nats.Stop(2) // b3's only server
+	awaitDirectory(t, u.brokers[:2], map[string]string{"alpha": "b1"})
+	t.Logf("b3's nodes gone from b1 and b2 after %v (bound: lease %v + heartbeat %v)", time.Since(start).Round(time.Millisecond), busLease, busHeartbeat)
+	awaitDirectory(t, u.brokers[2:], map[string]string{"gamma": "b3"})
+	u.nats.Restart(t, 2)
+	awaitDirectory(t, u.brokers, all)
+}
+
+// TestBusSurvivesTheLossOfOneNATSServer: a broker given every NATS server
+// moves to another when its own dies; the directory keeps working.
+func TestBusSurvivesTheLossOfOneNATSServer(t *testing.T) {
+	nc := testnats.Start(t, 3)
+	u := &bus{nats: nc}
+	u.brokers = append(u.brokers, u.startBroker(t, 0, nc.URL(0), nc.URL(1)), u.startBroker(t, 1, nc.URL(1)))
+	connect(t, u.brokers[0], "alpha")
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1"})
+	nc.Stop(0)
+	connect(t, u.brokers[0], "later")
+	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1", "later": "b1"})
+}
+
+// TestClusterOptionsAreChecked: a broker joining a bus needs its own name,
+// a lease of at least two heartbeats, and NATS to answer.
+func TestClusterOptionsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts broker.Options
+		want string
+	}{
+		{"default name", broker.Options{Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}}}, "needs a name of its own"},
+		{"lease", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Heartbeat: time.Second, Lease: 1999 * time.Millisecond}}, "at least twice"},
+		{"tls pair", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TLSCert: "c.pem"}}, "go together"},
+		{"prefix", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, SubjectPrefix: "a.>"}}, "not a NATS subject prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := broker.New(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("lease of exactly two heartbeats", func(t *testing.T) {
+		nc := testnats.Start(t, 1)
+		b, err := broker.New(broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: nc.URLs(), Heartbeat: time.Second, Lease: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("no NATS", func(t *testing.T) {
+		_, err := broker.New(broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, ConnectTimeout: time.Second}})
+		if !errors.Is(err, broker.ErrCluster) {
+			t.Fatalf("New without NATS: %v", err)
+		}
+	})
+}
