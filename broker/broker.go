@@ -82,14 +82,12 @@ func New(opts Options) (*Broker, error) {
 		_ = b.state.close()
 		return nil, err
 	}
-	cl, err := joinCluster(b)
-	if err != nil {
+	if err := joinCluster(b); err != nil {
 		b.cancel()
 		_ = b.relay.close()
 		_ = b.state.close()
 		return nil, err
 	}
-	b.cl = cl
 	b.sweeper.Add(1)
 	go b.sweep()
 	return b, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -116,26 +117,40 @@ type cluster struct {
 
 	gen uint64 // owned by the publisher: the generation of the last snapshot
 
-	mu    sync.RWMutex     // guards peers; never held while taking another lock
+	mu    sync.RWMutex     // guards the fields below; never held while taking another lock
 	peers map[string]*peer // by broker name
+	// Rebuilt from peers on every change (index): the other brokers'
+	// nodes by name (for a name on two brokers, the newer claim), their
+	// services' nodes by service, and their brokers by subscribed channel.
+	nodes   map[string]shareNode
+	svcs    map[string][]string
+	subbers map[string][]string
+
+	view hotpath.View // owned by onLink, the links' one reader
+
+	lmu    sync.Mutex       // guards links and closed
+	links  map[string]*conn // by broker name (cluster_link.go)
+	closed bool
+	linkWG sync.WaitGroup // each link's writer and its watcher
 }
 
-type subjects struct{ dir, bye, claim string }
+type subjects struct{ dir, bye, claim, link string }
 
-// joinCluster connects to NATS and starts sharing the directory. It
-// returns nil, nil when the options name no NATS server.
-func joinCluster(b *Broker) (*cluster, error) {
+// joinCluster connects to NATS, sets b.cl and starts sharing the
+// directory. It does nothing when the options name no NATS server.
+func joinCluster(b *Broker) error {
 	o := b.opts.Cluster
 	if !o.enabled() {
-		return nil, nil
+		return nil
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	cl := &cluster{
 		b: b, opts: o, iid: hex.EncodeToString(id[:]),
-		subj:  subjects{dir: o.SubjectPrefix + ".dir", bye: o.SubjectPrefix + ".bye", claim: o.SubjectPrefix + ".claim"},
+		subj: subjects{dir: o.SubjectPrefix + ".dir", bye: o.SubjectPrefix + ".bye", claim: o.SubjectPrefix + ".claim",
+			link: o.SubjectPrefix + ".to." + b.opts.Name + ".*"},
 		dirty: make(chan struct{}, 1), stop: make(chan struct{}),
-		peers: map[string]*peer{},
+		peers: map[string]*peer{}, links: map[string]*conn{},
 	}
 	opts := []nats.Option{
 		nats.Name("busbar broker " + b.opts.Name),
@@ -166,25 +181,26 @@ func joinCluster(b *Broker) (*cluster, error) {
 	}
 	nc, err := nats.Connect(strings.Join(o.URLs, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: NATS at %s: %v", ErrCluster, strings.Join(o.URLs, ","), err)
+		return fmt.Errorf("%w: NATS at %s: %v", ErrCluster, strings.Join(o.URLs, ","), err)
 	}
 	cl.nc = nc
-	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim} {
+	b.cl = cl // before any handler runs: they route through b
+	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink} {
 		s, err := nc.Subscribe(subj, h)
 		if err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("%w: subscribe %s: %v", ErrCluster, subj, err)
+			return fmt.Errorf("%w: subscribe %s: %v", ErrCluster, subj, err)
 		}
 		cl.subs = append(cl.subs, s)
 	}
 	if err := nc.Flush(); err != nil { // the subscriptions are in place before anyone is told we exist
 		nc.Close()
-		return nil, fmt.Errorf("%w: %v", ErrCluster, err)
+		return fmt.Errorf("%w: %v", ErrCluster, err)
 	}
 	b.log.Info("bus: joined", "nats", nc.ConnectedUrlRedacted(), "prefix", o.SubjectPrefix, "instance", cl.iid)
 	cl.done.Add(1)
 	go cl.publisher()
-	return cl, nil
+	return nil
 }
 
 // changed notes that this broker's share changed; the publisher sends a
@@ -237,6 +253,7 @@ func (cl *cluster) leave() {
 	if body, err := wire.JSON(byeMsg{Broker: cl.b.opts.Name, IID: cl.iid}); err == nil {
 		_ = cl.nc.Publish(cl.subj.bye, body)
 	}
+	cl.closeLinks()
 	_ = cl.nc.Flush()
 	for _, s := range cl.subs {
 		_ = s.Unsubscribe()

@@ -6,6 +6,7 @@ package broker
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -172,6 +173,7 @@ func (cl *cluster) onShare(m *nats.Msg) {
 		}
 	}
 	pr.nodes, pr.services, pr.parts = nodes, services, nil
+	cl.indexLocked()
 	cl.mu.Unlock()
 }
 
@@ -182,21 +184,66 @@ func (cl *cluster) onBye(m *nats.Msg) {
 		return
 	}
 	cl.mu.Lock()
-	if pr := cl.peers[bye.Broker]; pr != nil && pr.iid == bye.IID {
+	pr := cl.peers[bye.Broker]
+	gone := pr != nil && pr.iid == bye.IID
+	if gone {
 		delete(cl.peers, bye.Broker)
-		cl.b.log.Info("bus: broker left", "broker", bye.Broker)
+		cl.indexLocked()
 	}
 	cl.mu.Unlock()
+	if gone {
+		cl.b.log.Info("bus: broker left", "broker", bye.Broker)
+		cl.closeLink(bye.Broker)
+	}
 }
 
-// expire drops the brokers not heard from within the lease.
+// expire drops the brokers not heard from within the lease, and closes
+// the links to them: calls waiting on them fail.
 func (cl *cluster) expire(now time.Time) {
+	var gone []string
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	for name, pr := range cl.peers {
 		if now.Sub(pr.heard) > cl.opts.Lease {
 			delete(cl.peers, name)
-			cl.b.log.Warn("bus: broker's lease expired; its nodes are gone", "broker", name, "lease", cl.opts.Lease)
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		cl.indexLocked()
+	}
+	cl.mu.Unlock()
+	for _, name := range gone {
+		cl.b.log.Warn("bus: broker's lease expired; its nodes are gone", "broker", name, "lease", cl.opts.Lease)
+		cl.closeLink(name)
+	}
+}
+
+// indexLocked rebuilds the lookups routing uses from the peers' shares.
+func (cl *cluster) indexLocked() {
+	cl.nodes = map[string]shareNode{}
+	cl.svcs = map[string][]string{}
+	cl.subbers = map[string][]string{}
+	for _, pr := range cl.peers {
+		for name, n := range pr.nodes {
+			if o, ok := cl.nodes[name]; !ok || newerClaim(n.Since, n.Broker, o.Since, o.Broker) {
+				n.LastSeen = pr.heard
+				n.LeaseExpires = pr.heard.Add(cl.opts.Lease)
+				cl.nodes[name] = n
+			}
+		}
+	}
+	for _, n := range cl.nodes {
+		for _, ch := range n.Subscriptions {
+			if !slices.Contains(cl.subbers[ch], n.Broker) {
+				cl.subbers[ch] = append(cl.subbers[ch], n.Broker)
+			}
+		}
+	}
+	for _, pr := range cl.peers {
+		for _, s := range pr.services {
+			if n, ok := cl.nodes[s.Provenance.Node]; ok && n.Broker == s.Provenance.Broker {
+				cl.svcs[s.Service] = append(cl.svcs[s.Service], s.Provenance.Node)
+			}
 		}
 	}
 }
@@ -204,28 +251,45 @@ func (cl *cluster) expire(now time.Time) {
 // remoteNodes returns the other brokers' nodes: for a name claimed on two
 // brokers until the claim settles, only the newer claim. Safe on nil.
 func (cl *cluster) remoteNodes() map[string]shareNode {
-	out := map[string]shareNode{}
 	if cl == nil {
-		return out
+		return nil
 	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
-	for _, pr := range cl.peers {
-		for name, n := range pr.nodes {
-			if o, ok := out[name]; !ok || newerClaim(n.Since, n.Broker, o.Since, o.Broker) {
-				n.LastSeen = pr.heard
-				n.LeaseExpires = pr.heard.Add(cl.opts.Lease)
-				out[name] = n
-			}
-		}
-	}
-	return out
+	return maps.Clone(cl.nodes)
 }
 
 // remoteNode finds a node on another broker. Safe on nil.
 func (cl *cluster) remoteNode(name string) (shareNode, bool) {
-	n, ok := cl.remoteNodes()[name]
+	if cl == nil {
+		return shareNode{}, false
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	n, ok := cl.nodes[name]
 	return n, ok
+}
+
+// serviceNodes returns the nodes on other brokers that announce service.
+// Safe on nil.
+func (cl *cluster) serviceNodes(service string) []string {
+	if cl == nil {
+		return nil
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	return cl.svcs[service]
+}
+
+// subscribedBrokers returns the other brokers with a subscriber of
+// channel; the caller must not modify it. Safe on nil.
+func (cl *cluster) subscribedBrokers(channel string) []string {
+	if cl == nil {
+		return nil
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	return cl.subbers[channel]
 }
 
 // remoteServices returns the other brokers' services. Safe on nil.

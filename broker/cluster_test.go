@@ -36,19 +36,25 @@ type bus struct {
 	brokers []*testbroker.Env
 }
 
-func startBus(t *testing.T) *bus {
+func startBus(t *testing.T) *bus { return startBusWith(t, testOpts()) }
+
+// startBusWith is startBus with opts for every broker.
+func startBusWith(t *testing.T, opts broker.Options) *bus {
 	t.Helper()
 	nc := testnats.Start(t, 3)
 	u := &bus{nats: nc}
 	for i := range 3 {
-		u.brokers = append(u.brokers, u.startBroker(t, i, nc.URL(i)))
+		u.brokers = append(u.brokers, u.startBrokerWith(t, opts, i, nc.URL(i)))
 	}
 	return u
 }
 
 func (u *bus) startBroker(t *testing.T, i int, urls ...string) *testbroker.Env {
+	return u.startBrokerWith(t, testOpts(), i, urls...)
+}
+
+func (u *bus) startBrokerWith(t *testing.T, opts broker.Options, i int, urls ...string) *testbroker.Env {
 	t.Helper()
-	opts := testOpts()
 	opts.Name = fmt.Sprintf("b%d", i+1)
 	opts.Cluster = broker.ClusterOptions{URLs: urls, Heartbeat: busHeartbeat, Lease: busLease}
 	return testbroker.Start(t, "tcp", opts)
