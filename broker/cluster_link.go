@@ -192,11 +192,11 @@ func (l *linkConn) Close() error {
 	return nil
 }
 
-func (l *linkConn) LocalAddr() net.Addr                { return linkAddr(l.subject) }
-func (l *linkConn) RemoteAddr() net.Addr               { return linkAddr(l.subject) }
-func (l *linkConn) SetDeadline(time.Time) error        { return nil }
-func (l *linkConn) SetReadDeadline(time.Time) error    { return nil }
-func (l *linkConn) SetWriteDeadline(time.Time) error    { return nil }
+func (l *linkConn) LocalAddr() net.Addr              { return linkAddr(l.subject) }
+func (l *linkConn) RemoteAddr() net.Addr             { return linkAddr(l.subject) }
+func (l *linkConn) SetDeadline(time.Time) error      { return nil }
+func (l *linkConn) SetReadDeadline(time.Time) error  { return nil }
+func (l *linkConn) SetWriteDeadline(time.Time) error { return nil }
 
 type linkAddr string
 
