@@ -39,6 +39,9 @@ const (
 	// clusterReconnectWait is the NATS client's pause between reconnect
 	// attempts; it retries for ever.
 	clusterReconnectWait = 250 * time.Millisecond
+	// clusterLeaveFlush bounds Shutdown's wait for its goodbye to reach
+	// NATS.
+	clusterLeaveFlush = 2 * time.Second
 )
 
 // ClusterOptions join the broker to a bus of brokers that share a NATS
@@ -193,7 +196,7 @@ func joinCluster(b *Broker) error {
 		}
 		cl.subs = append(cl.subs, s)
 	}
-	if err := nc.Flush(); err != nil { // the subscriptions are in place before anyone is told we exist
+	if err := nc.FlushTimeout(o.ConnectTimeout); err != nil { // the subscriptions are in place before anyone is told we exist
 		nc.Close()
 		return fmt.Errorf("%w: %v", ErrCluster, err)
 	}
@@ -254,7 +257,9 @@ func (cl *cluster) leave() {
 		_ = cl.nc.Publish(cl.subj.bye, body)
 	}
 	cl.closeLinks()
-	_ = cl.nc.Flush()
+	if cl.nc.IsConnected() { // cut off, nobody would hear it: do not wait
+		_ = cl.nc.FlushTimeout(clusterLeaveFlush)
+	}
 	for _, s := range cl.subs {
 		_ = s.Unsubscribe()
 	}

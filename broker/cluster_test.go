@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
@@ -231,8 +233,18 @@ func TestBusSurvivesTheLossOfOneNATSServer(t *testing.T) {
 	connect(t, u.brokers[0], "alpha")
 	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1"})
 	nc.Stop(0)
-	connect(t, u.brokers[0], "later")
+	later := connect(t, u.brokers[0], "later")
 	awaitDirectory(t, u.brokers, map[string]string{"alpha": "b1", "later": "b1"})
+	// Traffic goes on: a request from b2's node to b1's.
+	if _, err := later.Scope("s").Channel("echo").Handle(ctxT(t, 5*time.Second), echo); err != nil {
+		t.Fatal(err)
+	}
+	beta := connect(t, u.brokers[1], "beta")
+	awaitKnown(t, u.brokers[:1], "beta")
+	m, err := beta.Scope("s").Channel("echo").Request(ctxT(t, 5*time.Second), "later", []byte("hi"))
+	if err != nil || string(m.Payload()) != "hi" {
+		t.Fatalf("request across the bus after a NATS server died: %v", err)
+	}
 }
 
 // TestClusterOptionsAreChecked: a broker joining a bus needs its own name,
@@ -271,4 +283,74 @@ func TestClusterOptionsAreChecked(t *testing.T) {
 			t.Fatalf("New without NATS: %v", err)
 		}
 	})
+}
+
+// TestBusCallsToACutOffBrokerFail: a request waiting on a node whose
+// broker is cut off from NATS fails with DISCONNECT once that broker's
+// lease runs out, never later; nothing is replayed.
+func TestBusCallsToACutOffBrokerFail(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	beta := connect(t, u.brokers[1], "beta")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	if _, err := beta.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(context.Context, *client.Message) ([]byte, error) {
+		close(entered)
+		<-release
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awaitKnown(t, u.brokers[:1], "beta")
+	res := make(chan error, 1)
+	go func() {
+		_, err := alpha.Scope("s").Channel("work").Request(ctxT(t, 30*time.Second), "beta", nil)
+		res <- err
+	}()
+	<-entered
+	start := time.Now()
+	u.nats.Stop(1) // b2's only server
+	if err := <-res; !errors.Is(err, client.ErrDisconnect) {
+		t.Fatalf("request to the cut-off broker: %v", err)
+	}
+	t.Logf("the call failed after %v (bound: lease %v + heartbeat %v)", time.Since(start).Round(time.Millisecond), busLease, busHeartbeat)
+	if r, _ := alpha.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "beta", nil); r.Result != wire.NotConnected {
+		t.Fatalf("send to beta while its broker is cut off: %+v", r)
+	}
+}
+
+// TestBusBrokerCannotSendInAnotherBrokersName: a frame a broker sends
+// over NATS in the name of the receiver's own node, or of a third
+// broker's node, is dropped and counted; one in its own nodes' names
+// passes (docs/cluster.md#trust).
+func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	connect(t, u.brokers[2], "gamma")
+	var in inbox
+	if _, err := alpha.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+		t.Fatal(err)
+	}
+	awaitKnown(t, u.brokers[:1], "gamma")
+	nc, err := nats.Connect(u.nats.URL(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	before := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused]
+	for i, from := range []string{"gamma.bus", "alpha.bus", "b2.bus"} { // b2 speaking for b3's node, for b1's own, for itself
+		m := wire.New(wire.TypeEvent, "ev").WithHeader(wire.HeaderID, fmt.Sprint("f", i)).WithHeader(wire.HeaderTo, "alpha").
+			WithHeader(wire.HeaderFrom, from).WithBody([]byte(from))
+		if err := nc.Publish("busbar.to.b1.b2", m.ToBytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbroker.Eventually(t, 5*time.Second, "b2's own message delivered", func() bool { return in.Len() >= 1 })
+	if n, got := in.Len(), in.Get(0).From(); n != 1 || got != "b2.bus" {
+		t.Fatalf("%d delivered, the first from %q", n, got)
+	}
+	if d := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused] - before; d != 2 {
+		t.Fatalf("%d frames refused, want 2", d)
+	}
 }
