@@ -137,7 +137,14 @@ type cluster struct {
 	linkWG sync.WaitGroup // each link's writer and its watcher
 }
 
+// subjects are the prefixes of the subjects the brokers use; each ends
+// with the name of the broker that publishes on it (subscribed to with
+// "*"), so NATS permissions can pin every broker to its own
+// (docs/cluster.md#trust).
 type subjects struct{ dir, bye, claim, link string }
+
+// sender is the broker that published m: its subject's last token.
+func sender(m *nats.Msg) string { return m.Subject[strings.LastIndexByte(m.Subject, '.')+1:] }
 
 // joinCluster connects to NATS, sets b.cl and starts sharing the
 // directory. It does nothing when the options name no NATS server.
@@ -150,8 +157,8 @@ func joinCluster(b *Broker) error {
 	_, _ = rand.Read(id[:])
 	cl := &cluster{
 		b: b, opts: o, iid: hex.EncodeToString(id[:]),
-		subj: subjects{dir: o.SubjectPrefix + ".dir", bye: o.SubjectPrefix + ".bye", claim: o.SubjectPrefix + ".claim",
-			link: o.SubjectPrefix + ".to." + b.opts.Name + ".*"},
+		subj: subjects{dir: o.SubjectPrefix + ".dir.", bye: o.SubjectPrefix + ".bye.", claim: o.SubjectPrefix + ".claim.",
+			link: o.SubjectPrefix + ".to." + b.opts.Name + "."},
 		dirty: make(chan struct{}, 1), stop: make(chan struct{}),
 		peers: map[string]*peer{}, links: map[string]*conn{},
 	}
@@ -189,7 +196,7 @@ func joinCluster(b *Broker) error {
 	cl.nc = nc
 	b.cl = cl // before any handler runs: they route through b
 	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink} {
-		s, err := nc.Subscribe(subj, h)
+		s, err := nc.Subscribe(subj+"*", h)
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("%w: subscribe %s: %v", ErrCluster, subj, err)
@@ -254,7 +261,7 @@ func (cl *cluster) leave() {
 	close(cl.stop)
 	cl.done.Wait()
 	if body, err := wire.JSON(byeMsg{Broker: cl.b.opts.Name, IID: cl.iid}); err == nil {
-		_ = cl.nc.Publish(cl.subj.bye, body)
+		_ = cl.nc.Publish(cl.subj.bye+cl.b.opts.Name, body)
 	}
 	cl.closeLinks()
 	if cl.nc.IsConnected() { // cut off, nobody would hear it: do not wait

@@ -40,7 +40,7 @@ func (cl *cluster) claim(c *conn) {
 	}
 	body, err := wire.JSON(claimMsg{Node: c.node, Broker: cl.b.opts.Name, IID: cl.iid, Since: c.since.UnixNano()})
 	if err == nil {
-		err = cl.nc.Publish(cl.subj.claim, body)
+		err = cl.nc.Publish(cl.subj.claim+cl.b.opts.Name, body)
 	}
 	if err != nil {
 		cl.b.log.Warn("bus: claim not published", "node", c.node, "err", err)
@@ -52,7 +52,7 @@ func (cl *cluster) claim(c *conn) {
 // the name (NATS's goroutine).
 func (cl *cluster) onClaim(m *nats.Msg) {
 	var cm claimMsg
-	if err := json.Unmarshal(m.Data, &cm); err != nil || cm.Broker == cl.b.opts.Name {
+	if err := json.Unmarshal(m.Data, &cm); err != nil || cm.Broker == cl.b.opts.Name || cm.Broker != sender(m) {
 		return
 	}
 	c := cl.b.dir.lookup(cm.Node)

@@ -108,7 +108,7 @@ func (cl *cluster) publishShare() {
 		p.Broker, p.IID, p.Gen, p.Part, p.Parts = cl.b.opts.Name, cl.iid, cl.gen, i, len(pages)
 		body, err := wire.JSON(p)
 		if err == nil {
-			err = cl.nc.Publish(cl.subj.dir, body)
+			err = cl.nc.Publish(cl.subj.dir+cl.b.opts.Name, body)
 		}
 		if err != nil {
 			cl.b.log.Debug("bus: directory not published", "err", err)
@@ -120,8 +120,8 @@ func (cl *cluster) publishShare() {
 // onShare takes a page of another broker's share (NATS's goroutine).
 func (cl *cluster) onShare(m *nats.Msg) {
 	var p sharePage
-	if err := json.Unmarshal(m.Data, &p); err != nil || p.Parts < 1 || p.Part < 0 || p.Part >= p.Parts {
-		cl.b.log.Warn("bus: malformed directory page ignored", "err", err)
+	if err := json.Unmarshal(m.Data, &p); err != nil || p.Parts < 1 || p.Part < 0 || p.Part >= p.Parts || p.Broker != sender(m) {
+		cl.b.log.Warn("bus: malformed directory page ignored", "subject", m.Subject, "err", err)
 		return
 	}
 	if p.Broker == cl.b.opts.Name {
@@ -180,7 +180,7 @@ func (cl *cluster) onShare(m *nats.Msg) {
 // onBye drops a broker that left cleanly.
 func (cl *cluster) onBye(m *nats.Msg) {
 	var bye byeMsg
-	if err := json.Unmarshal(m.Data, &bye); err != nil {
+	if err := json.Unmarshal(m.Data, &bye); err != nil || bye.Broker != sender(m) {
 		return
 	}
 	cl.mu.Lock()

@@ -94,7 +94,7 @@ func (cl *cluster) closeLinks() {
 // onLink takes a frame another broker sent this one (NATS's goroutine for
 // the subscription, the link's only reader).
 func (cl *cluster) onLink(m *nats.Msg) {
-	from := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	from := sender(m)
 	if from == cl.b.opts.Name {
 		return
 	}
