@@ -34,8 +34,12 @@ const (
 	DefaultClusterSubjectPrefix  = "busbar"
 	// clusterPublishGap is the least time between two snapshots a change
 	// triggers: a burst of registrations costs one snapshot per gap, not
-	// one per node.
-	clusterPublishGap = 20 * time.Millisecond
+	// one per node. The gap stretches to clusterPublishCost times what the
+	// last snapshot took to build and send, so a large share, rebuilt on
+	// every change (and decoded by every other broker, which takes about as
+	// long), costs a small part of a core however fast it changes.
+	clusterPublishGap  = 20 * time.Millisecond
+	clusterPublishCost = 8
 	// clusterReconnectWait is the NATS client's pause between reconnect
 	// attempts; it retries for ever.
 	clusterReconnectWait = 250 * time.Millisecond
@@ -232,6 +236,7 @@ func (cl *cluster) publisher() {
 	tick := time.NewTicker(cl.opts.Heartbeat)
 	defer tick.Stop()
 	var last time.Time
+	gap := clusterPublishGap
 	for {
 		select {
 		case <-cl.stop:
@@ -239,7 +244,7 @@ func (cl *cluster) publisher() {
 		case now := <-tick.C:
 			cl.expire(now)
 		case <-cl.dirty:
-			if wait := clusterPublishGap - time.Since(last); wait > 0 {
+			if wait := gap - time.Since(last); wait > 0 {
 				select {
 				case <-cl.stop:
 					return
@@ -247,8 +252,10 @@ func (cl *cluster) publisher() {
 				}
 			}
 		}
+		start := time.Now()
 		cl.publishShare()
 		last = time.Now()
+		gap = max(clusterPublishGap, clusterPublishCost*last.Sub(start))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"busbar/auth"
 	"busbar/wire"
 )
 
@@ -37,6 +38,13 @@ type sharePage struct {
 type shareNode struct {
 	wire.NodeInfo
 	Since int64 `json:"since"`
+	// What the node may receive (its subscribe patterns; all when
+	// ReceiveAll), so a publisher's broker counts the candidates of a
+	// publication on the whole bus before it sends (cluster_publish.go).
+	Receive    []auth.Pattern `json:"receive,omitempty"`
+	ReceiveAll bool           `json:"receive_all,omitempty"`
+
+	recv *auth.Permissions // built from Receive by indexLocked
 }
 
 type byeMsg struct {
@@ -64,57 +72,72 @@ func (b *Broker) share() ([]shareNode, []wire.ServiceInfo) {
 		if c.out.Closing() {
 			continue
 		}
-		nodes = append(nodes, shareNode{NodeInfo: b.nodeInfo(c), Since: c.since.UnixNano()})
+		n := shareNode{NodeInfo: b.nodeInfo(c), Since: c.since.UnixNano(), ReceiveAll: c.perms == nil}
+		if c.perms != nil {
+			n.Receive = c.perms.Subscribe
+		}
+		nodes = append(nodes, n)
 	}
 	return nodes, b.reg.services("")
 }
 
 // publishShare sends this broker's share as one snapshot of as many pages
-// as the NATS payload limit needs. Only the publisher calls it.
+// as the NATS payload limit needs. Only the publisher calls it. Each
+// entry is encoded once; a page is the entries' JSON spliced into its
+// envelope.
 func (cl *cluster) publishShare() {
 	nodes, services := cl.b.share()
 	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
-	var pages []*sharePage
-	cur := &sharePage{}
-	size := 0
-	add := func(n int) bool { // room for an entry of n bytes on the current page?
-		if size > 0 && size+n > budget {
-			pages = append(pages, cur)
-			cur, size = &sharePage{}, 0
-		}
-		if n > budget {
+	type page struct{ nodes, services [][]byte }
+	var pages []*page
+	cur, size := &page{}, 0
+	fits := func(raw []byte, err error, what ...any) bool {
+		switch {
+		case err != nil || len(raw) > budget:
+			cl.b.log.Warn("bus: an entry is over the NATS payload limit; not shared", what...)
 			return false
+		case size > 0 && size+len(raw)+1 > budget:
+			pages = append(pages, cur)
+			cur, size = &page{}, 0
 		}
-		size += n + 1
+		size += len(raw) + 1
 		return true
 	}
 	for _, n := range nodes {
-		if raw, err := json.Marshal(n); err == nil && add(len(raw)) {
-			cur.Nodes = append(cur.Nodes, n)
-		} else {
-			cl.b.log.Warn("bus: a node's entry is over the NATS payload limit; not shared", "node", n.Node)
+		if raw, err := wire.JSON(n); fits(raw, err, "node", n.Node) {
+			cur.nodes = append(cur.nodes, raw)
 		}
 	}
 	for _, s := range services {
-		if raw, err := json.Marshal(s); err == nil && add(len(raw)) {
-			cur.Services = append(cur.Services, s)
-		} else {
-			cl.b.log.Warn("bus: a service's entry is over the NATS payload limit; not shared", "service", s.Service, "node", s.Provenance.Node)
+		if raw, err := wire.JSON(s); fits(raw, err, "service", s.Service, "node", s.Provenance.Node) {
+			cur.services = append(cur.services, raw)
 		}
 	}
 	pages = append(pages, cur)
 	cl.gen++
+	subject := cl.subj.dir + cl.b.opts.Name
 	for i, p := range pages {
-		p.Broker, p.IID, p.Gen, p.Part, p.Parts = cl.b.opts.Name, cl.iid, cl.gen, i, len(pages)
-		body, err := wire.JSON(p)
-		if err == nil {
-			err = cl.nc.Publish(cl.subj.dir+cl.b.opts.Name, body)
-		}
-		if err != nil {
+		head, _ := wire.JSON(sharePage{Broker: cl.b.opts.Name, IID: cl.iid, Gen: cl.gen, Part: i, Parts: len(pages)})
+		body := append(head[:len(head)-1:len(head)-1], `,"nodes":[`...)
+		body = appendJoined(body, p.nodes)
+		body = append(body, `],"services":[`...)
+		body = appendJoined(body, p.services)
+		body = append(body, "]}"...)
+		if err := cl.nc.Publish(subject, body); err != nil {
 			cl.b.log.Debug("bus: directory not published", "err", err)
 			return
 		}
 	}
+}
+
+func appendJoined(dst []byte, items [][]byte) []byte {
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, it...)
+	}
+	return dst
 }
 
 // onShare takes a page of another broker's share (NATS's goroutine).
@@ -226,6 +249,9 @@ func (cl *cluster) indexLocked() {
 	for _, pr := range cl.peers {
 		for name, n := range pr.nodes {
 			if o, ok := cl.nodes[name]; !ok || newerClaim(n.Since, n.Broker, o.Since, o.Broker) {
+				if !n.ReceiveAll {
+					n.recv = &auth.Permissions{Subscribe: n.Receive}
+				}
 				n.LastSeen = pr.heard
 				n.LeaseExpires = pr.heard.Add(cl.opts.Lease)
 				cl.nodes[name] = n

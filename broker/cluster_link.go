@@ -108,8 +108,8 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		return
 	}
 	cmd := v.Value(wire.HeaderCommand)
-	if strings.HasPrefix(cmd, wire.ControlPrefix) && cmd != wire.CmdReceipt {
-		cl.b.stats.drop(DropPeerRefused) // a peer answers with receipts and responses; it commands nothing
+	if strings.HasPrefix(cmd, wire.ControlPrefix) && cmd != wire.CmdReceipt && cmd != wire.CmdPublished {
+		cl.b.stats.drop(DropPeerRefused) // a peer answers with receipts and publication results; it commands nothing
 		return
 	}
 	if !cl.fromAllowed(from, v.Value(wire.HeaderFrom)) {

@@ -19,6 +19,10 @@ func (b *Broker) control(c *conn, v *hotpath.View, cmd string) {
 		b.routeReceipt(c, v)
 		return
 	}
+	if cmd == wire.CmdPublished && c.peer {
+		b.routePeerPublished(c, v)
+		return
+	}
 	m, err := v.Message()
 	if err != nil { // cannot happen: the view parsed
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))

@@ -8,6 +8,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -156,5 +157,37 @@ func TestServiceNameReachesItsOneInstanceAnywhere(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// TestPublishHasOneResultPerCandidateOfTheBus: a publication reaches the
+// subscribers on every broker and answers with one result per candidate
+// node, wherever it is connected, and the publisher's broker.
+func TestPublishHasOneResultPerCandidateOfTheBus(t *testing.T) {
+	eachTopology(t, testOpts(), func(t *testing.T, p placement) {
+		alpha := connect(t, p.at(0), "alpha")
+		var in inbox
+		beta := connect(t, p.at(1), "beta")
+		if _, err := beta.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, p.at(2), "gamma")
+		p.sees(t, "beta:news", "gamma")
+		res, err := alpha.Scope("s").Channel("news").Publish(ctxT(t, 5*time.Second), []byte("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]wire.Result{}
+		for _, r := range res.Results {
+			got[r.Node] = r.Result
+		}
+		want := map[string]wire.Result{p.at(0).Broker.Name(): wire.NoSubscriber, "alpha": wire.NoSubscriber, "beta": wire.Accepted, "gamma": wire.NoSubscriber}
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(res.Results) != len(want) {
+			t.Fatalf("results %v, want %v", res.Results, want)
+		}
+		testbroker.Eventually(t, 5*time.Second, "the publication delivered", func() bool { return in.Len() == 1 })
+		if m := in.Get(0); m.From() != "alpha.bus" || string(m.Payload()) != "hello" {
+			t.Fatalf("beta got %q from %q", m.Payload(), m.From())
+		}
 	})
 }

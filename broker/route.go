@@ -385,21 +385,37 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	if r != nil {
 		return r
 	}
-	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
 	cands := b.candidates(s.command)
-	selfConnected := b.dir.lookup(b.opts.Name) != nil
+	// On a bus the candidates of every broker count; what a link brought
+	// was counted by the publisher's broker, which is the one broker
+	// that is a candidate itself.
+	var remote map[string][]string
+	selfConnected := c.peer || b.dir.lookup(b.opts.Name) != nil
 	n := len(cands)
+	if !c.peer {
+		remote = b.cl.publishCandidates(s.command)
+		for _, nodes := range remote {
+			n += len(nodes)
+		}
+	}
 	if !selfConnected {
 		n++ // the broker is a candidate even with no code embedded
 	}
-	if n > MaxPublishCandidates {
+	if n > MaxPublishCandidates && !c.peer {
 		return rejectf("publication would reach %d nodes, more than %d", n, MaxPublishCandidates)
 	}
 	pub := &publication{origin: c, id: s.id, deadline: deadline}
 	if !selfConnected {
 		pub.results = append(pub.results, wire.NodeResult{Node: b.opts.Name, Result: wire.NoSubscriber})
+	}
+	for _, nodes := range remote {
+		for _, node := range nodes {
+			pub.results = append(pub.results, wire.NodeResult{Node: node})
+			pub.remaining++
+		}
 	}
 	var deliver []*conn
 	for _, d := range cands {
@@ -422,6 +438,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	}
 	defer f.Release()
 	b.pend.openPub(pub)
+	b.scatter(c, pub, remote, f)
 	for _, d := range deliver {
 		switch {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
