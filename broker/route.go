@@ -152,7 +152,11 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 		}
 		if !c.peer { // what came from another broker is that broker's to fan out
 			for _, name := range b.cl.subscribedBrokers(channel) {
-				if l := b.cl.link(name); l != nil && b.cl.frameFits(f) {
+				switch l := b.cl.link(name); {
+				case l == nil:
+				case !b.cl.frameFits(f):
+					b.stats.drop(DropStreamTooLarge)
+				default:
 					deliver(l)
 				}
 			}
