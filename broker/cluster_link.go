@@ -171,8 +171,12 @@ func (l *linkConn) Write(p []byte) (int, error) {
 		if len(buf) < 4+n {
 			break
 		}
-		if err := nc.Publish(l.subject, buf[4:4+n]); err != nil {
-			return 0, err
+		// Routing checks the size (frameFits); were one too large, NATS
+		// would refuse it and the link with it: it is dropped instead.
+		if int64(n) <= nc.MaxPayload() {
+			if err := nc.Publish(l.subject, buf[4:4+n]); err != nil {
+				return 0, err
+			}
 		}
 		buf = buf[4+n:]
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"busbar/broker"
@@ -352,5 +353,95 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	}
 	if d := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused] - before; d != 2 {
 		t.Fatalf("%d frames refused, want 2", d)
+	}
+}
+
+// smallNATS is a bus of two brokers on a NATS cluster whose max_payload
+// is small, for the limits that follow from it.
+func smallNATS(t *testing.T, maxPayload int32) *bus {
+	nc := testnats.Start(t, 3, func(o *server.Options) { o.MaxPayload = maxPayload })
+	u := &bus{nats: nc}
+	for i := range 2 {
+		u.brokers = append(u.brokers, u.startBroker(t, i, nc.URL(i)))
+	}
+	return u
+}
+
+// TestBusSharesTakeAsManyPagesAsNATSNeeds: a share larger than NATS's
+// max_payload goes in pages and arrives whole; a node whose entry alone
+// is over a page is left out of it (and logged), the others not.
+func TestBusSharesTakeAsManyPagesAsNATSNeeds(t *testing.T) {
+	u := smallNATS(t, 8<<10)
+	want := map[string]string{}
+	for i := range 60 { // some 300 bytes each: three pages or more
+		name := fmt.Sprintf("n%02d", i)
+		connect(t, u.brokers[1], name)
+		want[name] = "b2"
+	}
+	big := connect(t, u.brokers[1], "big")
+	for i := range 64 { // 64 channels of 120 bytes: an entry over the 7 KiB page
+		ch := fmt.Sprintf("%s.%03d", strings.Repeat("c", 116), i)
+		if _, err := big.Scope("s").Channel(ch).Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(t, u.brokers[1], "zz") // a snapshot with zz is one from after big's subscriptions
+	want["zz"] = "b2"
+	awaitDirectory(t, u.brokers[:1], want)
+}
+
+// TestBusMessageOverTheNATSPayloadIsRejected: a request whose frame fits
+// NATS's max_payload crosses; one byte more is REJECTED by the sender's
+// broker, and a reply over it fails the call (HANDLER_FAILED) without
+// breaking the link: the next request passes.
+func TestBusMessageOverTheNATSPayloadIsRejected(t *testing.T) {
+	const maxPayload = 8 << 10
+	u := smallNATS(t, maxPayload)
+	alpha := connect(t, u.brokers[0], "alpha")
+	beta := connect(t, u.brokers[1], "beta")
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := beta.Scope("s").Channel("small").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) { return []byte("ok"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beta.Scope("s").Channel("big").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) {
+		return make([]byte, maxPayload), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awaitKnown(t, u.brokers[:1], "beta")
+	ch := alpha.Scope("s").Channel("small")
+	fits := func(n int) bool {
+		_, err := ch.Request(ctx, "beta", make([]byte, n))
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, client.ErrRejected) && strings.Contains(err.Error(), "NATS payload limit"):
+			return false
+		}
+		t.Fatalf("request of %d bytes: %v", n, err)
+		return false
+	}
+	lo, hi := 0, maxPayload // fits(lo), !fits(hi)
+	if !fits(lo) || fits(hi) {
+		t.Fatal("the edge is not within [0, max_payload]")
+	}
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// lo is the largest payload that crosses: its frame's headers take the
+	// rest of the limit, a few hundred bytes.
+	if lo < maxPayload-512 {
+		t.Fatalf("the largest payload that crosses is %d bytes, far below the limit of %d", lo, maxPayload)
+	}
+	t.Logf("the largest payload across brokers: %d of max_payload %d", lo, maxPayload)
+	if _, err := alpha.Scope("s").Channel("big").Request(ctx, "beta", nil); !errors.Is(err, client.ErrHandlerFailed) {
+		t.Fatalf("a reply over the limit: %v", err)
+	}
+	if _, err := ch.Request(ctx, "beta", nil); err != nil {
+		t.Fatalf("the link after a reply over the limit: %v", err)
 	}
 }

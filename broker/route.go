@@ -500,6 +500,11 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
 		return
 	}
+	if cl.origin.peer && !b.cl.frameFits(f) {
+		f.Release()
+		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is over the NATS payload limit between brokers"))
+		return
+	}
 	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
 		b.stats.drop(DropAnswerUndeliverable)
 	}

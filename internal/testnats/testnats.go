@@ -24,8 +24,9 @@ type Cluster struct {
 
 // Start runs n routed NATS servers on loopback and waits until a message
 // published on any of them reaches a subscriber on every other; cleanup
-// shuts them down.
-func Start(t testing.TB, n int) *Cluster {
+// shuts them down. Each mod adjusts every server's options (a smaller
+// max_payload, say).
+func Start(t testing.TB, n int, mods ...func(*server.Options)) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	var seed *url.URL
@@ -39,6 +40,9 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 		if seed != nil {
 			o.Routes = []*url.URL{seed}
+		}
+		for _, m := range mods {
+			m(o)
 		}
 		s := run(t, o)
 		if seed == nil {
