@@ -195,9 +195,11 @@ func (cl *cluster) onShare(m *nats.Msg) {
 			services = append(services, s)
 		}
 	}
+	evs := serviceChanges(pr.services, services)
 	pr.nodes, pr.services, pr.parts = nodes, services, nil
 	cl.indexLocked()
 	cl.mu.Unlock()
+	cl.b.reg.notifyRemote(evs)
 }
 
 // onBye drops a broker that left cleanly.
@@ -209,11 +211,14 @@ func (cl *cluster) onBye(m *nats.Msg) {
 	cl.mu.Lock()
 	pr := cl.peers[bye.Broker]
 	gone := pr != nil && pr.iid == bye.IID
+	var evs []wire.ServiceEvent
 	if gone {
+		evs = serviceChanges(pr.services, nil)
 		delete(cl.peers, bye.Broker)
 		cl.indexLocked()
 	}
 	cl.mu.Unlock()
+	cl.b.reg.notifyRemote(evs)
 	if gone {
 		cl.b.log.Info("bus: broker left", "broker", bye.Broker)
 		cl.closeLink(bye.Broker)
@@ -224,9 +229,11 @@ func (cl *cluster) onBye(m *nats.Msg) {
 // the links to them: calls waiting on them fail.
 func (cl *cluster) expire(now time.Time) {
 	var gone []string
+	var evs []wire.ServiceEvent
 	cl.mu.Lock()
 	for name, pr := range cl.peers {
 		if now.Sub(pr.heard) > cl.opts.Lease {
+			evs = append(evs, serviceChanges(pr.services, nil)...)
 			delete(cl.peers, name)
 			gone = append(gone, name)
 		}
@@ -235,6 +242,7 @@ func (cl *cluster) expire(now time.Time) {
 		cl.indexLocked()
 	}
 	cl.mu.Unlock()
+	cl.b.reg.notifyRemote(evs)
 	for _, name := range gone {
 		cl.b.log.Warn("bus: broker's lease expired; its nodes are gone", "broker", name, "lease", cl.opts.Lease)
 		cl.closeLink(name)
@@ -327,15 +335,19 @@ func (cl *cluster) remoteServices() []wire.ServiceInfo {
 	defer cl.mu.RUnlock()
 	var out []wire.ServiceInfo
 	for _, pr := range cl.peers {
-		out = append(out, pr.services...)
+		for _, sv := range pr.services {
+			if n, ok := cl.nodes[sv.Provenance.Node]; ok && n.Broker == sv.Provenance.Broker {
+				out = append(out, sv)
+			}
+		}
 	}
 	return out
 }
 
 // services is the registry of the whole bus: this broker's instances of
 // name (every name when ""), then the other brokers', sorted by service
-// and node. An instance is a collision when the name has another live
-// instance anywhere on the bus.
+// and node. A node held here is this broker's, whatever another broker
+// still says.
 func (b *Broker) services(name string) []wire.ServiceInfo {
 	out := b.reg.services(name)
 	if b.cl == nil {
@@ -345,9 +357,16 @@ func (b *Broker) services(name string) []wire.ServiceInfo {
 	for _, c := range b.dir.all() {
 		local[c.node] = true
 	}
-	for _, s := range b.cl.remoteServices() {
-		// A node replaced here is no longer its old broker's.
-		if (name == "" || s.Service == name) && !local[s.Provenance.Node] {
+	return withRemote(out, b.cl.remoteServices(), name, local)
+}
+
+// withRemote adds to local the remote instances of name (all when "")
+// but those of the nodes in skip, and sorts them. An instance is a
+// collision when its name has another live instance anywhere on the bus.
+func withRemote(local, remote []wire.ServiceInfo, name string, skip map[string]bool) []wire.ServiceInfo {
+	out := local
+	for _, s := range remote {
+		if (name == "" || s.Service == name) && !skip[s.Provenance.Node] {
 			out = append(out, s)
 		}
 	}
@@ -365,4 +384,47 @@ func (b *Broker) services(name string) []wire.ServiceInfo {
 		return strings.Compare(a.Provenance.Node, b.Provenance.Node)
 	})
 	return out
+}
+
+// serviceChanges are the registry events that turn old into new (a
+// broker's services): up for what is new or changed, down for what went.
+func serviceChanges(old, new []wire.ServiceInfo) []wire.ServiceEvent {
+	key := func(s *wire.ServiceInfo) string { return s.Service + "\x00" + s.Provenance.Node }
+	before := map[string]*wire.ServiceInfo{}
+	for i := range old {
+		before[key(&old[i])] = &old[i]
+	}
+	var evs []wire.ServiceEvent
+	for i := range new {
+		k := key(&new[i])
+		if o, ok := before[k]; !ok || !sameService(o, &new[i]) {
+			evs = append(evs, wire.ServiceEvent{Op: wire.ServiceUp, Service: new[i]})
+		}
+		delete(before, k)
+	}
+	for i := range old { // in their order, for a stable sequence
+		if _, gone := before[key(&old[i])]; gone {
+			evs = append(evs, wire.ServiceEvent{Op: wire.ServiceDown, Service: old[i]})
+		}
+	}
+	return evs
+}
+
+func sameService(a, b *wire.ServiceInfo) bool {
+	ja, _ := wire.JSON(a)
+	jb, _ := wire.JSON(b)
+	return string(ja) == string(jb)
+}
+
+// notifyRemote tells this broker's registry watchers what changed on
+// other brokers.
+func (r *registry) notifyRemote(evs []wire.ServiceEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range evs {
+		r.notifyLocked(evs[i].Op, &evs[i].Service)
+	}
 }

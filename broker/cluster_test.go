@@ -445,3 +445,43 @@ func TestBusMessageOverTheNATSPayloadIsRejected(t *testing.T) {
 		t.Fatalf("the link after a reply over the limit: %v", err)
 	}
 }
+
+// TestBusWatchSeesServicesOfEveryBroker: a registry watch on one broker
+// starts from the bus's registry and hears what is announced, withdrawn
+// or lost with its broker anywhere on the bus.
+func TestBusWatchSeesServicesOfEveryBroker(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	beta := connect(t, u.brokers[1], "beta")
+	gamma := connect(t, u.brokers[2], "gamma")
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := gamma.Announce(ctx, wire.Announcement{Service: "cache"}); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Await(t, busSettle, "cache in b1's registry", func() error {
+		if svcs, err := alpha.Whois(ctx, "cache"); err != nil || len(svcs) != 1 {
+			return fmt.Errorf("whois cache: %v %v", svcs, err)
+		}
+		return nil
+	})
+	w, err := alpha.WatchServices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if init := w.Initial(); len(init) != 1 || init[0].Service != "cache" || init[0].Provenance.Broker != "b3" {
+		t.Fatalf("the watch starts from %+v", init)
+	}
+	if _, err := beta.Announce(ctx, wire.Announcement{Service: "billing"}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, w, "up billing@beta collision=false")
+	if err := beta.Withdraw(ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, w, "down billing@beta collision=false")
+	if err := u.brokers[2].Broker.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, w, "down cache@gamma collision=false")
+}

@@ -83,6 +83,9 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 	case wire.CmdWatch:
 		// The answer is queued under the registry's lock, before any event.
 		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
+			if b.cl != nil { // the bus's, as whois (the directory is not consulted under the registry's lock)
+				now = withRemote(now, b.cl.remoteServices(), "", nil)
+			}
 			r := b.replyJSON(c, *s, now, "the registry", "")
 			if r != nil {
 				b.answer(c, *s, r)
