@@ -7,6 +7,7 @@ package broker_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,112 @@ func BenchmarkRequestNATSDirect(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchStream emits b.N 128-byte stream messages from alpha and waits
+// until beta received them all, or reports the share that never came.
+func benchStream(b *testing.B, alpha, beta *client.Client, seen func()) {
+	var got atomic.Int64
+	if _, err := beta.Scope("s").Channel("ticks").Subscribe(context.Background(), func(context.Context, *client.Message) { got.Add(1) }); err != nil {
+		b.Fatal(err)
+	}
+	seen()
+	ch := alpha.Scope("s").Channel("ticks")
+	payload := make([]byte, 128)
+	ctx := context.Background()
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := ch.Emit(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle(b, &got)
+}
+
+// bigDispatch lets a subscriber queue a benchmark's burst for its
+// handler instead of dropping it, as the client's own benchmark does.
+func bigDispatch(o *client.Options) { o.DispatchQueue = 1 << 16 }
+
+// settle waits until got reaches b.N, or stops growing for a second (the
+// rest was dropped), and reports the share lost.
+func settle(b *testing.B, got *atomic.Int64) {
+	last, since := got.Load(), time.Now()
+	for n := last; n < int64(b.N) && time.Since(since) < time.Second; n = got.Load() {
+		if n != last {
+			last, since = n, time.Now()
+		}
+		time.Sleep(time.Millisecond) // polling a counter, not synchronising
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(int64(b.N)-got.Load())/float64(b.N), "lost/op")
+}
+
+// BenchmarkStreamOneBroker is stream throughput between two nodes of one broker.
+func BenchmarkStreamOneBroker(b *testing.B) {
+	e := testbroker.Start(b, "tcp", testOpts())
+	benchStream(b, connect(b, e, "alpha"), connect(b, e, "beta", bigDispatch), func() {})
+}
+
+// BenchmarkStreamAcrossBrokers is stream throughput from a node on one
+// broker to a node on another.
+func BenchmarkStreamAcrossBrokers(b *testing.B) {
+	nc := testnats.Start(b, 3)
+	var envs []*testbroker.Env
+	for i, name := range []string{"b1", "b2"} {
+		opts := testOpts()
+		opts.Name = name
+		opts.Cluster.URLs = []string{nc.URL(i)}
+		envs = append(envs, testbroker.Start(b, "tcp", opts))
+	}
+	alpha, beta := connect(b, envs[0], "alpha"), connect(b, envs[1], "beta", bigDispatch)
+	benchStream(b, alpha, beta, func() {
+		testbroker.Eventually(b, busSettle, "b1 to know beta's subscription", func() bool {
+			for _, n := range envs[0].Broker.Directory() {
+				if n.Node == "beta" && len(n.Subscriptions) == 1 {
+					return true
+				}
+			}
+			return false
+		})
+	})
+}
+
+// BenchmarkStreamNATSDirect is the same flow with the NATS client alone,
+// publisher and subscriber on two servers of the cluster.
+func BenchmarkStreamNATSDirect(b *testing.B) {
+	nc := testnats.Start(b, 3)
+	pub, err := nats.Connect(nc.URL(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := nats.Connect(nc.URL(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	var got atomic.Int64
+	if _, err := sub.Subscribe("ticks", func(*nats.Msg) { got.Add(1) }); err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.Flush()
+	probe, _ := sub.SubscribeSync("probe")
+	_ = sub.Flush()
+	testbroker.Eventually(b, busSettle, "the subscription to reach server 1", func() bool {
+		_ = pub.Publish("probe", nil)
+		_, err := probe.NextMsg(50 * time.Millisecond)
+		return err == nil
+	})
+	payload := make([]byte, 128)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := pub.Publish("ticks", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle(b, &got)
 }
