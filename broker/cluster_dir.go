@@ -159,6 +159,9 @@ func (cl *cluster) onShare(m *nats.Msg) {
 	if pr == nil || pr.iid != p.IID { // new, or restarted
 		if pr != nil {
 			cl.b.log.Info("bus: broker restarted", "broker", p.Broker)
+			// The calls the old process had are lost with it: they fail
+			// now (DISCONNECT) rather than at their deadline.
+			defer cl.closeLink(p.Broker)
 		} else {
 			cl.b.log.Info("bus: broker joined", "broker", p.Broker)
 		}

@@ -485,3 +485,52 @@ func TestBusWatchSeesServicesOfEveryBroker(t *testing.T) {
 	}
 	expectEvents(t, w, "down cache@gamma collision=false")
 }
+
+// TestBusBrokerRestartFailsTheCallsOfItsOldProcess: a broker that died
+// without a goodbye and came back (a new process of the same name) is
+// told apart by its first share, and the calls waiting on the old process
+// fail then (DISCONNECT), not at their deadline, nor at a lease that the
+// new process keeps alive.
+func TestBusBrokerRestartFailsTheCallsOfItsOldProcess(t *testing.T) {
+	nc := testnats.Start(t, 3)
+	u := &bus{nats: nc}
+	opts := testOpts()
+	opts.DrainTimeout = 10 * time.Millisecond
+	start := func(i int) *testbroker.Env {
+		o := opts
+		o.Name = fmt.Sprintf("b%d", i+1)
+		o.Cluster = broker.ClusterOptions{URLs: []string{nc.URL(i)}, Heartbeat: busHeartbeat, Lease: time.Minute}
+		return testbroker.Start(t, "tcp", o)
+	}
+	u.brokers = []*testbroker.Env{start(0), start(1)}
+	alpha := connect(t, u.brokers[0], "alpha")
+	beta := connect(t, u.brokers[1], "beta")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	if _, err := beta.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(context.Context, *client.Message) ([]byte, error) {
+		close(entered)
+		<-release
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awaitKnown(t, u.brokers[:1], "beta")
+	res := make(chan error, 1)
+	go func() {
+		_, err := alpha.Scope("s").Channel("work").Request(ctxT(t, 30*time.Second), "beta", nil)
+		res <- err
+	}()
+	<-entered
+	nc.Stop(1) // b2 is cut off, then stops: its goodbye cannot leave
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := u.brokers[1].Broker.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc.Restart(t, 1)
+	start(1) // the new b2
+	if err := <-res; !errors.Is(err, client.ErrDisconnect) {
+		t.Fatalf("the call on the old b2: %v", err)
+	}
+}
