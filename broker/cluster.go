@@ -118,9 +118,10 @@ type cluster struct {
 	subj subjects
 	subs []*nats.Subscription
 
-	dirty chan struct{} // 1 slot: the directory changed since the last snapshot
-	stop  chan struct{}
-	done  sync.WaitGroup // the publisher
+	dirty  chan struct{} // 1 slot: the directory changed since the last snapshot
+	resync chan struct{} // 1 slot: every namespace is owed to the bus (cluster_state.go)
+	stop   chan struct{}
+	done   sync.WaitGroup // the publisher
 
 	gen uint64 // owned by the publisher: the generation of the last snapshot
 
@@ -145,7 +146,7 @@ type cluster struct {
 // with the name of the broker that publishes on it (subscribed to with
 // "*"), so NATS permissions can pin every broker to its own
 // (docs/cluster.md#trust).
-type subjects struct{ dir, bye, claim, link string }
+type subjects struct{ dir, bye, claim, link, state string }
 
 // sender is the broker that published m: its subject's last token.
 func sender(m *nats.Msg) string { return m.Subject[strings.LastIndexByte(m.Subject, '.')+1:] }
@@ -162,8 +163,8 @@ func joinCluster(b *Broker) error {
 	cl := &cluster{
 		b: b, opts: o, iid: hex.EncodeToString(id[:]),
 		subj: subjects{dir: o.SubjectPrefix + ".dir.", bye: o.SubjectPrefix + ".bye.", claim: o.SubjectPrefix + ".claim.",
-			link: o.SubjectPrefix + ".to." + b.opts.Name + "."},
-		dirty: make(chan struct{}, 1), stop: make(chan struct{}),
+			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", state: o.SubjectPrefix + ".state."},
+		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
 		peers: map[string]*peer{}, links: map[string]*conn{},
 	}
 	opts := []nats.Option{
@@ -173,7 +174,8 @@ func joinCluster(b *Broker) error {
 		nats.ReconnectWait(clusterReconnectWait),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			b.log.Info("bus: reconnected to NATS")
-			cl.changed() // the others may have dropped our share meanwhile
+			cl.changed()   // the others may have dropped our share meanwhile
+			cl.syncState() // and missed our writes
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -199,7 +201,7 @@ func joinCluster(b *Broker) error {
 	}
 	cl.nc = nc
 	b.cl = cl // before any handler runs: they route through b
-	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink} {
+	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState} {
 		s, err := nc.Subscribe(subj+"*", h)
 		if err != nil {
 			nc.Close()
@@ -243,6 +245,9 @@ func (cl *cluster) publisher() {
 			return
 		case now := <-tick.C:
 			cl.expire(now)
+		case <-cl.resync:
+			cl.publishAllState()
+			continue
 		case <-cl.dirty:
 			if wait := gap - time.Since(last); wait > 0 {
 				select {

@@ -165,6 +165,7 @@ func (cl *cluster) onShare(m *nats.Msg) {
 		} else {
 			cl.b.log.Info("bus: broker joined", "broker", p.Broker)
 		}
+		cl.syncState() // it may have missed writes: everyone merges everyone's
 		pr = &peer{iid: p.IID, nodes: map[string]shareNode{}}
 		cl.peers[p.Broker] = pr
 	}

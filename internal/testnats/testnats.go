@@ -44,7 +44,7 @@ func Start(t testing.TB, n int, mods ...func(*server.Options)) *Cluster {
 		for _, m := range mods {
 			m(o)
 		}
-		s := run(t, o)
+		s := run(t, o.Clone()) // o is kept and changed below: the server reads its own copy
 		if seed == nil {
 			seed = &url.URL{Scheme: "nats", Host: s.ClusterAddr().String()}
 		}
