@@ -222,11 +222,15 @@ func joinCluster(b *Broker) error {
 // changed notes that this broker's share changed; the publisher sends a
 // snapshot within clusterPublishGap. Safe on a nil cluster.
 func (cl *cluster) changed() {
-	if cl == nil {
-		return
+	if cl != nil {
+		poke(cl.dirty)
 	}
+}
+
+// poke fills a 1-slot signal channel unless it is full already.
+func poke(ch chan struct{}) {
 	select {
-	case cl.dirty <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

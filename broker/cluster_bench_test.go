@@ -46,9 +46,9 @@ func BenchmarkRequestOneBroker(b *testing.B) {
 	benchRequest(b, alpha)
 }
 
-// BenchmarkRequestAcrossBrokers is the round trip from a node on one
-// broker to a node on another, each broker on its own NATS server.
-func BenchmarkRequestAcrossBrokers(b *testing.B) {
+// twoBrokers is a bus of two brokers, b1 and b2, each on its own server
+// of a three-server NATS cluster.
+func twoBrokers(b *testing.B) []*testbroker.Env {
 	nc := testnats.Start(b, 3)
 	var envs []*testbroker.Env
 	for i, name := range []string{"b1", "b2"} {
@@ -57,26 +57,39 @@ func BenchmarkRequestAcrossBrokers(b *testing.B) {
 		opts.Cluster.URLs = []string{nc.URL(i)}
 		envs = append(envs, testbroker.Start(b, "tcp", opts))
 	}
+	return envs
+}
+
+// BenchmarkRequestAcrossBrokers is the round trip from a node on one
+// broker to a node on another, each broker on its own NATS server.
+func BenchmarkRequestAcrossBrokers(b *testing.B) {
+	envs := twoBrokers(b)
 	alpha, beta := connect(b, envs[0], "alpha"), connect(b, envs[1], "beta")
 	handleEcho(b, beta)
 	testbroker.Eventually(b, busSettle, "b1 to know beta", func() bool { return where(envs[0])["beta"] == "b2" })
 	benchRequest(b, alpha)
 }
 
+// natsPair starts a three-server NATS cluster and connects a client to
+// each of its first two servers.
+func natsPair(b *testing.B) (*nats.Conn, *nats.Conn) {
+	nc := testnats.Start(b, 3)
+	var conns [2]*nats.Conn
+	for i := range conns {
+		c, err := nats.Connect(nc.URL(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		conns[i] = c
+	}
+	return conns[0], conns[1]
+}
+
 // BenchmarkRequestNATSDirect is the same round trip with the NATS client
 // alone, requester and responder on two servers of the cluster.
 func BenchmarkRequestNATSDirect(b *testing.B) {
-	nc := testnats.Start(b, 3)
-	req, err := nats.Connect(nc.URL(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer req.Close()
-	rep, err := nats.Connect(nc.URL(1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rep.Close()
+	req, rep := natsPair(b)
 	if _, err := rep.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		b.Fatal(err)
 	}
@@ -143,14 +156,7 @@ func BenchmarkStreamOneBroker(b *testing.B) {
 // BenchmarkStreamAcrossBrokers is stream throughput from a node on one
 // broker to a node on another.
 func BenchmarkStreamAcrossBrokers(b *testing.B) {
-	nc := testnats.Start(b, 3)
-	var envs []*testbroker.Env
-	for i, name := range []string{"b1", "b2"} {
-		opts := testOpts()
-		opts.Name = name
-		opts.Cluster.URLs = []string{nc.URL(i)}
-		envs = append(envs, testbroker.Start(b, "tcp", opts))
-	}
+	envs := twoBrokers(b)
 	alpha, beta := connect(b, envs[0], "alpha"), connect(b, envs[1], "beta", bigDispatch)
 	benchStream(b, alpha, beta, func() {
 		testbroker.Eventually(b, busSettle, "b1 to know beta's subscription", func() bool {
@@ -167,17 +173,7 @@ func BenchmarkStreamAcrossBrokers(b *testing.B) {
 // BenchmarkStreamNATSDirect is the same flow with the NATS client alone,
 // publisher and subscriber on two servers of the cluster.
 func BenchmarkStreamNATSDirect(b *testing.B) {
-	nc := testnats.Start(b, 3)
-	pub, err := nats.Connect(nc.URL(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pub.Close()
-	sub, err := nats.Connect(nc.URL(1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sub.Close()
+	pub, sub := natsPair(b)
 	var got atomic.Int64
 	if _, err := sub.Subscribe("ticks", func(*nats.Msg) { got.Add(1) }); err != nil {
 		b.Fatal(err)

@@ -311,23 +311,23 @@ func (cl *cluster) remoteNode(name string) (shareNode, bool) {
 // serviceNodes returns the nodes on other brokers that announce service.
 // Safe on nil.
 func (cl *cluster) serviceNodes(service string) []string {
-	if cl == nil {
-		return nil
-	}
-	cl.mu.RLock()
-	defer cl.mu.RUnlock()
-	return cl.svcs[service]
+	return cl.indexed(func() []string { return cl.svcs[service] })
 }
 
 // subscribedBrokers returns the other brokers with a subscriber of
 // channel; the caller must not modify it. Safe on nil.
 func (cl *cluster) subscribedBrokers(channel string) []string {
+	return cl.indexed(func() []string { return cl.subbers[channel] })
+}
+
+// indexed reads an index under the read lock. Safe on nil.
+func (cl *cluster) indexed(get func() []string) []string {
 	if cl == nil {
 		return nil
 	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
-	return cl.subbers[channel]
+	return get()
 }
 
 // remoteServices returns the other brokers' services. Safe on nil.

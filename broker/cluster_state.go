@@ -53,12 +53,8 @@ func (cl *cluster) publishState(m stateMsg) {
 // syncState asks the publisher to send every namespace (a broker joined or
 // came back, or this one reconnected). Safe on nil.
 func (cl *cluster) syncState() {
-	if cl == nil {
-		return
-	}
-	select {
-	case cl.resync <- struct{}{}:
-	default:
+	if cl != nil {
+		poke(cl.resync)
 	}
 }
 

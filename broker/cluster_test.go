@@ -63,6 +63,11 @@ func (u *bus) startBrokerWith(t *testing.T, opts broker.Options, i int, urls ...
 	return testbroker.Start(t, "tcp", opts)
 }
 
+// three connects alpha, beta and gamma, one to each broker.
+func (u *bus) three(t *testing.T) (*client.Client, *client.Client, *client.Client) {
+	return connect(t, u.brokers[0], "alpha"), connect(t, u.brokers[1], "beta"), connect(t, u.brokers[2], "gamma")
+}
+
 // where returns node → broker as env's broker lists them.
 func where(e *testbroker.Env) map[string]string {
 	out := map[string]string{}
@@ -115,9 +120,7 @@ func TestBusDirectoryListsEveryNodeWithItsBroker(t *testing.T) {
 // one name announced on two brokers is a collision on both.
 func TestBusWhoisListsServicesOfEveryBroker(t *testing.T) {
 	u := startBus(t)
-	alpha := connect(t, u.brokers[0], "alpha")
-	beta := connect(t, u.brokers[1], "beta")
-	gamma := connect(t, u.brokers[2], "gamma")
+	alpha, beta, gamma := u.three(t)
 	ctx := ctxT(t, 5*time.Second)
 	if _, err := beta.Announce(ctx, wire.Announcement{Service: "billing", Channels: []string{"bill.get"}}); err != nil {
 		t.Fatal(err)
@@ -286,16 +289,15 @@ func TestClusterOptionsAreChecked(t *testing.T) {
 	})
 }
 
-// TestBusCallsToACutOffBrokerFail: a request waiting on a node whose
-// broker is cut off from NATS fails with DISCONNECT once that broker's
-// lease runs out, never later; nothing is replayed.
-func TestBusCallsToACutOffBrokerFail(t *testing.T) {
-	u := startBus(t)
-	alpha := connect(t, u.brokers[0], "alpha")
+// parkRequest connects beta to b2 with a handler that never answers
+// during the test, and returns the outcome of alpha's request to it, once
+// the handler holds it.
+func parkRequest(t *testing.T, u *bus, alpha *client.Client) <-chan error {
+	t.Helper()
 	beta := connect(t, u.brokers[1], "beta")
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(func() { close(release) })
 	if _, err := beta.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(context.Context, *client.Message) ([]byte, error) {
 		close(entered)
 		<-release
@@ -310,6 +312,16 @@ func TestBusCallsToACutOffBrokerFail(t *testing.T) {
 		res <- err
 	}()
 	<-entered
+	return res
+}
+
+// TestBusCallsToACutOffBrokerFail: a request waiting on a node whose
+// broker is cut off from NATS fails with DISCONNECT once that broker's
+// lease runs out, never later; nothing is replayed.
+func TestBusCallsToACutOffBrokerFail(t *testing.T) {
+	u := startBus(t)
+	alpha := connect(t, u.brokers[0], "alpha")
+	res := parkRequest(t, u, alpha)
 	start := time.Now()
 	u.nats.Stop(1) // b2's only server
 	if err := <-res; !errors.Is(err, client.ErrDisconnect) {
@@ -451,9 +463,7 @@ func TestBusMessageOverTheNATSPayloadIsRejected(t *testing.T) {
 // or lost with its broker anywhere on the bus.
 func TestBusWatchSeesServicesOfEveryBroker(t *testing.T) {
 	u := startBus(t)
-	alpha := connect(t, u.brokers[0], "alpha")
-	beta := connect(t, u.brokers[1], "beta")
-	gamma := connect(t, u.brokers[2], "gamma")
+	alpha, beta, gamma := u.three(t)
 	ctx := ctxT(t, 10*time.Second)
 	if _, err := gamma.Announce(ctx, wire.Announcement{Service: "cache"}); err != nil {
 		t.Fatal(err)
@@ -504,24 +514,7 @@ func TestBusBrokerRestartFailsTheCallsOfItsOldProcess(t *testing.T) {
 	}
 	u.brokers = []*testbroker.Env{start(0), start(1)}
 	alpha := connect(t, u.brokers[0], "alpha")
-	beta := connect(t, u.brokers[1], "beta")
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	defer close(release)
-	if _, err := beta.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(context.Context, *client.Message) ([]byte, error) {
-		close(entered)
-		<-release
-		return nil, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	awaitKnown(t, u.brokers[:1], "beta")
-	res := make(chan error, 1)
-	go func() {
-		_, err := alpha.Scope("s").Channel("work").Request(ctxT(t, 30*time.Second), "beta", nil)
-		res <- err
-	}()
-	<-entered
+	res := parkRequest(t, u, alpha)
 	nc.Stop(1) // b2 is cut off, then stops: its goodbye cannot leave
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
