@@ -48,6 +48,28 @@ func TestServeJoinsABusThroughNATS(t *testing.T) {
 			t.Fatalf("ls lists watcher on %s:\n%s", f[1], out)
 		}
 	}
+
+	// State written through one broker is read through the other.
+	if code, _, errOut := s1.busbar(t, "", "state", "set", "home", "lamp", "on", "--name", "switch"); code != 0 {
+		t.Fatalf("state set on b1: %s", errOut)
+	}
+	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b2 to read the lamp", func() error {
+		code, out, errOut := s2.busbar(t, "", "state", "get", "home", "lamp")
+		if code != 0 || !strings.Contains(out, `"v":"on"`) {
+			return fmt.Errorf("state get on b2: %d %s %s", code, out, errOut)
+		}
+		return nil
+	})
+
+	// b2 is killed: no goodbye. Its node leaves b1's directory when its
+	// lease runs out.
+	s2.kill(t)
+	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b1 to drop b2's node", func() error {
+		if _, out, _ := s1.busbar(t, "", "ls"); strings.Contains(out, "watcher") {
+			return fmt.Errorf("b1 still lists:\n%s", out)
+		}
+		return nil
+	})
 }
 
 func TestServeNATSNeedsAName(t *testing.T) {
