@@ -1,8 +1,8 @@
 package broker
 
 // Messages between brokers. Each other broker is a link: a *conn whose
-// queue and writer are a connection's, but whose "socket" publishes each
-// frame to NATS, on <prefix>.to.<peer>.<self>. So a message for a node on
+// queue and writer are a connection's, but whose "socket" publishes the
+// frames to NATS, a batch per message, on <prefix>.to.<peer>.<self>. So a message for a node on
 // another broker takes the one pipeline of route.go: it is admitted and
 // permitted here, its call is opened here keyed by the link, and it is
 // encoded once with its from and a ttl slot that the link's writer fills
@@ -102,8 +102,22 @@ func (cl *cluster) onLink(m *nats.Msg) {
 	if c == nil {
 		return // leaving
 	}
+	// A message is a batch of length-prefixed frames, as on a socket.
+	for data := m.Data; len(data) > 0; {
+		if len(data) < 4 || len(data)-4 < int(binary.BigEndian.Uint32(data)) {
+			cl.b.stats.drop(DropPeerRefused) // cut short: nothing after it can be trusted
+			return
+		}
+		n := 4 + int(binary.BigEndian.Uint32(data))
+		cl.take(c, from, data[4:n])
+		data = data[n:]
+	}
+}
+
+// take routes one frame from broker from's link c.
+func (cl *cluster) take(c *conn, from string, frame []byte) {
 	v := &cl.view
-	if err := hotpath.ParseView(m.Data, v); err != nil {
+	if err := hotpath.ParseView(frame, v); err != nil {
 		cl.b.stats.drop(DropPeerRefused)
 		return
 	}
@@ -117,7 +131,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
-	cl.b.dispatch(c, m.Data, v)
+	cl.b.dispatch(c, frame, v)
 }
 
 // fromAllowed reports whether broker origin may send a frame from addr:
@@ -136,9 +150,11 @@ func (cl *cluster) fromAllowed(origin, addr string) bool {
 	return !ok || n.Broker == origin
 }
 
-// linkConn is a link's "socket": the writer's batches of length-prefixed
-// frames become one NATS message per frame. Reading is NATS's
-// subscription (onLink), so Read only waits for Close.
+// linkConn is a link's "socket": each batch the writer writes becomes
+// NATS messages of as many whole length-prefixed frames as fit NATS's
+// max_payload, so a busy link costs one NATS message per batch, not per
+// frame. Reading is NATS's subscription (onLink), so Read only waits for
+// Close.
 type linkConn struct {
 	cl      *cluster
 	subject string
@@ -166,21 +182,32 @@ func (l *linkConn) Write(p []byte) (int, error) {
 		l.pending = append(l.pending, p...)
 		buf = l.pending
 	}
-	for len(buf) >= 4 {
-		n := int(binary.BigEndian.Uint32(buf))
-		if len(buf) < 4+n {
-			break
+	limit := int(nc.MaxPayload())
+	msg, end := 0, 0 // buf[msg:end] is the message being gathered
+	for len(buf)-end >= 4 {
+		n := 4 + int(binary.BigEndian.Uint32(buf[end:]))
+		if len(buf)-end < n {
+			break // the rest of it comes with the next write
 		}
-		// Routing checks the size (frameFits); were one too large, NATS
-		// would refuse it and the link with it: it is dropped instead.
-		if int64(n) <= nc.MaxPayload() {
-			if err := nc.Publish(l.subject, buf[4:4+n]); err != nil {
+		if end+n-msg > limit && end > msg { // full: send what is gathered
+			if err := nc.Publish(l.subject, buf[msg:end]); err != nil {
 				return 0, err
 			}
+			msg = end
 		}
-		buf = buf[4+n:]
+		end += n
+		if n > limit {
+			// Routing checks the size (frameFits); were one too large,
+			// NATS would refuse it and the link with it: it is dropped.
+			msg = end
+		}
 	}
-	l.pending = append(l.pending[:0], buf...)
+	if end > msg {
+		if err := nc.Publish(l.subject, buf[msg:end]); err != nil {
+			return 0, err
+		}
+	}
+	l.pending = append(l.pending[:0], buf[end:]...)
 	return len(p), nil
 }
 
@@ -210,5 +237,5 @@ func (a linkAddr) String() string  { return "nats:" + string(a) }
 // frameFits reports whether a frame can cross to another broker: NATS
 // refuses a message over its max_payload.
 func (cl *cluster) frameFits(f *sendq.Frame) bool {
-	return len(f.B)-4 <= int(cl.nc.MaxPayload())
+	return len(f.B) <= int(cl.nc.MaxPayload()) // its length prefix crosses too
 }

@@ -6,6 +6,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -352,12 +353,15 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	}
 	defer nc.Close()
 	before := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused]
+	var batch []byte // one NATS message of length-prefixed frames, as a link sends them
 	for i, from := range []string{"gamma.bus", "alpha.bus", "b2.bus"} { // b2 speaking for b3's node, for b1's own, for itself
 		m := wire.New(wire.TypeEvent, "ev").WithHeader(wire.HeaderID, fmt.Sprint("f", i)).WithHeader(wire.HeaderTo, "alpha").
 			WithHeader(wire.HeaderFrom, from).WithBody([]byte(from))
-		if err := nc.Publish("busbar.to.b1.b2", m.ToBytes()); err != nil {
-			t.Fatal(err)
-		}
+		batch = binary.BigEndian.AppendUint32(batch, uint32(m.WireLen()))
+		batch = m.AppendWire(batch)
+	}
+	if err := nc.Publish("busbar.to.b1.b2", batch); err != nil {
+		t.Fatal(err)
 	}
 	testbroker.Eventually(t, 5*time.Second, "b2's own message delivered", func() bool { return in.Len() >= 1 })
 	if n, got := in.Len(), in.Get(0).From(); n != 1 || got != "b2.bus" {
@@ -366,6 +370,14 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	if d := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused] - before; d != 2 {
 		t.Fatalf("%d frames refused, want 2", d)
 	}
+	// A batch cut short (its frame claims more bytes than follow) is
+	// refused, counted once, and breaks nothing.
+	if err := nc.Publish("busbar.to.b1.b2", append(binary.BigEndian.AppendUint32(nil, 100), "---\n"...)); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 5*time.Second, "the short batch refused", func() bool {
+		return u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused]-before == 3
+	})
 }
 
 // smallNATS is a bus of two brokers on a NATS cluster whose max_payload
