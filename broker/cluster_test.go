@@ -353,8 +353,10 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	}
 	defer nc.Close()
 	before := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused]
-	var batch []byte                                                    // one NATS message of length-prefixed frames, as a link sends them
-	for i, from := range []string{"gamma.bus", "alpha.bus", "b2.bus"} { // b2 speaking for b3's node, for b1's own, for itself
+	// One NATS message of length-prefixed frames, as a link sends them: b2
+	// speaking for b3's node, for b1's own, and for itself.
+	var batch []byte
+	for i, from := range []string{"gamma.bus", "alpha.bus", "b2.bus"} {
 		m := wire.New(wire.TypeEvent, "ev").WithHeader(wire.HeaderID, fmt.Sprint("f", i)).WithHeader(wire.HeaderTo, "alpha").
 			WithHeader(wire.HeaderFrom, from).WithBody([]byte(from))
 		batch = binary.BigEndian.AppendUint32(batch, uint32(m.WireLen()))
