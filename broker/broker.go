@@ -29,6 +29,7 @@ type Broker struct {
 	pend  pendingTable
 	hs    handshakes
 	relay relayRole
+	cl    *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.
@@ -78,6 +79,12 @@ func New(opts Options) (*Broker, error) {
 	}
 	if err := b.relay.open(opts.RelayDir, opts.Relay, b.log); err != nil {
 		b.cancel()
+		_ = b.state.close()
+		return nil, err
+	}
+	if err := joinCluster(b); err != nil {
+		b.cancel()
+		_ = b.relay.close()
 		_ = b.state.close()
 		return nil, err
 	}
@@ -187,6 +194,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	c.finish()
 	c.endDurable()
 	b.dir.remove(c)
+	b.cl.changed()
 	b.retire(c)
 	b.dropPending(c)
 	c.mu.Lock()

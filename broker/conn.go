@@ -24,11 +24,17 @@ type conn struct {
 	node  string // node name, set by the handshake
 	addr  string // node + ".bus", what "from" says
 	epoch uint64
-	iid   string // the client instance's id, set by the handshake
+	since time.Time // when it registered: orders two claims of its name across brokers (cluster_claim.go)
+	iid   string    // the client instance's id, set by the handshake
 	// principal is who authenticated (empty in-process), for provenance.
 	principal string
-	perms     *auth.Permissions // nil: everything allowed (in-process)
+	perms     *auth.Permissions // nil: everything allowed (in-process, and links)
 	inproc    bool
+	// peer marks a link to another broker (cluster_link.go): it stands
+	// for that broker's nodes, so it has every subscription and handler
+	// as far as routing here is concerned, and what it sends keeps the
+	// from its broker stamped. Set once, before the link is used.
+	peer bool
 
 	readAt atomic.Int64 // when the frames in the read buffer arrived, in ns after b.started; 0: unknown (see now)
 
@@ -148,6 +154,9 @@ func errorFrame(reason wire.Result, text string) *wire.Message {
 		WithHeader(wire.HeaderError, text)
 }
 func (c *conn) hasSub(channel string) bool {
+	if c.peer {
+		return true // the other broker decides
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.subs[channel]
@@ -155,6 +164,9 @@ func (c *conn) hasSub(channel string) bool {
 }
 
 func (c *conn) hasHandler(channel string) bool {
+	if c.peer {
+		return true // the other broker decides
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.handles[channel]

@@ -83,6 +83,7 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) (replaced *conn
 	d.epochs[c.node] = epoch
 	old := d.nodes[c.node]
 	c.epoch = epoch
+	c.since = time.Now()
 	queued(epoch)
 	d.nodes[c.node] = c
 	d.mu.Unlock()
@@ -136,22 +137,40 @@ func (d *directory) all() []*conn {
 	return out
 }
 
-// Directory returns every registered node, sorted by name.
+// Directory returns every registered node, sorted by name: this broker's
+// and, on a bus (docs/cluster.md), every other broker's, each with its
+// broker. A name held here is this broker's, whatever another broker
+// still says: the claim that settles it is on its way.
 func (b *Broker) Directory() []wire.NodeInfo {
 	conns := b.dir.all()
 	out := make([]wire.NodeInfo, 0, len(conns))
 	for _, c := range conns {
-		seen := time.Unix(0, c.lastRead.Load())
-		c.mu.Lock()
-		subs, handles := keys(c.subs), keys(c.handles)
-		c.mu.Unlock()
-		out = append(out, wire.NodeInfo{
-			Node: c.node, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
-			LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
-			Subscriptions: subs, Handlers: handles,
-		})
+		out = append(out, b.nodeInfo(c))
 	}
+	remote := b.cl.remoteNodes()
+	if len(remote) == 0 {
+		return out
+	}
+	for _, c := range conns {
+		delete(remote, c.node)
+	}
+	for _, n := range remote {
+		out = append(out, n.NodeInfo)
+	}
+	slices.SortFunc(out, func(a, b wire.NodeInfo) int { return strings.Compare(a.Node, b.Node) })
 	return out
+}
+
+func (b *Broker) nodeInfo(c *conn) wire.NodeInfo {
+	seen := time.Unix(0, c.lastRead.Load())
+	c.mu.Lock()
+	subs, handles := keys(c.subs), keys(c.handles)
+	c.mu.Unlock()
+	return wire.NodeInfo{
+		Node: c.node, Broker: b.opts.Name, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
+		LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
+		Subscriptions: subs, Handlers: handles,
+	}
 }
 
 func keys(m map[string]struct{}) []string {

@@ -16,8 +16,11 @@
 // Every frame takes one path: the reader, dispatch (route.go), one handler
 // per kind; every "no" is a *refusal that answer (refusal.go) turns into
 // what the sender expects. Routing resolves a target to a connection
-// through the directory, the place a NATS-joined peer broker slots in
-// later: a target that is not a local connection is NOT_CONNECTED today.
+// through the directory. With Options.Cluster the broker joins a bus of
+// brokers through NATS (cluster*.go, docs/cluster.md): the directory and
+// the registry are bus-wide, and a node on another broker resolves to the
+// link to that broker, a connection whose writer publishes to NATS, so
+// messages across brokers take the same path.
 // Before login a peer is bounded on its own (admission.go). With a relay
 // directory the broker is also the relay of durable delivery (relay.go),
 // and it keeps replicated state (statesvc.go, store.go).

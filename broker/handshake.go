@@ -100,6 +100,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	if old != nil {
 		b.retire(old)
 	}
+	b.cl.claim(c)
 	return nil
 }
 
@@ -130,6 +131,9 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	if h.Node == b.opts.Name {
 		return nil, fmt.Errorf("%w: %q is the broker's own name", auth.ErrNodeNotAllowed, h.Node)
+	}
+	if b.cl.isPeer(h.Node) {
+		return nil, errPeerName(h.Node)
 	}
 	if b.opts.Auth == nil {
 		return nil, errors.New("broker: no authenticator configured")

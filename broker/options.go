@@ -105,6 +105,10 @@ type Options struct {
 	// TTL: package relay's Options; zero fields take its defaults). Its
 	// Logger is the broker's.
 	Relay relay.Options
+
+	// Cluster joins the broker to a bus of brokers through NATS
+	// (docs/cluster.md); its zero value keeps the broker alone.
+	Cluster ClusterOptions
 }
 
 func (o *Options) setDefaults() error {
@@ -138,6 +142,9 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxRegistrations, DefaultMaxRegistrations)
 	defInt(&o.MaxHandshakes, DefaultMaxHandshakes)
 	defInt(&o.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr)
+	if err := o.Cluster.setDefaults(o.Name); err != nil {
+		return err
+	}
 	switch {
 	case o.LeaseTimeout <= o.HeartbeatInterval:
 		return fmt.Errorf("broker: LeaseTimeout %v must exceed HeartbeatInterval %v", o.LeaseTimeout, o.HeartbeatInterval)

@@ -32,6 +32,7 @@ type call struct {
 	origin   *conn
 	deadline time.Time
 	pub      *publication // callPublish
+	nodes    []string     // callPublish on a link: the other broker's candidates it answers for
 }
 
 // publication collects one result per candidate node.
@@ -158,7 +159,12 @@ func (b *Broker) dropPending(c *conn) {
 		case callRequest:
 			b.answer(f.cl.origin, subject{kind: kindRequest, id: f.id}, refuse(wire.ResultDisconnect, c.node+" disconnected before it replied"))
 		case callPublish:
-			b.recordPub(f.cl.pub, c.node, wire.Failed)
+			if !c.peer {
+				b.recordPub(f.cl.pub, c.node, wire.Failed)
+			}
+			for _, n := range f.cl.nodes {
+				b.recordPub(f.cl.pub, n, wire.Failed)
+			}
 		}
 	}
 }

@@ -22,8 +22,12 @@ import (
 // replaces the old connection (epoch+1); calls bound to the old one fail
 // and its late answers never reach the new one.
 func TestReconnectIsolatesOldConnection(t *testing.T) {
-	e := testbroker.Start(t, "tcp", testOpts())
-	b := connect(t, e, "beta")
+	eachTopology(t, testOpts(), testReconnectIsolatesOldConnection)
+}
+
+func testReconnectIsolatesOldConnection(t *testing.T, p placement) {
+	b := connect(t, p.at(0), "beta")
+	e := p.at(1)
 	old := connect(t, e, "alpha")
 	entered := make(chan struct{})
 	if _, err := old.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(ctx context.Context, m *client.Message) ([]byte, error) {
@@ -33,6 +37,7 @@ func TestReconnectIsolatesOldConnection(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	p.sees(t, "alpha")
 	res := make(chan error, 1)
 	go func() {
 		_, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil)
@@ -63,8 +68,12 @@ func TestReconnectIsolatesOldConnection(t *testing.T) {
 // TestDisconnectWithoutReplay: a pending request fails when its handler's
 // node goes away, and nothing is replayed when it comes back.
 func TestDisconnectWithoutReplay(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	b := connect(t, e, "beta")
+	eachTopology(t, testOpts(), testDisconnectWithoutReplay)
+}
+
+func testDisconnectWithoutReplay(t *testing.T, p placement) {
+	b := connect(t, p.at(0), "beta")
+	e := p.at(1)
 	a, err := dialClient(e, "alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +86,7 @@ func TestDisconnectWithoutReplay(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	p.sees(t, "alpha")
 	res := make(chan error, 1)
 	go func() {
 		_, err := b.Scope("s").Channel("work").Request(ctxT(t, 10*time.Second), "alpha", nil)
@@ -95,6 +105,7 @@ func TestDisconnectWithoutReplay(t *testing.T) {
 	if _, err := a2.Scope("s").Channel("ev").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
+	p.sees(t, "alpha:ev")
 	// A marker sent now is queued behind anything the broker replayed.
 	if r, _ := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "alpha", []byte("marker")); r.Result != wire.Accepted {
 		t.Fatalf("send after the reconnection: %+v", r)

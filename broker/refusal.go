@@ -101,6 +101,12 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		b.log.Debug("stream message dropped", "node", c.node, "channel", strings.Clone(clip(s.command)), "why", strings.Clone(clip(r.text)))
 		return
 	}
+	if c.peer && s.kind == kindFrame {
+		// Nothing to answer between brokers: a frame error back would
+		// be a frame error there too.
+		b.stats.drop(DropPeerRefused)
+		return
+	}
 	if r.counted() {
 		if s.kind == kindControl {
 			b.logRefused(c, s.command, s.topic, r.text)

@@ -71,7 +71,7 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, *refu
 		Address:      a.Service + "." + c.addr,
 		IID:          c.iid,
 		Provenance: wire.RegisterProvenance{
-			Node: c.node, Epoch: c.epoch, Remote: remote(c.nc), Principal: c.principal, At: time.Now().UTC(),
+			Node: c.node, Broker: b.opts.Name, Epoch: c.epoch, Remote: remote(c.nc), Principal: c.principal, At: time.Now().UTC(),
 		},
 	}}
 	r := &b.reg

@@ -99,10 +99,15 @@ func permit(c *conn, action auth.Action, channel string) *refusal {
 var errStampedTooLarge = rejectf("the message is over the frame limit once its source and deadline are stamped; send less")
 
 // frameFrom encodes v once for every destination, from c, with a ttl slot
-// when the message has a deadline.
+// when the message has a deadline. What a link to another broker passes
+// on keeps the from that broker stamped (it checked it: onLink).
 func frameFrom(c *conn, v *hotpath.View, withTTL bool) (*sendq.Frame, *refusal) {
+	from := c.addr
+	if c.peer {
+		from = v.Value(wire.HeaderFrom)
+	}
 	f := sendq.NewFrame()
-	f.B, f.TTLOff = hotpath.AppendForward(f.B, v, c.addr, withTTL)
+	f.B, f.TTLOff = hotpath.AppendForward(f.B, v, from, withTTL)
 	if hotpath.FrameLen(f.B) > wire.MaxMessageBytes {
 		f.Release()
 		return nil, errStampedTooLarge
@@ -145,7 +150,18 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 		for _, d := range b.dir.subscribers(channel) {
 			deliver(d)
 		}
-	} else if _, dest, _ := b.resolve(to); dest != nil && dest.hasSub(channel) {
+		if !c.peer { // what came from another broker is that broker's to fan out
+			for _, name := range b.cl.subscribedBrokers(channel) {
+				switch l := b.cl.link(name); {
+				case l == nil:
+				case !b.cl.frameFits(f):
+					b.stats.drop(DropStreamTooLarge)
+				default:
+					deliver(l)
+				}
+			}
+		}
+	} else if _, dest, _ := b.resolve(to, c.peer); dest != nil && dest.hasSub(channel) {
 		deliver(dest)
 	}
 	return nil
@@ -229,7 +245,7 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject) *refusal {
 	if r != nil {
 		return r
 	}
-	node, dest, r := b.resolve(s.from)
+	node, dest, r := b.resolve(s.from, c.peer)
 	switch {
 	case r != nil:
 		return r
@@ -237,8 +253,11 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject) *refusal {
 		return refuse(wire.NoSubscriber, "")
 	case dest == nil:
 		return refuse(wire.NotConnected, "")
+	case dest.peer:
+		s.from = node + ".bus"
+	default:
+		s.from = dest.addr
 	}
-	s.from = dest.addr
 	switch {
 	case !dest.allows(auth.ActionSubscribe, s.command):
 		return rejectf("%s may not receive on %s", node, s.command)
@@ -261,7 +280,7 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string) 
 	if r != nil {
 		return r
 	}
-	node, dest, r := b.resolve(to)
+	node, dest, r := b.resolve(to, c.peer)
 	switch {
 	case r != nil:
 		return r
@@ -280,7 +299,9 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string) 
 // forwardCall opens the call dest must answer and queues v for dest. A
 // send's answer maps OVERLOAD to BACKPRESSURED (see answer).
 func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time) *refusal {
-	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+	// A link carries the calls of all the other broker's nodes, each
+	// bounded there.
+	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
 	f, r := frameFrom(c, v, true)
@@ -288,6 +309,9 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 		return r
 	}
 	defer f.Release()
+	if dest.peer && !b.cl.frameFits(f) {
+		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.nc.MaxPayload())
+	}
 	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
@@ -306,8 +330,10 @@ func (b *Broker) tooManyCalls() *refusal {
 // the registry (docs/discovery.md#targets): one live instance is its
 // node; several are ambiguous; none falls back to the node of that name,
 // so every node stays reachable by its name. It returns the node name and
-// its connection, nil when not connected.
-func (b *Broker) resolve(to string) (string, *conn, *refusal) {
+// its connection, nil when not connected. On a bus a node on another
+// broker resolves to the link to that broker, unless localOnly (what a
+// link brought is for this broker's nodes: it never travels on).
+func (b *Broker) resolve(to string, localOnly bool) (string, *conn, *refusal) {
 	t, err := wire.ParseTarget(to)
 	if err != nil {
 		return "", nil, rejectf("%v", err)
@@ -317,24 +343,38 @@ func (b *Broker) resolve(to string) (string, *conn, *refusal) {
 	case wire.TargetCrossMesh:
 		return "", nil, rejectf("%v", wire.ErrCrossMesh)
 	case wire.TargetService:
-		switch conns := b.reg.instances(t.Service); len(conns) {
+		conns := b.reg.instances(t.Service)
+		var remote []string
+		if !localOnly {
+			remote = b.cl.serviceNodes(t.Service)
+		}
+		switch len(conns) + len(remote) {
 		case 0:
 			node = t.Service
 		case 1:
-			return conns[0].node, conns[0], nil
+			if len(conns) == 1 {
+				return conns[0].node, conns[0], nil
+			}
+			node = remote[0]
 		default:
-			nodes := make([]string, len(conns))
-			for i, c := range conns {
-				nodes[i] = c.node
+			nodes := slices.Clone(remote)
+			for _, c := range conns {
+				nodes = append(nodes, c.node)
 			}
 			slices.Sort(nodes)
 			return "", nil, refuse(wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus",
-				t.Service, len(conns), strings.Join(nodes, ", "), t.Service))
+				t.Service, len(nodes), strings.Join(nodes, ", "), t.Service))
 		}
 	default:
 		node = t.Addr.Node
 	}
-	return node, b.dir.lookup(node), nil
+	if c := b.dir.lookup(node); c != nil || localOnly || b.cl == nil {
+		return node, c, nil
+	}
+	if n, ok := b.cl.remoteNode(node); ok {
+		return node, b.cl.link(n.Broker), nil
+	}
+	return node, nil, nil
 }
 
 // deliverPublish fans an event out to the broker and every connected node
@@ -349,21 +389,37 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	if r != nil {
 		return r
 	}
-	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
+	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
 	cands := b.candidates(s.command)
-	selfConnected := b.dir.lookup(b.opts.Name) != nil
+	// On a bus the candidates of every broker count; what a link brought
+	// was counted by the publisher's broker, which is the one broker
+	// that is a candidate itself.
+	var remote map[string][]string
+	selfConnected := c.peer || b.dir.lookup(b.opts.Name) != nil
 	n := len(cands)
+	if !c.peer {
+		remote = b.cl.publishCandidates(s.command)
+		for _, nodes := range remote {
+			n += len(nodes)
+		}
+	}
 	if !selfConnected {
 		n++ // the broker is a candidate even with no code embedded
 	}
-	if n > MaxPublishCandidates {
+	if n > MaxPublishCandidates && !c.peer {
 		return rejectf("publication would reach %d nodes, more than %d", n, MaxPublishCandidates)
 	}
 	pub := &publication{origin: c, id: s.id, deadline: deadline}
 	if !selfConnected {
 		pub.results = append(pub.results, wire.NodeResult{Node: b.opts.Name, Result: wire.NoSubscriber})
+	}
+	for _, nodes := range remote {
+		for _, node := range nodes {
+			pub.results = append(pub.results, wire.NodeResult{Node: node})
+			pub.remaining++
+		}
 	}
 	var deliver []*conn
 	for _, d := range cands {
@@ -386,6 +442,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	}
 	defer f.Release()
 	b.pend.openPub(pub)
+	b.scatter(c, pub, remote, f)
 	for _, d := range deliver {
 		switch {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
@@ -431,7 +488,7 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 		return
 	}
 	var fixed hotpath.View
-	if !resultAllowed(v) {
+	if !c.peer && !resultAllowed(v) { // a broker's results are its own to give
 		if v = normalizeResult(v, c.addr, &fixed); v == nil {
 			// Fail closed: never forward a result the node may not claim.
 			b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
@@ -441,6 +498,11 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 	f, r := frameFrom(c, v, false)
 	if r != nil {
 		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+		return
+	}
+	if cl.origin.peer && !b.cl.frameFits(f) {
+		f.Release()
+		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is over the NATS payload limit between brokers"))
 		return
 	}
 	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
@@ -502,18 +564,33 @@ func (b *Broker) routeReceipt(c *conn, v *hotpath.View) {
 	// A node may only report what it did. The constant, not the header:
 	// that aliases the read buffer.
 	r := wire.Failed
-	for _, ok := range [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected} {
+	claimable := nodeReceiptResults[:]
+	if c.peer { // another broker reports for its node, or for itself
+		claimable = brokerReceiptResults[:]
+	}
+	for _, ok := range claimable {
 		if v.Value(wire.HeaderResult) == string(ok) {
 			r = ok
 		}
 	}
 	switch cl.kind {
 	case callReceipt:
-		b.sendReceipt(cl.origin, strings.Clone(id), c.addr, r)
+		from := c.addr
+		if c.peer { // the node on the other broker the receipt is about
+			from = strings.Clone(v.Value(wire.HeaderFrom))
+		}
+		b.sendReceipt(cl.origin, strings.Clone(id), from, r)
 	case callPublish:
 		b.recordPub(cl.pub, c.node, r)
 	}
 }
+
+// The receipt results a node may report, and those a broker may.
+var (
+	nodeReceiptResults   = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected}
+	brokerReceiptResults = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected,
+		wire.NotConnected, wire.TimedOut, wire.Failed}
+)
 
 // sendReceipt tells to the result of its send id; from is the node the
 // result is about, when known.

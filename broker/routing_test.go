@@ -17,12 +17,17 @@ import (
 // TestForgedSourceIsOverwritten: the broker derives "from" from the
 // authenticated connection, whatever the client wrote.
 func TestForgedSourceIsOverwritten(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	a := connect(t, e, "alpha")
+	eachTopology(t, testOpts(), testForgedSourceIsOverwritten)
+}
+
+func testForgedSourceIsOverwritten(t *testing.T, p placement) {
+	a := connect(t, p.at(0), "alpha")
 	var in inbox
 	if _, err := a.Scope("s").Channel("x").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
 		t.Fatal(err)
 	}
+	p.sees(t, "alpha")
+	e := p.at(1)
 	r := e.DialRaw(t)
 	if m := r.Hello(t, wire.ProtocolVersion, "mallory", "local", e.Secrets["local"]); m.Value(wire.HeaderRC) != "0" {
 		t.Fatalf("hello: %q", m)
@@ -47,12 +52,17 @@ func TestForgedSourceIsOverwritten(t *testing.T) {
 // reply carries none.
 // (A handler's reply used to reach the caller with whatever result it named.)
 func TestHandlerCannotForgeErrorKind(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	b := connect(t, e, "beta")
+	eachTopology(t, testOpts(), testHandlerCannotForgeErrorKind)
+}
+
+func testHandlerCannotForgeErrorKind(t *testing.T, p placement) {
+	b := connect(t, p.at(0), "beta")
+	e := p.at(1)
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "forger", "local", e.Secrets["local"])
 	r.Send(t, wire.New(wire.TypeRequest, wire.CmdHandle).WithHeader(wire.HeaderID, "h").WithBody([]byte("rpc")))
 	r.Read(t)
+	p.sees(t, "forger")
 	res := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -93,12 +103,17 @@ func TestHandlerCannotForgeErrorKind(t *testing.T) {
 // send.
 // (A response used to close the send, and the sender never got its receipt.)
 func TestOnlyReceiptClosesSend(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	b := connect(t, e, "beta")
+	eachTopology(t, testOpts(), testOnlyReceiptClosesSend)
+}
+
+func testOnlyReceiptClosesSend(t *testing.T, p placement) {
+	b := connect(t, p.at(0), "beta")
+	e := p.at(1)
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "sink", "local", e.Secrets["local"])
 	r.Send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ev")))
 	r.Read(t)
+	p.sees(t, "sink")
 	got := make(chan client.Receipt, 1)
 	go func() { r, _ := b.Scope("s").Channel("ev").Send(ctxT(t, 5*time.Second), "sink", nil); got <- r }()
 	ev := r.Read(t)

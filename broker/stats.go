@@ -31,6 +31,10 @@ const (
 	// reply, a request error, a publication result) that its asker's
 	// queue could not take, because it is full or closing.
 	DropAnswerUndeliverable
+	// DropPeerRefused: a frame another broker sent over NATS that this
+	// one does not take: malformed, a command, or from a node that is not
+	// that broker's (docs/cluster.md#trust).
+	DropPeerRefused
 	numDropReasons
 )
 
@@ -41,6 +45,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropStuckReader:         "stuck_reader",
 	DropUnmatchedAnswer:     "unmatched_answer",
 	DropAnswerUndeliverable: "answer_undeliverable",
+	DropPeerRefused:         "peer_refused",
 }
 
 // String is the reason's name, fit for a metric label.

@@ -93,6 +93,7 @@ type Welcome struct {
 // body of a bus.directory answer is a JSON array of them).
 type NodeInfo struct {
 	Node          string    `json:"node"`
+	Broker        string    `json:"broker,omitempty"` // the broker it is connected to (docs/cluster.md)
 	Epoch         uint64    `json:"epoch"`
 	IID           string    `json:"iid"`
 	Remote        string    `json:"remote"`

@@ -70,8 +70,9 @@ func (a *Announcement) Check() error {
 // connection (docs/discovery.md#announcing).
 type RegisterProvenance struct {
 	Node      string    `json:"node"`
-	Epoch     uint64    `json:"epoch"`  // the connection's epoch
-	Remote    string    `json:"remote"` // the connection's peer address
+	Broker    string    `json:"broker,omitempty"` // the broker the node is connected to (docs/cluster.md)
+	Epoch     uint64    `json:"epoch"`            // the connection's epoch
+	Remote    string    `json:"remote"`           // the connection's peer address
 	Principal string    `json:"principal,omitempty"`
 	At        time.Time `json:"at"`
 }

@@ -39,8 +39,24 @@ func runServe(args []string, stdio IO) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pushRate := fs.Float64("relay-push-rate", 0, "durable pushes a second into one device's inbox (0: the default, 100; negative: no limit)")
 	pushBurst := fs.Int("relay-push-burst", 0, "durable pushes one device's inbox takes at once before --relay-push-rate applies (0: the default, 1000)")
+	var bus broker.ClusterOptions
+	natsURLs := fs.String("nats", "", "join a bus of brokers through these NATS servers (URL[,URL...]; docs/cluster.md); needs --name")
+	fs.StringVar(&bus.CredsFile, "nats-creds", "", "NATS credentials file (JWT and nkey seed) the broker presents to NATS")
+	fs.StringVar(&bus.TLSCA, "nats-tls-ca", "", "PEM file of the CAs that sign the NATS servers' certificates")
+	fs.StringVar(&bus.TLSCert, "nats-tls-cert", "", "client certificate (PEM) for NATS servers that verify clients (with --nats-tls-key)")
+	fs.StringVar(&bus.TLSKey, "nats-tls-key", "", "private key (PEM) of --nats-tls-cert")
+	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
+	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
+	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
+	}
+	if *natsURLs != "" {
+		bus.URLs = strings.Split(*natsURLs, ",")
+		if *name == broker.DefaultName {
+			fmt.Fprintln(stdio.Stderr, "busbar serve: --nats needs --name: every broker on a bus has a name of its own")
+			return exitUsage
+		}
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -68,7 +84,7 @@ func runServe(args []string, stdio IO) int {
 		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
 	}
 	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db"),
-		RelayDir: filepath.Join(dir, "relay"), Relay: relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}})
+		RelayDir: filepath.Join(dir, "relay"), Relay: relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}, Cluster: bus})
 	if err != nil {
 		// As it is, not as a log attribute: it names the file, what is
 		// wrong and what to do (a state store the broker cannot trust).

@@ -70,6 +70,18 @@ func startServe(t *testing.T, data string, args ...string) *server {
 	return s
 }
 
+// kill ends the server with SIGKILL, as a crash would.
+func (s *server) kill(t *testing.T) {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Kill()
+		select {
+		case <-s.exited:
+		case <-time.After(20 * time.Second):
+			t.Errorf("serve did not die on SIGKILL")
+		}
+	})
+}
+
 // stop sends SIGTERM and expects a clean exit.
 func (s *server) stop(t *testing.T) {
 	s.once.Do(func() { s.terminate(t) })

@@ -417,10 +417,10 @@ func runLs(args []string, stdio IO) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
+	fmt.Fprintln(tw, "NODE\tBROKER\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
 	for _, n := range nodes {
 		lease := time.Until(n.LeaseExpires).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", n.Node, n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", n.Node, orDash(n.Broker), n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
 	}
 	_ = tw.Flush()
 	return exitOK

@@ -1,0 +1,241 @@
+package broker
+
+// Messages between brokers. Each other broker is a link: a *conn whose
+// queue and writer are a connection's, but whose "socket" publishes the
+// frames to NATS, a batch per message, on <prefix>.to.<peer>.<self>. So a message for a node on
+// another broker takes the one pipeline of route.go: it is admitted and
+// permitted here, its call is opened here keyed by the link, and it is
+// encoded once with its from and a ttl slot that the link's writer fills
+// with the time left as it leaves, so the deadline covers the queue and
+// the hop. The peer broker reads it as if its link to this broker had
+// sent it: its own pipeline delivers it to the node, and the answer
+// comes back the same way to the call opened here.
+//
+// What a link sends was stamped by this broker (from is the sender's
+// address); a link may not forge another broker's nodes: the receiver
+// drops a frame whose from is one of its own nodes or a node of a third
+// broker (fromAllowed). The subject's last token names the sending
+// broker, so NATS permissions can pin each broker to its own subjects
+// (docs/cluster.md#trust).
+
+import (
+	"encoding/binary"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"busbar/internal/hotpath"
+	"busbar/internal/sendq"
+	"busbar/wire"
+)
+
+// linkSubject is where frames for broker to from broker from go.
+func (cl *cluster) linkSubject(to, from string) string {
+	return cl.opts.SubjectPrefix + ".to." + to + "." + from
+}
+
+// link returns the link to broker name, opening it when there is none.
+func (cl *cluster) link(name string) *conn {
+	cl.lmu.Lock()
+	defer cl.lmu.Unlock()
+	if c := cl.links[name]; c != nil && !c.out.Closing() {
+		return c
+	}
+	if cl.closed {
+		return nil
+	}
+	nc := &linkConn{cl: cl, subject: cl.linkSubject(name, cl.b.opts.Name), closed: make(chan struct{})}
+	c := newConn(cl.b, nc)
+	c.node, c.addr, c.peer = name, name+".bus", true
+	cl.links[name] = c
+	cl.linkWG.Add(2)
+	go func() {
+		defer cl.linkWG.Done()
+		c.writeLoop()
+	}()
+	go func() {
+		defer cl.linkWG.Done()
+		<-c.out.Done()
+		cl.lmu.Lock()
+		if cl.links[name] == c {
+			delete(cl.links, name)
+		}
+		cl.lmu.Unlock()
+		cl.b.dropPending(c) // calls waiting on that broker fail: DISCONNECT
+	}()
+	return c
+}
+
+// closeLink closes the link to a broker that left or went silent.
+func (cl *cluster) closeLink(name string) {
+	cl.lmu.Lock()
+	c := cl.links[name]
+	cl.lmu.Unlock()
+	if c != nil {
+		c.close(wire.ResultDisconnect)
+	}
+}
+
+// closeLinks closes every link and waits for their goroutines (leave).
+func (cl *cluster) closeLinks() {
+	cl.lmu.Lock()
+	cl.closed = true
+	for _, c := range cl.links {
+		c.close(wire.ResultShutdown)
+	}
+	cl.lmu.Unlock()
+	cl.linkWG.Wait()
+}
+
+// onLink takes a frame another broker sent this one (NATS's goroutine for
+// the subscription, the link's only reader).
+func (cl *cluster) onLink(m *nats.Msg) {
+	from := sender(m)
+	if from == cl.b.opts.Name {
+		return
+	}
+	c := cl.link(from)
+	if c == nil {
+		return // leaving
+	}
+	// A message is a batch of length-prefixed frames, as on a socket.
+	for data := m.Data; len(data) > 0; {
+		if len(data) < 4 || len(data)-4 < int(binary.BigEndian.Uint32(data)) {
+			cl.b.stats.drop(DropPeerRefused) // cut short: nothing after it can be trusted
+			return
+		}
+		n := 4 + int(binary.BigEndian.Uint32(data))
+		cl.take(c, from, data[4:n])
+		data = data[n:]
+	}
+}
+
+// take routes one frame from broker from's link c.
+func (cl *cluster) take(c *conn, from string, frame []byte) {
+	v := &cl.view
+	if err := hotpath.ParseView(frame, v); err != nil {
+		cl.b.stats.drop(DropPeerRefused)
+		return
+	}
+	cmd := v.Value(wire.HeaderCommand)
+	if strings.HasPrefix(cmd, wire.ControlPrefix) && cmd != wire.CmdReceipt && cmd != wire.CmdPublished {
+		cl.b.stats.drop(DropPeerRefused) // a peer answers with receipts and publication results; it commands nothing
+		return
+	}
+	if !cl.fromAllowed(from, v.Value(wire.HeaderFrom)) {
+		cl.b.stats.drop(DropPeerRefused)
+		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
+		return
+	}
+	cl.b.dispatch(c, frame, v)
+}
+
+// fromAllowed reports whether broker origin may send a frame from addr:
+// the broker itself or a node that is neither this broker's nor listed on
+// a third broker. A node the directory does not know yet is allowed: its
+// broker's snapshot may be behind its first message.
+func (cl *cluster) fromAllowed(origin, addr string) bool {
+	node := strings.TrimSuffix(addr, ".bus")
+	if node == origin {
+		return true
+	}
+	if node == cl.b.opts.Name || cl.b.dir.lookup(node) != nil {
+		return false
+	}
+	n, ok := cl.remoteNode(node)
+	return !ok || n.Broker == origin
+}
+
+// linkConn is a link's "socket": each batch the writer writes becomes
+// NATS messages of as many whole length-prefixed frames as fit NATS's
+// max_payload, so a busy link costs one NATS message per batch, not per
+// frame. Reading is NATS's subscription (onLink), so Read only waits for
+// Close.
+type linkConn struct {
+	cl      *cluster
+	subject string
+	pending []byte // the start of a frame a batch split; owned by the writer
+
+	once   sync.Once
+	closed chan struct{}
+}
+
+// Write publishes every complete frame in p. NATS buffers what it cannot
+// send while it reconnects; a link does not: it fails at once, so the
+// calls on it fail (DISCONNECT) instead of arriving late with a stale ttl.
+func (l *linkConn) Write(p []byte) (int, error) {
+	select {
+	case <-l.closed:
+		return 0, net.ErrClosed
+	default:
+	}
+	nc := l.cl.nc
+	if !nc.IsConnected() {
+		return 0, errLinkDown
+	}
+	buf := p
+	if len(l.pending) > 0 {
+		l.pending = append(l.pending, p...)
+		buf = l.pending
+	}
+	limit := int(nc.MaxPayload())
+	msg, end := 0, 0 // buf[msg:end] is the message being gathered
+	for len(buf)-end >= 4 {
+		n := 4 + int(binary.BigEndian.Uint32(buf[end:]))
+		if len(buf)-end < n {
+			break // the rest of it comes with the next write
+		}
+		if end+n-msg > limit && end > msg { // full: send what is gathered
+			if err := nc.Publish(l.subject, buf[msg:end]); err != nil {
+				return 0, err
+			}
+			msg = end
+		}
+		end += n
+		if n > limit {
+			// Routing checks the size (frameFits); were one too large,
+			// NATS would refuse it and the link with it: it is dropped.
+			msg = end
+		}
+	}
+	if end > msg {
+		if err := nc.Publish(l.subject, buf[msg:end]); err != nil {
+			return 0, err
+		}
+	}
+	l.pending = append(l.pending[:0], buf[end:]...)
+	return len(p), nil
+}
+
+var errLinkDown = &net.OpError{Op: "write", Net: "nats", Err: os.ErrClosed}
+
+func (l *linkConn) Read([]byte) (int, error) {
+	<-l.closed
+	return 0, net.ErrClosed
+}
+
+func (l *linkConn) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *linkConn) LocalAddr() net.Addr              { return linkAddr(l.subject) }
+func (l *linkConn) RemoteAddr() net.Addr             { return linkAddr(l.subject) }
+func (l *linkConn) SetDeadline(time.Time) error      { return nil }
+func (l *linkConn) SetReadDeadline(time.Time) error  { return nil }
+func (l *linkConn) SetWriteDeadline(time.Time) error { return nil }
+
+type linkAddr string
+
+func (a linkAddr) Network() string { return "nats" }
+func (a linkAddr) String() string  { return "nats:" + string(a) }
+
+// frameFits reports whether a frame can cross to another broker: NATS
+// refuses a message over its max_payload.
+func (cl *cluster) frameFits(f *sendq.Frame) bool {
+	return len(f.B) <= int(cl.nc.MaxPayload()) // its length prefix crosses too
+}

@@ -1,0 +1,148 @@
+package broker
+
+// Replicated state on a bus (docs/cluster.md#replicated-state). Every
+// broker keeps every namespace in its own store, as a lone broker does.
+// A write a broker accepts (its permissions and ownership checked there)
+// is stored, applied and then published on <prefix>.state.<broker>; the
+// other brokers apply it by the conflict rule alone (docs/state.md: the
+// higher version wins, ties to the greater source), store it, and tell
+// their watchers. Because that rule gives the same result in any order,
+// a broker that missed writes (it was cut off, or restarting) converges
+// by merging the others' namespaces: every broker publishes all of its
+// namespaces when it sees a broker join or come back, and when it
+// reconnects to NATS.
+
+import (
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+
+	"busbar/state"
+	"busbar/wire"
+)
+
+// stateMsg is a namespace's entries as a broker publishes them: one write,
+// or a page of a whole namespace.
+type stateMsg struct {
+	Broker  string        `json:"broker"`
+	NS      string        `json:"ns"`
+	Owner   string        `json:"owner"`
+	Entries []state.Entry `json:"entries"`
+}
+
+// replicateState publishes a write this broker applied to n. Safe on nil;
+// called under the state service's lock, so writes leave in the order
+// they were applied.
+func (cl *cluster) replicateState(n *state.Namespace, e state.Entry) {
+	if cl == nil {
+		return
+	}
+	cl.publishState(stateMsg{Broker: cl.b.opts.Name, NS: n.Name(), Owner: n.Owner(), Entries: []state.Entry{e}})
+}
+
+func (cl *cluster) publishState(m stateMsg) {
+	body, err := wire.JSON(m)
+	if err == nil {
+		err = cl.nc.Publish(cl.subj.state+cl.b.opts.Name, body)
+	}
+	if err != nil {
+		cl.b.log.Warn("bus: state not published; the others get it at the next sync", "ns", m.NS, "err", err)
+	}
+}
+
+// syncState asks the publisher to send every namespace (a broker joined or
+// came back, or this one reconnected). Safe on nil.
+func (cl *cluster) syncState() {
+	if cl != nil {
+		poke(cl.resync)
+	}
+}
+
+// publishAllState sends every namespace, each in pages that fit the NATS
+// payload limit (the publisher's).
+func (cl *cluster) publishAllState() {
+	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
+	for _, snap := range cl.b.state.snapshots() {
+		m := stateMsg{Broker: cl.b.opts.Name, NS: snap.NS, Owner: snap.Owner}
+		size := 0
+		for _, e := range snap.Entries {
+			raw, _ := json.Marshal(e)
+			if size > 0 && size+len(raw) > budget {
+				cl.publishState(m)
+				m.Entries, size = nil, 0
+			}
+			m.Entries = append(m.Entries, e)
+			size += len(raw) + 1
+		}
+		cl.publishState(m)
+	}
+}
+
+// onState merges another broker's entries (NATS's goroutine).
+func (cl *cluster) onState(m *nats.Msg) {
+	var sm stateMsg
+	if err := json.Unmarshal(m.Data, &sm); err != nil || sm.Broker != sender(m) || sm.Broker == cl.b.opts.Name {
+		return
+	}
+	if err := state.CheckName(sm.NS); err != nil {
+		cl.b.log.Warn("bus: state from another broker refused", "broker", sm.Broker, "err", err)
+		return
+	}
+	cl.b.state.mergeRemote(sm, cl.b)
+}
+
+// snapshots returns every namespace's snapshot.
+func (s *stateService) snapshots() []state.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]state.Snapshot, 0, len(s.spaces))
+	for _, n := range s.spaces {
+		out = append(out, n.Snapshot())
+	}
+	return out
+}
+
+// mergeRemote applies another broker's entries by the conflict rule, each
+// stored before it is applied and told to the namespace's watchers, as a
+// local write is. Ownership was checked where the write was made. A
+// namespace new here is created with the owner its broker gave it.
+func (s *stateService) mergeRemote(sm stateMsg, b *Broker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.spaces[sm.NS]
+	created := n == nil
+	if created {
+		n = state.New(sm.NS, sm.Owner)
+	}
+	for _, e := range sm.Entries {
+		d := n.Delta(e, 0)
+		if err := d.Check(); err != nil {
+			b.log.Warn("bus: a state entry from another broker refused", "broker", sm.Broker, "ns", sm.NS, "err", err)
+			continue
+		}
+		cur, ok := n.Get(e.Key)
+		if ok && !state.Wins(e.Version, e.Source, cur.Version, cur.Source) {
+			continue // this broker has it, or better
+		}
+		if !ok && n.Len() >= state.MaxKeys {
+			b.log.Warn("bus: a state entry from another broker is over the namespace's key limit", "broker", sm.Broker, "ns", sm.NS)
+			continue
+		}
+		if e.Deleted {
+			e.Value = nil
+		}
+		seq := n.Seq() + 1
+		if err := s.persist(n, e, seq); err != nil {
+			b.log.Error("state store write failed (a write from another broker)", "ns", sm.NS, "key", e.Key, "err", err)
+			return // the next sync brings it again
+		}
+		if created {
+			s.spaces[sm.NS] = n
+			s.owned[sm.Owner]++
+			created = false
+		}
+		n.Commit(e)
+		n.Advance()
+		s.notifyLocked(n.Delta(e, seq))
+	}
+}
