@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -76,7 +77,9 @@ func exchange(ctx context.Context, path string, req []byte) ([]byte, error) {
 		return nil, &TransportError{Op: "read", Path: path, Err: context.Cause(ctx)}
 	}
 	switch {
-	case len(bytes.TrimSpace(data)) > 0 && rerr == nil:
+	case len(bytes.TrimSpace(data)) > 0 && !errors.As(rerr, new(errTooLarge)):
+		// A reply, even one followed by a reset: a port that closes with
+		// part of the request unread resets the connection after its reply.
 		return data, nil
 	case rerr != nil:
 		return nil, &TransportError{Op: "read", Path: path, Err: rerr}

@@ -6,10 +6,12 @@ package port
 // cosmix-style port (a raw listener).
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,9 +31,9 @@ func TestCosmixCallerGetsCosmixBytes(t *testing.T) {
 		{"warning keeps its body",
 			"---\ncommand: careful\n---\n",
 			"---\nerror: two only\nrc: 5\n---\n[1,2]\n"},
-		{"info: cosmix's fields",
+		{"info: cosmix's fields, in serde_json's key order",
 			"---\ncommand: info\n---\n",
-			"---\nrc: 0\n---\n{\"port\":\"notes\",\"app\":\"notes\",\"version\":\"1.0\",\"commands\":5,\"command_list\":[\"careful\",\"fail\",\"greet\",\"help\",\"info\"]}\n"},
+			"---\nrc: 0\n---\n{\"app\":\"notes\",\"command_list\":[\"careful\",\"fail\",\"greet\",\"help\",\"info\"],\"commands\":5,\"port\":\"notes\",\"version\":\"1.0\"}\n"},
 		{"help for one command",
 			"---\ncommand: help\n---\n{\"command\":\"greet\"}\n",
 			"---\nrc: 0\n---\n{\"command\":\"greet\",\"description\":\"Greet someone\"}\n"},
@@ -127,4 +129,25 @@ func TestCallPortSpeaksCosmixBytes(t *testing.T) {
 			t.Fatalf("%v, want a TransportError with ErrNoReply", err)
 		}
 	})
+}
+
+func TestActivateWhereThereIsAWindow(t *testing.T) {
+	cfg := notes()
+	cfg.Name = "editor"
+	raised := make(chan struct{}, 1)
+	cfg.Activate = func(context.Context) error { raised <- struct{}{}; return nil }
+	path, _ := serve(t, cfg)
+	if got := rawCall(t, path, "---\ncommand: activate\n---\n"); got != "---\nrc: 0\n---\n\"activated\"\n" {
+		t.Fatalf("activate: %q", got)
+	}
+	<-raised
+	want := "---\nrc: 0\n---\n{\"command\":\"activate\",\"description\":\"Bring application window to front\"}\n"
+	if got := rawCall(t, path, "---\ncommand: help\n---\n\"activate\"\n"); got != want {
+		t.Fatalf("help activate: %q", got)
+	}
+	// Without a window there is no activate: notes' table lists none.
+	plain, _ := serve(t, notes())
+	if got := rawCall(t, plain, "---\ncommand: activate\n---\n"); !strings.Contains(got, "Unknown command 'activate'") {
+		t.Fatalf("activate without a window: %q", got)
+	}
 }

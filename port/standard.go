@@ -17,13 +17,14 @@ const (
 
 func isStandard(name string) bool { return name == CmdHelp || name == CmdInfo || name == CmdActivate }
 
-// Info is the body of the standard info reply: cosmix's fields.
+// Info is the body of the standard info reply: cosmix's fields, in the
+// order serde_json writes them (by key).
 type Info struct {
-	Port        string   `json:"port"`
 	App         string   `json:"app"`
-	Version     string   `json:"version"`
-	Commands    int      `json:"commands"`
 	CommandList []string `json:"command_list"`
+	Commands    int      `json:"commands"`
+	Port        string   `json:"port"`
+	Version     string   `json:"version"`
 }
 
 // Help is the body of the standard help reply with no argument: the
