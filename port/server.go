@@ -258,7 +258,9 @@ func (s *Server) Dispatch(ctx context.Context, command string, args json.RawMess
 	if c, ok := s.cmds[command]; ok {
 		run = c.Run
 	} else if s.cfg.Fallback != nil {
-		run = func(ctx context.Context, args json.RawMessage) (any, error) { return s.cfg.Fallback(ctx, command, args) }
+		run = func(ctx context.Context, args json.RawMessage) (any, error) {
+			return s.cfg.Fallback(ctx, command, args)
+		}
 	} else {
 		return Reply{RC: wire.RCError, Error: fmt.Sprintf("Unknown command '%s'. Available: %s", command, strings.Join(s.Commands(), ", "))}
 	}
