@@ -60,15 +60,7 @@ func oneLine(s string) string {
 
 // marshal encodes v as cosmix's serde_json does: compact, without Go's
 // escaping of <, > and &.
-func marshal(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) (json.RawMessage, error) { return wire.JSON(v) }
 
 // errTooLarge: a frame over its limit.
 type errTooLarge struct{ limit int }
