@@ -76,6 +76,11 @@ func exchange(ctx context.Context, path string, req []byte) ([]byte, error) {
 	if ctx.Err() != nil {
 		return nil, &TransportError{Op: "read", Path: path, Err: context.Cause(ctx)}
 	}
+	if isTimeout(rerr) || isTimeout(werr) {
+		// The socket's deadline is ctx's, which may pass a moment before
+		// ctx's own timer fires.
+		return nil, &TransportError{Op: "read", Path: path, Err: context.DeadlineExceeded}
+	}
 	switch {
 	case len(bytes.TrimSpace(data)) > 0 && !errors.As(rerr, new(errTooLarge)):
 		// A reply, even one followed by a reset: a port that closes with
