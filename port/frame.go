@@ -53,9 +53,10 @@ func encodeReply(r Reply) []byte {
 	return encode(m)
 }
 
-// oneLine keeps a text to one header line.
+// oneLine keeps a text to one line of valid UTF-8, so it can travel in a
+// header.
 func oneLine(s string) string {
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	return strings.ToValidUTF8(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s), "\uFFFD")
 }
 
 // marshal encodes v as cosmix's serde_json does: compact, without Go's

@@ -146,3 +146,45 @@ func TestCloseAnswersThoseWaiting(t *testing.T) {
 		t.Fatalf("after Close: %v, want a TransportError", err)
 	}
 }
+
+// A caller that never reads its (large) reply holds its connection only
+// until WriteTimeout: with one slot, the next caller is then served.
+func TestWriteTimeoutFreesTheSlot(t *testing.T) {
+	cfg := notes()
+	cfg.MaxConns = 1
+	cfg.WriteTimeout = 200 * time.Millisecond
+	cfg.Commands["big"] = Command{Description: "a reply larger than a socket buffer", Run: func(context.Context, json.RawMessage) (any, error) {
+		return strings.Repeat("x", 8<<20), nil
+	}}
+	path, _ := serve(t, cfg)
+	deaf := dialRaw(t, path)
+	defer deaf.Close()
+	if _, err := io.WriteString(deaf, "---\ncommand: big\n---\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = deaf.CloseWrite() // and never reads
+	testbroker.Eventually(t, 10*time.Second, "the slot back after WriteTimeout", func() bool {
+		c := dialRaw(t, path)
+		defer c.Close()
+		_, _ = io.WriteString(c, greetReq)
+		_ = c.CloseWrite()
+		b, _ := io.ReadAll(c)
+		return string(b) == greetReply
+	})
+}
+
+func TestMaxReplyBytesEdge(t *testing.T) {
+	head := "---\nrc: 0\n---\n\""
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{MaxReplyBytes, true}, {MaxReplyBytes + 1, false}} {
+		reply := head + strings.Repeat("x", c.size-len(head)-2) + "\"\n"
+		path, _ := cosmixPort(t, reply)
+		r, err := CallPort(ctxT(t, 20*time.Second), path, "x", nil)
+		var te *TransportError
+		if c.ok && (err != nil || len(r.Body) != c.size-len(head)) || !c.ok && !errors.As(err, &te) {
+			t.Fatalf("reply of %d bytes: %v", c.size, err)
+		}
+	}
+}
