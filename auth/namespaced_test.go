@@ -156,3 +156,29 @@ func TestPermissionsNamespaced(t *testing.T) {
 		t.Error(`AllPermissions (">") does not allow a namespaced channel`)
 	}
 }
+
+func TestMatchNamespaceNamespaced(t *testing.T) {
+	tests := []struct {
+		pat, ns string
+		want    bool
+	}{
+		{"myplugin:*", "myplugin:config", true},
+		{"myplugin:>", "myplugin:config", true},
+		{"myplugin:config", "myplugin:config", true},
+		{"*:config", "other:config", true},
+		{"myplugin:*", "other:config", false},
+		{"myplugin:*", "myplugin.config", false},
+		{"myplugin:*", "myplugin:a:b", false}, // not of the form namespace:path
+		{"myplugin:*", "myplugin:", false},
+		{"*:x", ":x", false},
+		// Dotted patterns keep their rules on any namespace.
+		{">", "myplugin:config", true},
+		{"*", "myplugin:config", true},
+		{"my.>", "my.mod:config", true},
+	}
+	for _, tt := range tests {
+		if got := Pattern(tt.pat).MatchNamespace(tt.ns); got != tt.want {
+			t.Errorf("Pattern(%q).MatchNamespace(%q) = %v, want %v", tt.pat, tt.ns, got, tt.want)
+		}
+	}
+}

@@ -150,7 +150,11 @@ func matchPart(pat, part string) bool { return pat == "*" || pat == part }
 //   - ">" matches the non-empty rest, whatever it holds (">" alone
 //     matches every namespace);
 //   - there is no reserved first token: namespaces carry no control
-//     traffic, so ">" matches a namespace "bus.x" too.
+//     traffic, so ">" matches a namespace "bus.x" too;
+//   - a namespaced pattern ("myplugin:*") matches, as it matches
+//     channels, the namespaces of the form namespace:path (exactly one
+//     ':'), side by side; dotted patterns keep the rules above, whatever
+//     ':' a namespace holds.
 //
 // The empty namespace and malformed patterns match nothing. It does not
 // allocate.
@@ -158,6 +162,13 @@ func (p Pattern) MatchNamespace(ns string) bool {
 	pat := string(p)
 	if pat == "" || ns == "" {
 		return false
+	}
+	if pc := strings.IndexByte(pat, nsSep); pc >= 0 {
+		nc := strings.IndexByte(ns, nsSep)
+		if nc < 0 || strings.IndexByte(ns[nc+1:], nsSep) >= 0 || nc == 0 || nc == len(ns)-1 {
+			return false
+		}
+		return matchPart(pat[:pc], ns[:nc]) && (pat[pc+1:] == ">" || matchPart(pat[pc+1:], ns[nc+1:]))
 	}
 	for {
 		pt, prest, pmore := strings.Cut(pat, ".")

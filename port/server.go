@@ -250,10 +250,12 @@ func (s *Server) handle(data []byte) Reply {
 }
 
 // Dispatch runs command with args as a request would, bounded by
-// HandlerTimeout, and returns the reply it would send. ServeBus uses it.
+// HandlerTimeout and Close, and returns the reply it would send. ServeBus
+// uses it.
 func (s *Server) Dispatch(ctx context.Context, command string, args json.RawMessage) Reply {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandlerTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)() // Close ends a bus request's command too
 	var run Handler
 	if c, ok := s.cmds[command]; ok {
 		run = c.Run
