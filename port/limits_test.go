@@ -106,14 +106,7 @@ func TestMaxConnsEdge(t *testing.T) {
 		t.Fatalf("one past the limit: %q", got)
 	}
 	held.Close() // frees a slot once the port has answered it
-	testbroker.Eventually(t, 10*time.Second, "a slot free again", func() bool {
-		c := dialRaw(t, path)
-		defer c.Close()
-		_, _ = io.WriteString(c, greetReq)
-		_ = c.CloseWrite()
-		b, _ := io.ReadAll(c)
-		return string(b) == greetReply
-	})
+	testbroker.Eventually(t, 10*time.Second, "a slot free again", func() bool { return greets(t, path) })
 }
 
 func TestHandlerTimeout(t *testing.T) {
@@ -163,14 +156,7 @@ func TestWriteTimeoutFreesTheSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = deaf.CloseWrite() // and never reads
-	testbroker.Eventually(t, 10*time.Second, "the slot back after WriteTimeout", func() bool {
-		c := dialRaw(t, path)
-		defer c.Close()
-		_, _ = io.WriteString(c, greetReq)
-		_ = c.CloseWrite()
-		b, _ := io.ReadAll(c)
-		return string(b) == greetReply
-	})
+	testbroker.Eventually(t, 10*time.Second, "the slot back after WriteTimeout", func() bool { return greets(t, path) })
 }
 
 func TestMaxReplyBytesEdge(t *testing.T) {
@@ -187,4 +173,14 @@ func TestMaxReplyBytesEdge(t *testing.T) {
 			t.Fatalf("reply of %d bytes: %v", c.size, err)
 		}
 	}
+}
+
+// greets reports whether a greet call gets its reply (not "busy").
+func greets(t *testing.T, path string) bool {
+	c := dialRaw(t, path)
+	defer c.Close()
+	_, _ = io.WriteString(c, greetReq)
+	_ = c.CloseWrite()
+	b, _ := io.ReadAll(c)
+	return string(b) == greetReply
 }
