@@ -5,14 +5,18 @@
 //
 // # Channels and patterns
 //
-// Channel names are '.'-separated tokens of [A-Za-z0-9_-], at most
-// MaxChannelLen bytes, e.g. "orders.created". The first token "bus" is
-// reserved for the broker's control traffic (ValidControlChannel).
+// Channel names are '.'-separated tokens of [A-Za-z0-9_-], e.g.
+// "orders.created", or in MoonBridge's namespaced form "namespace:path"
+// (lower-case [a-z0-9_.-] on each side of exactly one ':', e.g.
+// "myplugin:events"), at most MaxChannelLen bytes. The first token "bus"
+// is reserved for the broker's control traffic (ValidControlChannel).
 //
 // Permission patterns are NATS-style: "*" matches one token, ">" as the
-// last token matches one or more. Wildcards never match the "bus" first
-// token, so ">" grants every channel except control ones; only an explicit
-// "bus...." pattern reaches those.
+// last token matches one or more. Namespaced channels have namespaced
+// patterns ("myplugin:*", "*:events"); the two forms never cross, except
+// that ">" alone matches every channel of both. Wildcards never match the
+// "bus" first token, so ">" grants every channel except control ones; only
+// an explicit "bus...." pattern reaches those.
 //
 // # State namespaces
 //

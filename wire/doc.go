@@ -24,9 +24,12 @@
 // # Parsing
 //
 // ParseStrict refuses any defective header line with a *ParseError that says
-// what and where; ParseLenient skips defective lines and lists them in a
-// ParseReport; Parse skips them silently. Structural problems (no opening or
-// closing "---" line) and oversize input are errors in every mode.
+// what and where; ParseLenient lists every defect in a ParseReport; Parse
+// says nothing. Both follow cosmix's rule: a defect of the line skips it, a
+// defect of the value (a JSON-shaped value that is not JSON,
+// DefectKind.OfValue) keeps the header with its raw value. Structural
+// problems (no opening or closing "---" line) and oversize input are errors
+// in every mode.
 //
 // # Streams
 //

@@ -23,8 +23,11 @@ var (
 // DefectKind names what is wrong with one header line.
 type DefectKind uint8
 
-// The defect kinds. A defective line is refused by ParseStrict, and skipped
-// (listed in the report) by ParseLenient and Parse.
+// The defect kinds. Every defect is refused by ParseStrict. ParseLenient
+// (which lists each in its report) and Parse tell two sorts apart, after
+// cosmix's rule: a defect of the line (the line is not a sound "key:
+// value" header, or repeats a key) skips the line; a defect of the value
+// (DefectBadJSON, see OfValue) keeps the header with its raw value.
 const (
 	DefectNone              DefectKind = iota
 	DefectLeadingWhitespace            // line starts with a space or tab
@@ -53,6 +56,13 @@ var defectText = [...]string{
 	DefectStructure:         "frame structure",
 }
 
+// OfValue reports whether k is a defect of a header's value rather than
+// of its line: the line's syntax is sound, so a lenient or plain parse
+// keeps the header with its raw value. Only DefectBadJSON is: invalid
+// UTF-8 is a defect of the line, since a header is text and a kept value
+// must be one a writer can send.
+func (k DefectKind) OfValue() bool { return k == DefectBadJSON }
+
 func (k DefectKind) String() string {
 	if int(k) < len(defectText) {
 		return defectText[k]
@@ -74,6 +84,10 @@ func (d Defect) String() string {
 	}
 	return fmt.Sprintf("line %d: %s: %q", d.Line, d.Kind, d.Text)
 }
+
+// Kept reports whether a lenient or plain parse kept the header this
+// defect was found in (with its raw value), rather than skipping the line.
+func (d Defect) Kept() bool { return d.Kind.OfValue() }
 
 // ParseError is a defect that made a strict parse, a stream read or a write
 // fail. It matches ErrMalformed.

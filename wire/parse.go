@@ -19,7 +19,9 @@ const (
 	modeStrict              // fail
 )
 
-// ParseReport lists the defects a lenient parse skipped, in line order.
+// ParseReport lists the defects a lenient parse found, in line order: the
+// lines it skipped, and the headers it kept despite a defect of their
+// value (Defect.Kept).
 type ParseReport struct {
 	Defects []Defect
 }
@@ -27,33 +29,40 @@ type ParseReport struct {
 // Clean reports whether no defect was found.
 func (r ParseReport) Clean() bool { return len(r.Defects) == 0 }
 
-// Strings returns one line of text per defect.
+// Strings returns one line of text per defect; a header kept despite its
+// defect says so.
 func (r ParseReport) Strings() []string {
 	out := make([]string, len(r.Defects))
 	for i, d := range r.Defects {
 		out[i] = d.String()
+		if d.Kept() {
+			out[i] += " (kept, raw)"
+		}
 	}
 	return out
 }
 
-// Parse parses a text frame, skipping defective header lines silently. It
-// fails only on input that is not a frame at all (ErrMalformed) or is larger
-// than MaxMessageBytes (ErrTooLarge). Trailing whitespace of the body is
-// trimmed.
+// Parse parses a text frame, skipping defective header lines silently and
+// keeping, with their raw value, headers whose only defect is their value
+// (see DefectKind.OfValue). It fails only on input that is not a frame at
+// all (ErrMalformed) or is larger than MaxMessageBytes (ErrTooLarge).
+// Trailing whitespace of the body is trimmed.
 func Parse(data []byte) (*Message, error) {
 	m, _, err := parseText(data, modePlain)
 	return m, err
 }
 
 // ParseLenient parses a text frame like Parse, and also returns a report of
-// every defect it skipped.
+// every defect it found: each line it skipped, and each header it kept
+// with a defective value.
 func ParseLenient(data []byte) (*Message, ParseReport, error) {
 	m, defects, err := parseText(data, modeLenient)
 	return m, ParseReport{Defects: defects}, err
 }
 
 // ParseStrict parses a text frame and refuses the first defective header
-// line with a *ParseError naming the line and the defect.
+// line, whether the defect is the line's or the value's, with a
+// *ParseError naming the line and the defect.
 func ParseStrict(data []byte) (*Message, error) {
 	m, _, err := parseText(data, modeStrict)
 	return m, err
@@ -126,8 +135,12 @@ func (m *Message) parseHeaders(hs string, md mode) ([]Defect, error) {
 			break
 		}
 		k, v, d := splitLine(line)
-		if d == DefectNone {
-			d = m.add(k, v, &seen)
+		if d == DefectNone || d.OfValue() && md != modeStrict {
+			// A sound line is kept, even with a defective value; only a
+			// repeated key makes it a defect of the line.
+			if dup := m.add(k, v, &seen); dup != DefectNone {
+				d = dup
+			}
 		}
 		if d != DefectNone {
 			if err := report(Defect{Line: lineNo, Kind: d, Text: clip(line)}); err != nil {

@@ -70,8 +70,12 @@ func TestParseDefects(t *testing.T) {
 				t.Fatal("report claims clean")
 			}
 			want := Empty().WithHeader("id", "7").WithHeader("type", "event").WithBody([]byte("body"))
+			if c.kind.OfValue() { // a defect of the value: the header is kept, raw
+				k, v, _ := strings.Cut(c.line, ": ")
+				want.Set(k, v)
+			}
 			if !m.Equal(want) {
-				t.Fatalf("lenient kept the defective line: %q", m.ToWire())
+				t.Fatalf("lenient: %q, want %q", m.ToWire(), want.ToWire())
 			}
 
 			pm, err := Parse(data)

@@ -46,6 +46,7 @@ func init() {
 		"bench":   {"generate load and measure it: pub, sub, pubsub, req", runBench},
 		"bedrock": {"bedrock bridge: join a bedrock add-on world on stdin/stdout to the broker", runBedrock},
 		"group":   {"durable groups of this device: create, invite, join, show, leave, revoke", runGroup},
+		"port":    {"cosmix-style ports: serve NAME --exec CMD, call NAME|PATH COMMAND [ARGS], ls", runPort},
 		"frame":   {"parse or validate a text frame read on stdin", runFrame},
 		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
 		"id":      {"this device's identity for durable delivery: init, show", runID},

@@ -97,7 +97,7 @@ func runFrameValidate(args []string, stdio IO) int {
 		return exitUsage
 	}
 	warnings := wire.Validate(m)
-	for _, d := range report.Defects {
+	for _, d := range report.Strings() {
 		fmt.Fprintln(stdio.Stdout, "parse:", d)
 	}
 	for _, w := range warnings {

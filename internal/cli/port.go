@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"busbar/port"
+	"busbar/wire"
+)
+
+// portLsTimeout bounds each port's info answer in `busbar port ls`.
+const portLsTimeout = 2 * time.Second
+
+const portUsage = "usage: busbar port serve NAME --exec CMD [--command NAME=DESCRIPTION]... [--announce SERVICE] | call NAME|PATH COMMAND [ARGS|-] | ls [--json]"
+
+func runPort(args []string, stdio IO) int {
+	ops := map[string]func([]string, IO) int{"serve": runPortServe, "call": runPortCall, "ls": runPortLs}
+	if len(args) == 0 || ops[args[0]] == nil {
+		fmt.Fprintln(stdio.Stderr, portUsage)
+		return exitUsage
+	}
+	return ops[args[0]](args[1:], stdio)
+}
+
+// commandFlags collects repeated --command NAME=DESCRIPTION flags.
+type commandFlags map[string]string
+
+func (c commandFlags) String() string { return "" }
+
+func (c commandFlags) Set(s string) error {
+	name, desc, _ := strings.Cut(s, "=")
+	if name == "" {
+		return errors.New("want NAME=DESCRIPTION")
+	}
+	c[name] = desc
+	return nil
+}
+
+func runPortServe(args []string, stdio IO) int {
+	v := newVerb("port serve", "NAME --exec CMD [flags]", func(n int) bool { return n == 1 }, stdio)
+	command := v.fs.String("exec", "", "run CMD (with sh -c) per request: the command in $BUSBAR_PORT_COMMAND, the JSON arguments on stdin, the reply body from stdout; exit 0 is rc 0, 5 a warning, any other an error (rc 10, or the status when 10 or more), the text from stderr")
+	commands := commandFlags{}
+	v.fs.Var(commands, "command", "a command the port lists in help, as NAME=DESCRIPTION (repeatable); with none, every command goes to CMD")
+	app := v.fs.String("app", "", "the program's name, reported by info (default: NAME)")
+	version := v.fs.String("version", "", "the program's version, reported by info")
+	announce := v.fs.String("announce", "", "also answer on the bus, on channel port:NAME, and announce a service of this name (connects to the broker)")
+	v.reconnecting(stdio) // used only with --announce
+	if !v.parse(args) {
+		return exitUsage
+	}
+	if *command == "" {
+		fmt.Fprintln(stdio.Stderr, "busbar port serve: --exec CMD is required")
+		return exitUsage
+	}
+	name := v.arg(0)
+	cfg := port.Config{Name: name, App: *app, Version: *version, Commands: map[string]port.Command{}}
+	if cfg.App == "" {
+		cfg.App = name
+	}
+	run := func(ctx context.Context, cmd string, args json.RawMessage) (any, error) {
+		return execPortCommand(ctx, *command, name, cmd, args)
+	}
+	if len(commands) == 0 {
+		cfg.Fallback = run
+	}
+	for n, desc := range commands {
+		cfg.Commands[n] = port.Command{Description: desc, Run: func(ctx context.Context, args json.RawMessage) (any, error) { return run(ctx, n, args) }}
+	}
+	srv, err := port.New(cfg)
+	if err != nil {
+		return v.fail(stdio, err, exitUsage)
+	}
+	path, err := port.Path(name)
+	if err != nil {
+		return v.fail(stdio, err, exitUsage)
+	}
+	l, err := port.Listen(path)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	defer func() { srv.Close(); <-served }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var done <-chan struct{}
+	if *announce != "" {
+		c, cctx, closeSession, err := v.session(stdio, true)
+		if err != nil {
+			return v.fail(stdio, err, exitFail)
+		}
+		defer closeSession()
+		if err := srv.ServeBus(cctx, c, *announce); err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		done = c.Done()
+		fmt.Fprintf(stdio.Stdout, "busbar: port %s answers on the bus as service %s, channel %s\n", name, *announce, port.BusChannel(name))
+	}
+	fmt.Fprintf(stdio.Stdout, "busbar: port %s listening on %s\n", name, path)
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return v.fail(stdio, errors.New("broker connection ended"), exitFail)
+	}
+	return exitOK
+}
+
+// execPortCommand runs one port command through sh -c.
+func execPortCommand(ctx context.Context, script, portName, command string, args json.RawMessage) (any, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "BUSBAR_PORT="+portName, "BUSBAR_PORT_COMMAND="+command)
+	cmd.Stdin = bytes.NewReader(args)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	body := replyBody(out)
+	text := strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return body, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case !errors.As(err, &ee):
+		return nil, &port.Error{RC: wire.RCFailure, Text: err.Error()}
+	}
+	code := ee.ExitCode()
+	if text == "" {
+		text = fmt.Sprintf("%s exited with status %d", command, code)
+	}
+	switch {
+	case code == int(wire.RCWarning):
+		return body, &port.Error{RC: wire.RCWarning, Text: text}
+	case code > 0 && code < int(wire.RCError):
+		code = int(wire.RCError) // a shell's 1 is a failure, not ARexx's success band
+	case code < 0: // killed by a signal
+		code = int(wire.RCFailure)
+	}
+	return nil, &port.Error{RC: wire.RC(code), Text: text}
+}
+
+// replyBody is a script's stdout as a JSON body: itself when it is JSON,
+// else a JSON string of it (trimmed), null when empty.
+func replyBody(out []byte) json.RawMessage {
+	out = bytes.TrimSpace(out)
+	switch {
+	case len(out) == 0:
+		return json.RawMessage("null")
+	case json.Valid(out):
+		return out
+	}
+	b, _ := json.Marshal(string(out))
+	return b
+}
+
+// rcExit is `busbar port call`'s exit status for a reply's rc: the floor
+// of its band (0, 5, 10, 20).
+func rcExit(rc wire.RC) int {
+	switch {
+	case rc >= wire.RCFailure:
+		return int(wire.RCFailure)
+	case rc >= wire.RCError:
+		return int(wire.RCError)
+	case rc >= wire.RCWarning:
+		return int(wire.RCWarning)
+	}
+	return exitOK
+}
+
+func runPortCall(args []string, stdio IO) int {
+	v := newVerb("port call", "NAME|PATH COMMAND [ARGS|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	if !v.parse(args) {
+		return exitUsage
+	}
+	path, err := port.Resolve(v.arg(0))
+	if err != nil {
+		return v.fail(stdio, err, exitUsage)
+	}
+	raw, err := v.payload(2, stdio)
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	var callArgs any
+	if raw = bytes.TrimSpace(raw); len(raw) > 0 {
+		if !json.Valid(raw) {
+			return v.fail(stdio, fmt.Errorf("ARGS must be JSON (a string is \"quoted\"): %q", raw), exitUsage)
+		}
+		callArgs = json.RawMessage(raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), v.conn.timeout)
+	defer cancel()
+	r, err := port.CallPort(ctx, path, v.arg(1), callArgs)
+	var pe *port.Error
+	switch {
+	case errors.As(err, &pe):
+		return v.fail(stdio, err, rcExit(pe.RC))
+	case errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(v.arg(0), '/'):
+		return v.fail(stdio, fmt.Errorf("no port named %q in %s or %s", v.arg(0), port.Dir(), port.CosmixDir()), exitFail)
+	case err != nil:
+		return v.fail(stdio, err, exitFail)
+	}
+	if len(r.Body) > 0 {
+		fmt.Fprintf(stdio.Stdout, "%s\n", r.Body)
+	}
+	if r.RC >= wire.RCWarning {
+		fmt.Fprintf(stdio.Stderr, "busbar port call: warning (rc %d): %s\n", r.RC, r.Error)
+	}
+	return rcExit(r.RC)
+}
+
+func runPortLs(args []string, stdio IO) int {
+	fs := flag.NewFlagSet("busbar port ls", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	entries, err := port.List(context.Background(), portLsTimeout)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar port ls:", err)
+		return exitFail
+	}
+	if *asJSON {
+		if entries == nil {
+			entries = []port.Entry{}
+		}
+		_ = json.NewEncoder(stdio.Stdout).Encode(entries)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIR\tAPP\tVERSION\tCOMMANDS\tPATH")
+	for _, e := range entries {
+		if e.Info == nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t(%s)\t%s\n", e.Name, e.Dir, e.Error, e.Path)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Dir, orDash(e.Info.App), orDash(e.Info.Version), list(e.Info.CommandList), e.Path)
+	}
+	_ = tw.Flush()
+	return exitOK
+}
