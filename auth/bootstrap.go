@@ -45,18 +45,8 @@ func Bootstrap(dir string) (BootstrapResult, error) {
 		PrincipalsPath:  filepath.Join(dir, PrincipalsFile),
 		CredentialsPath: filepath.Join(dir, CredentialsFile),
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return r, fmt.Errorf("auth: bootstrap: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return r, fmt.Errorf("auth: bootstrap: %w", err)
-	}
-	if !fi.IsDir() {
-		return r, fmt.Errorf("auth: bootstrap: %s is not a directory", dir)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return r, fmt.Errorf("%w: data directory %s has mode %04o; other users could reach its socket and files (chmod 700 it, or choose another)", ErrInsecureFile, dir, perm)
+	if err := PrepareDataDir(dir); err != nil {
+		return r, err
 	}
 
 	if _, err := os.Lstat(r.PrincipalsPath); err == nil {
@@ -107,4 +97,26 @@ func LoadCredential(path string) (Credential, error) {
 		return Credential{}, fmt.Errorf("auth: %s: field principal is empty", path)
 	}
 	return c, nil
+}
+
+// PrepareDataDir makes dir with mode 0700, or checks that an existing one
+// is a directory no other user can reach (ErrInsecureFile otherwise): the
+// broker's socket, state and relay live in it. Bootstrap calls it; so
+// does a broker given its principals file elsewhere, which needs the
+// directory but no bootstrapped credentials.
+func PrepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("auth: data directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("auth: data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("auth: data directory: %s is not a directory", dir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: data directory %s has mode %04o; other users could reach its socket and files (chmod 700 it, or choose another)", ErrInsecureFile, dir, perm)
+	}
+	return nil
 }

@@ -66,15 +66,24 @@ func runServe(args []string, stdio IO) int {
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: lvl}))
 	dir := cmp.Or(*data, defaultDataDir())
 
-	boot, err := auth.Bootstrap(dir)
-	if err != nil {
+	// With --principals the operator keeps principals elsewhere (say, one
+	// file shared by the brokers of a bus): nothing is bootstrapped, so no
+	// credentials file appears that the broker would not accept.
+	principalsPath := *principals
+	if principalsPath == "" {
+		boot, err := auth.Bootstrap(dir)
+		if err != nil {
+			log.Error("cannot prepare the data directory", "err", err)
+			return exitFail
+		}
+		if boot.Created {
+			fmt.Fprintf(stdio.Stdout, "busbar: created credentials on first start:\n  principals (broker): %s\n  credentials (clients of this OS user): %s\n", boot.PrincipalsPath, boot.CredentialsPath)
+		}
+		principalsPath = boot.PrincipalsPath
+	} else if err := auth.PrepareDataDir(dir); err != nil {
 		log.Error("cannot prepare the data directory", "err", err)
 		return exitFail
 	}
-	if boot.Created {
-		fmt.Fprintf(stdio.Stdout, "busbar: created credentials on first start:\n  principals (broker): %s\n  credentials (clients of this OS user): %s\n", boot.PrincipalsPath, boot.CredentialsPath)
-	}
-	principalsPath := cmp.Or(*principals, boot.PrincipalsPath)
 	store, err := auth.Load(principalsPath)
 	if err != nil {
 		log.Error("cannot load principals", "err", err)

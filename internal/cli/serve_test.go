@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,8 +301,33 @@ func TestServeRefusesWrongCredentials(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, "authentication refused") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(s.stderr.String(), "authentication refused") {
-		t.Fatalf("the broker did not log the refusal:\n%s", s.stderr.String())
+	// The client may exit before the broker's log line is written.
+	testbroker.Eventually(t, 10*time.Second, "the broker logs the refusal", func() bool {
+		return strings.Contains(s.stderr.String(), "authentication refused")
+	})
+}
+
+// TestServeWithPrincipalsElsewhere: given --principals (say, one file the
+// brokers of a bus share), serve bootstraps nothing in its data directory,
+// so no credentials file appears that it would refuse; clients present a
+// credential of the given file.
+func TestServeWithPrincipalsElsewhere(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	if _, err := auth.Bootstrap(shared); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data, "--principals", filepath.Join(shared, auth.PrincipalsFile))
+	for _, f := range []string{auth.PrincipalsFile, auth.CredentialsFile} {
+		if _, err := os.Stat(filepath.Join(data, f)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s in the data directory: %v, want none", f, err)
+		}
+	}
+	if fi, err := os.Stat(data); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("data directory: %v %v, want mode 0700", fi, err)
+	}
+	if code, out, errOut := s.busbar(t, "", "ls", "--credentials", filepath.Join(shared, auth.CredentialsFile)); code != 0 {
+		t.Fatalf("ls with the shared credential: exit %d: %s %s", code, out, errOut)
 	}
 }
 
