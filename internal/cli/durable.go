@@ -146,6 +146,12 @@ func durableSend(args []string, stdio IO) int {
 		return v.fail(stdio, err, exitRejected)
 	}
 	fmt.Fprintln(stdio.Stdout, id)
+	// Sent to the other members as the group stands now: with none, the
+	// message goes nowhere, which a user should hear of.
+	if m, err := d.Group(v.arg(0)); err == nil && m != nil && len(m.Recipients(d.ID())) == 0 {
+		fmt.Fprintf(stdio.Stderr, "busbar durable send: %s has no other members yet, so nothing will be delivered (invite a device: busbar group invite %s)\n", v.arg(0), v.arg(0))
+		return exitOK
+	}
 	c, err := v.conn.connect(ctx, nil)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v)\n", err)

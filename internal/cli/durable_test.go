@@ -22,6 +22,11 @@ func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
 	if code, _, errOut := busbar(t, env, "group", "create", "home", "--device", laptop); code != 0 {
 		t.Fatalf("create: %d %s", code, errOut)
 	}
+	// Alone in the group, a send is accepted and goes nowhere: the user hears so.
+	if code, out, errOut := busbar(t, env, "durable", "send", "home", "to nobody", "--device", laptop); code != 0 || len(strings.TrimSpace(out)) != 32 ||
+		!strings.Contains(errOut, "home has no other members yet") {
+		t.Fatalf("a send with no other member: exit %d, %q %q", code, out, errOut)
+	}
 	_, tok, _ := busbar(t, env, "group", "invite", "home", "--device", laptop)
 	if code, _, errOut := busbar(t, env, "group", "join", strings.TrimSpace(tok), "--device", phone); code != 0 {
 		t.Fatalf("join: %d %s", code, errOut)
