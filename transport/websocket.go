@@ -54,32 +54,48 @@ func SetFrameLimit(nc net.Conn, n int) {
 // carries: Read adds the 4-byte prefix to each message, Write strips it and
 // sends each frame as one message. Writes, the write deadline, Close and
 // the addresses are websocket.NetConn's.
+//
+// Reads go through a goroutine of the connection's own (reader), asked for
+// one message at a time: a WebSocket read cannot be interrupted without
+// closing the connection, so a read deadline that passes leaves the
+// reader waiting and the connection usable (the broker still writes its
+// TIMEOUT), and a message is read only once Read wants it, under the frame
+// limit in force then.
 type wsConn struct {
 	net.Conn // websocket.NetConn of ws
 	ws       *websocket.Conn
-	ctx      context.Context // ends at Close: bounds every read
+	ctx      context.Context // ends at Close
+	cancel   context.CancelFunc
+	loop     sync.WaitGroup // the reader
 
 	limit atomic.Int64 // largest frame Read hands on whole
 
-	rmu  sync.Mutex // one Read at a time; guards rbuf, roff
-	rbuf []byte     // the current message behind its prefix
-	roff int        // how much of rbuf Read has returned
-	rdl  readDeadline
+	want  chan struct{}  // Read asks the reader for a message (1 slot)
+	got   chan wsMessage // the reader's answer
+	rdl   deadline       // the read deadline
+	rmu   sync.Mutex     // one Read at a time; guards the fields below
+	rbuf  []byte         // the current message behind its prefix
+	roff  int            // how much of rbuf Read has returned
+	rerr  error          // sticky: the reader has ended
+	asked bool           // a message is asked for and not yet taken
 
 	wmu   sync.Mutex // one Write at a time; guards wpart
 	wpart []byte     // the start of a frame whose end is still to come
 }
 
-// retainReadBytes is the largest read buffer kept between messages, as
-// wire.Reader keeps its own: a connection idle after one large frame does
-// not pin it.
-const retainReadBytes = 64 << 10
+type wsMessage struct {
+	b   []byte // prefix and frame
+	err error
+}
 
 func newWSConn(ws *websocket.Conn) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), ws: ws, ctx: ctx}
-	c.rdl.stop = cancel
+	c := &wsConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), ws: ws, ctx: ctx, cancel: cancel,
+		want: make(chan struct{}, 1), got: make(chan wsMessage)}
+	c.rdl.init()
 	c.limit.Store(wire.MaxMessageBytes)
+	c.loop.Add(1)
+	go c.reader()
 	return c
 }
 
@@ -90,6 +106,27 @@ func (c *wsConn) SetFrameLimit(n int) {
 		n = wire.MaxMessageBytes
 	}
 	c.limit.Store(int64(n))
+}
+
+// reader reads one message each time Read asks, until an error or Close.
+func (c *wsConn) reader() {
+	defer c.loop.Done()
+	for {
+		select {
+		case <-c.want:
+		case <-c.ctx.Done():
+			return
+		}
+		b, err := c.readMessage()
+		select {
+		case c.got <- wsMessage{b, err}:
+		case <-c.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (c *wsConn) Read(p []byte) (int, error) {
@@ -105,28 +142,49 @@ func (c *wsConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next reads the next message, behind its length prefix, into rbuf. A
-// message over the limit is cut at limit+1 bytes: the prefix then says
-// limit+1 and the reader refuses the frame on its length alone.
+// next takes the next message from the reader, asking for it unless an
+// earlier Read already did and timed out.
 func (c *wsConn) next() error {
-	ctx, err := c.rdl.begin(c.ctx)
-	if err != nil {
-		return err
+	if c.rerr != nil {
+		return c.rerr
 	}
-	defer c.rdl.end()
-	typ, r, err := c.ws.Reader(ctx)
+	if !c.asked {
+		c.want <- struct{}{} // never blocks: one slot, one request at a time
+		c.asked = true
+	}
+	select {
+	case m := <-c.got:
+		c.asked = false
+		if m.err != nil {
+			c.rerr = m.err
+			return m.err
+		}
+		c.rbuf, c.roff = m.b, 0
+		return nil
+	case <-c.rdl.wait():
+		return fmt.Errorf("transport: websocket read: %w", os.ErrDeadlineExceeded)
+	case <-c.ctx.Done():
+		return net.ErrClosed
+	}
+}
+
+// readMessage reads the next message, behind its length prefix. A message
+// over the limit is cut at limit+1 bytes: the prefix then says limit+1 and
+// the stream reader refuses the frame on its length alone.
+func (c *wsConn) readMessage() ([]byte, error) {
+	typ, r, err := c.ws.Reader(c.ctx)
 	if err != nil {
-		return c.readError(ctx, err)
+		switch websocket.CloseStatus(err) {
+		case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+			return nil, io.EOF
+		}
+		return nil, err
 	}
 	if typ != websocket.MessageBinary {
 		_ = c.ws.Close(websocket.StatusUnsupportedData, "busbar frames travel in binary messages")
-		return ErrTextMessage
+		return nil, ErrTextMessage
 	}
-	buf := c.rbuf[:0]
-	if cap(buf) > retainReadBytes || cap(buf) < webSocketPrefix {
-		buf = make([]byte, 0, 512)
-	}
-	buf = append(buf, 0, 0, 0, 0)
+	buf := make([]byte, webSocketPrefix, 512)
 	max := webSocketPrefix + int(c.limit.Load()) + 1
 	for len(buf) < max {
 		if len(buf) == cap(buf) {
@@ -138,25 +196,11 @@ func (c *wsConn) next() error {
 			break
 		}
 		if err != nil {
-			return c.readError(ctx, err)
+			return nil, err
 		}
 	}
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-webSocketPrefix))
-	c.rbuf, c.roff = buf, 0
-	return nil
-}
-
-// readError turns what the WebSocket library says into what a stream
-// says: a normal close is io.EOF, a deadline os.ErrDeadlineExceeded.
-func (c *wsConn) readError(ctx context.Context, err error) error {
-	switch websocket.CloseStatus(err) {
-	case websocket.StatusNormalClosure, websocket.StatusGoingAway:
-		return io.EOF
-	}
-	if ctx.Err() != nil && c.ctx.Err() == nil {
-		return fmt.Errorf("transport: websocket read: %w", os.ErrDeadlineExceeded)
-	}
-	return err
+	return buf, nil
 }
 
 // Write sends every complete frame in p as one binary message, without its
@@ -188,9 +232,9 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// SetReadDeadline sets the deadline of Read; one that passes while a Read
-// waits closes the connection, as websocket.NetConn does (a WebSocket read
-// cannot be interrupted and resumed).
+// SetReadDeadline sets the deadline of Read. Unlike websocket.NetConn's,
+// one that passes leaves the connection open: the message asked for is
+// handed to the next Read.
 func (c *wsConn) SetReadDeadline(t time.Time) error {
 	c.rdl.set(t)
 	return nil
@@ -201,80 +245,64 @@ func (c *wsConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
+// Close closes the WebSocket (a close handshake: the peer has up to the
+// library's 5 s to answer), then ends and waits for the reader.
 func (c *wsConn) Close() error {
-	c.rdl.close()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.cancel()
+	c.loop.Wait()
+	c.rdl.set(time.Time{})
+	return err
 }
 
-// readDeadline is a read deadline for a read that waits on a context: when
-// it passes, it cancels the read in progress, or fails the next one.
-type readDeadline struct {
-	mu      sync.Mutex
-	timer   *time.Timer
-	gen     uint64             // bumped by each set: a timer of an older one does nothing
-	expired bool               // the deadline passed: reads fail until it is set again
-	cancel  context.CancelFunc // the read in progress, if any
-	stop    context.CancelFunc // ends the connection's context (Close)
+// deadline is a deadline as a channel, closed when it passes (the shape of
+// the standard library's net.Pipe deadlines).
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	passed chan struct{} // closed when the deadline passes; replaced when reset
 }
 
-func (d *readDeadline) set(t time.Time) {
+func (d *deadline) init() { d.passed = make(chan struct{}) }
+
+func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.gen++
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.passed // the timer fired: wait until it closed passed
 	}
-	d.expired = false
+	d.timer = nil
+	closed := isClosed(d.passed)
 	if t.IsZero() {
-		return
-	}
-	wait := time.Until(t)
-	if wait <= 0 {
-		d.expireLocked()
-		return
-	}
-	gen := d.gen
-	d.timer = time.AfterFunc(wait, func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.gen == gen {
-			d.expireLocked()
+		if closed {
+			d.passed = make(chan struct{})
 		}
-	})
-}
-
-func (d *readDeadline) expireLocked() {
-	d.expired = true
-	if d.cancel != nil {
-		d.cancel()
+		return
+	}
+	if wait := time.Until(t); wait > 0 {
+		if closed {
+			d.passed = make(chan struct{})
+		}
+		passed := d.passed
+		d.timer = time.AfterFunc(wait, func() { close(passed) })
+		return
+	}
+	if !closed {
+		close(d.passed)
 	}
 }
 
-func (d *readDeadline) begin(parent context.Context) (context.Context, error) {
+func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.expired {
-		return nil, fmt.Errorf("transport: websocket read: %w", os.ErrDeadlineExceeded)
-	}
-	ctx, cancel := context.WithCancel(parent)
-	d.cancel = cancel
-	return ctx, nil
+	return d.passed
 }
 
-func (d *readDeadline) end() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.cancel()
-	d.cancel = nil
-}
-
-func (d *readDeadline) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gen++
-	if d.timer != nil {
-		d.timer.Stop()
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
-	d.stop()
 }
