@@ -23,6 +23,9 @@ const defaultHTTP = "127.0.0.1:7475"
 // goroutines.
 const httpReadHeaderTimeout = 5 * time.Second
 
+// errHTTPSNeedsCert is a usage error of serve's.
+var errHTTPSNeedsCert = errors.New("--https needs --tls-cert and --tls-key")
+
 // httpListener is one HTTP server of serve (plain or TLS) and the
 // WebSocketListener the broker serves behind it.
 type httpListener struct {
@@ -93,7 +96,7 @@ func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string) ([]*httpList
 	var cfg *tls.Config
 	if httpsAddr != "" && httpsAddr != "off" {
 		if cert == "" || key == "" {
-			return nil, errors.New("--https needs --tls-cert and --tls-key")
+			return nil, errHTTPSNeedsCert
 		}
 		var err error
 		if cfg, err = transport.LoadTLS(cert, key); err != nil {

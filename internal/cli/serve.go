@@ -88,6 +88,9 @@ func runServe(args []string, stdio IO) int {
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
+		if errors.Is(err, errHTTPSNeedsCert) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	var lns []net.Listener

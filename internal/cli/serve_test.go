@@ -32,6 +32,7 @@ type server struct {
 	stderr syncBuffer
 	exited chan error
 	once   sync.Once
+	banner string // what serve printed up to its tcp line
 }
 
 func startServe(t *testing.T, data string, args ...string) *server {
@@ -62,6 +63,7 @@ func startServe(t *testing.T, data string, args ...string) *server {
 	select {
 	case banner := <-ready:
 		t.Logf("serve:\n%s", banner)
+		s.banner = banner
 	case <-time.After(10 * time.Second):
 		_ = s.cmd.Process.Kill()
 		t.Fatalf("serve did not start; stderr:\n%s", s.stderr.String())
