@@ -76,13 +76,26 @@ window.loaded = true;
 
 func startBrowser(t *testing.T) *browserEnv {
 	t.Helper()
+	return startBrowserWith(t, broker.Options{}, "127.0.0.1", nil)
+}
+
+// foreignHost is a name the browser resolves to 127.0.0.1: a page served
+// from it has a foreign origin, as a rebinding attacker's page would.
+const foreignHost = "evil.test"
+
+// startBrowserWith starts the broker with opts, its HTTP listener allowing
+// origins beyond the defaults, and loads the page from pageHost
+// (127.0.0.1, or foreignHost).
+func startBrowserWith(t *testing.T, bopts broker.Options, pageHost string, origins []string) *browserEnv {
+	t.Helper()
 	exe := chromium(t)
-	e := testbroker.Start(t, "tcp", broker.Options{}, webPrincipal())
-	httpURL := serveBus(t, e.Broker)
-	pageURL := servePage(t, fmt.Sprintf(testPage, httpURL))
+	e := testbroker.Start(t, "tcp", bopts, webPrincipal())
+	httpURL := serveBus(t, e.Broker, origins)
+	pageURL := strings.Replace(servePage(t, fmt.Sprintf(testPage, httpURL)), "127.0.0.1", pageHost, 1)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("host-resolver-rules", "MAP "+foreignHost+" 127.0.0.1"))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })
@@ -99,13 +112,13 @@ func startBrowser(t *testing.T) *browserEnv {
 
 // serveBus runs the broker's HTTP listener as busbar serve does, on a real
 // loopback port, and returns its http:// URL.
-func serveBus(t *testing.T, b *broker.Broker) string {
+func serveBus(t *testing.T, b *broker.Broker, origins []string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wsl := transport.NewWebSocketListener(ln.Addr(), transport.WebSocketOptions{})
+	wsl := transport.NewWebSocketListener(ln.Addr(), transport.WebSocketOptions{Origins: origins})
 	srv := &http.Server{Handler: web.Handler(wsl), ReadHeaderTimeout: 5 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = b.Serve(wsl) })
@@ -365,4 +378,139 @@ func TestBrowserRefusedLogins(t *testing.T) {
 	if got["name"] != "ClosedError" {
 		t.Errorf("a call after close: %v", got)
 	}
+}
+
+// A page of a foreign origin loads busbar.js (public code) but may not
+// connect: the upgrade gets 403, connect rejects with DISCONNECT, and the
+// broker never sees a connection. Listed (--ws-origin), the same page
+// connects.
+func TestBrowserForeignOriginIsRefused(t *testing.T) {
+	b := startBrowserWith(t, broker.Options{}, foreignHost, nil)
+	var got map[string]any
+	b.mustJS(t, &got, `try { await busbar.connect(%q, {node: "page", principal: "web", secret: %q}); return {}; } catch (e) { return {name: e.name, code: e.code, origin: location.origin}; }`, b.wsURL, b.secret)
+	if got["name"] != "BusError" || got["code"] != "DISCONNECT" || !strings.Contains(got["origin"].(string), foreignHost) {
+		t.Fatalf("a page of %v: %v, want DISCONNECT", got["origin"], got)
+	}
+	if n := len(b.bus.Broker.Directory()); n != 0 {
+		t.Fatalf("the broker registered %d nodes", n)
+	}
+
+	b = startBrowserWith(t, broker.Options{}, foreignHost, []string{foreignHost + ":*"})
+	b.connectPage(t)
+}
+
+// The page keeps its lease with heartbeats while idle: its lease is
+// renewed past several lease periods, on the same connection.
+func TestBrowserHeartbeatsKeepTheLease(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	b := startBrowserWith(t, broker.Options{HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: lease}, "127.0.0.1", nil)
+	b.connectPage(t)
+	start := time.Now()
+	var epoch uint64
+	testbroker.Await(t, 20*time.Second, "the idle page's lease renewed past 3 leases", func() error {
+		for _, n := range b.bus.Broker.Directory() {
+			if n.Node != "page" {
+				continue
+			}
+			if epoch == 0 {
+				epoch = n.Epoch
+			}
+			if n.Epoch != epoch {
+				return fmt.Errorf("the page reconnected: epoch %d, then %d", epoch, n.Epoch)
+			}
+			if n.LeaseExpires.Before(start.Add(3 * lease)) {
+				return fmt.Errorf("lease expires %v", n.LeaseExpires.Sub(start))
+			}
+			return nil
+		}
+		return errors.New("the page is not in the directory")
+	})
+	var closed bool
+	b.mustJS(t, &closed, `return bus._closed !== null;`)
+	if closed {
+		t.Fatal("the page's client ended")
+	}
+}
+
+// The example of docs/browser.md runs as written (its import and address
+// replaced by the test broker's) and logs what the doc says.
+func TestBrowserDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/browser.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := fenced(t, string(doc), "<!-- browser-example:", "```js")
+	want := strings.Split(strings.TrimSpace(fenced(t, string(doc), "<!-- browser-example-output -->", "```text")), "\n")
+
+	b := startBrowser(t)
+	billing := testclient.Connect(t, b.bus, "billing")
+	ctx := ctxT(t)
+	s := billing.Scope("doc")
+	if _, err := s.Channel("go.orders").Subscribe(ctx, func(context.Context, *client.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Channel("go.invoice").Handle(ctx, func(_ context.Context, m *client.Message) ([]byte, error) {
+		return fmt.Appendf(nil, "total for %s: 42", m.Payload()), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	home := billing.State("home")
+	if _, err := home.Set(ctx, "target", 20.5); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := strings.Split(code, "\n")
+	if !strings.HasPrefix(lines[0], "import ") {
+		t.Fatalf("the example does not start with its import: %q", lines[0])
+	}
+	body := strings.Join(lines[1:], "\n")
+	body = strings.ReplaceAll(body, "ws://127.0.0.1:7475/bus", b.wsURL)
+	prelude := fmt.Sprintf("const { connect, RequestError } = busbar; const SECRET = %q; window.docLog = []; const console = { log: (...a) => docLog.push(a.join(\" \")) };\n", b.secret)
+	b.mustJS(t, nil, "%s", prelude+body+"\nwindow.docBus = bus; return null;")
+	var got []string
+	b.mustJS(t, &got, `return docLog;`)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the example logged:\n%s\nthe doc says:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// What the doc says follows, as the Go side acts.
+	if r, err := s.Channel("page.alerts").Send(ctx, "page", []byte("disk full")); err != nil || r.Result != "ACCEPTED" {
+		t.Fatalf("alert: %+v %v", r, err)
+	}
+	if _, err := home.Set(ctx, "target", 22); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := s.Channel("page.ping").Request(ctx, "page", []byte("x"))
+	if err != nil || string(reply.Payload()) != "pong x" {
+		t.Fatalf("ping: %v %v", reply, err)
+	}
+	testbroker.Await(t, 10*time.Second, "the example's later lines", func() error {
+		var all []string
+		if err := b.js(&all, `return docLog;`); err != nil {
+			return err
+		}
+		later := strings.Join(all[len(want):], "\n")
+		if !strings.Contains(later, "alert from billing.bus: disk full") || !strings.Contains(later, "change: target = 22 from billing") {
+			return fmt.Errorf("logged after the example: %q", later)
+		}
+		return nil
+	})
+}
+
+// fenced returns the fenced block that follows marker and opens with fence.
+func fenced(t *testing.T, doc, marker, fence string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, marker)
+	if !ok {
+		t.Fatalf("docs/browser.md has no %q", marker)
+	}
+	_, rest, ok = strings.Cut(rest, fence+"\n")
+	if !ok {
+		t.Fatalf("no %s block after %q", fence, marker)
+	}
+	block, _, ok := strings.Cut(rest, "```\n")
+	if !ok {
+		t.Fatalf("the %s block after %q does not end", fence, marker)
+	}
+	return strings.TrimRight(block, "\n")
 }
