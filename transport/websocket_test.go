@@ -5,10 +5,12 @@ package transport
 // a closed listener.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -335,5 +337,58 @@ func TestListenRefusesWebSocketEndpoints(t *testing.T) {
 			}
 			t.Errorf("Listen(%s): %v, want ErrBadEndpoint", s, err)
 		}
+	}
+}
+
+// TestProtocolDocWebSocketExample keeps docs/protocol.md's WebSocket
+// example true: it is exactly the bytes a server connection puts on the
+// wire for the stream frame of the stream example, read from a raw TCP
+// connection that did the upgrade by hand.
+func TestProtocolDocWebSocketExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "<!-- websocket-example:")
+	if !ok {
+		t.Fatal("docs/protocol.md has no WebSocket example")
+	}
+	_, rest, _ = strings.Cut(rest, "```\n")
+	block, _, _ := strings.Cut(rest, "```")
+
+	wsl, e := wsServer(t, nil, WebSocketOptions{})
+	got := make(chan net.Conn, 1)
+	go func() { c, _ := wsl.Accept(); got <- c }()
+	tcp, err := net.Dial("tcp", e.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	_ = tcp.SetDeadline(time.Now().Add(10 * time.Second))
+	req := "GET " + WebSocketPath + " HTTP/1.1\r\nHost: " + e.Address + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := io.WriteString(tcp, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(tcp)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	server := <-got
+	defer func() { _ = tcp.Close(); _ = server.Close() }()
+	frame, err := wire.AppendFrame(nil, wire.New(wire.TypeEvent, "chat").WithHeader("id", "7").WithBody([]byte("hi\x00\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	wireBytes := make([]byte, 2+len(frame)-4)
+	if _, err := io.ReadFull(br, wireBytes); err != nil {
+		t.Fatal(err)
+	}
+	if dump := hex.Dump(wireBytes); dump != block {
+		t.Fatalf("docs/protocol.md's WebSocket example is stale; the wire carries:\n%s", dump)
 	}
 }
