@@ -42,6 +42,9 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
+	if os.Getenv("BUSBAR_REQUIRE_BROWSER") != "" { // CI: a skip would hide a missing install
+		t.Fatal("no Chromium installed, and BUSBAR_REQUIRE_BROWSER is set")
+	}
 	t.Skip("no Chromium installed (apt-get install chromium; or set BUSBAR_CHROMIUM): the browser tests need one")
 	return ""
 }
