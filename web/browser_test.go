@@ -313,6 +313,11 @@ func TestBrowserRequestsEachWay(t *testing.T) {
 	if got := <-news; got != "extra" {
 		t.Errorf("Go node's publication: %q", got)
 	}
+	// A stream message: fire and forget, delivered all the same.
+	b.mustJS(t, nil, `bus.channel("news").emit("stream-1"); return null;`)
+	if got := <-news; got != "stream-1" {
+		t.Errorf("Go node's stream message: %q", got)
+	}
 }
 
 func TestBrowserStateWatch(t *testing.T) {
@@ -361,6 +366,19 @@ func TestBrowserStateWatch(t *testing.T) {
 	e, found, err := goNode.State("page").Get(ctx, "seen")
 	if err != nil || !found || string(e.Value) != `{"n":1}` || e.Source != "page" {
 		t.Errorf("Go reads the page's write: %+v %v %v", e, found, err)
+	}
+	// The owner opens the key; the Go node may then write it; the page
+	// sees that in a snapshot, and deletes it.
+	b.mustJS(t, &got, `return await bus.state("page").open("seen");`)
+	if got["open"] != true {
+		t.Errorf("open: %v", got)
+	}
+	if _, err := goNode.State("page").Set(ctx, "seen", 2); err != nil {
+		t.Fatalf("the Go node writes the opened key: %v", err)
+	}
+	b.mustJS(t, &got, `const s = await bus.state("page").snapshot(); const d = await bus.state("page").delete("seen"); return {owner: s.owner, v: s.entries[0].v, src: s.entries[0].src, del: d.del, ver: d.ver};`)
+	if got["owner"] != "page" || got["v"] != 2.0 || got["src"] != "thermostat" || got["del"] != true || got["ver"].(float64) <= 2 {
+		t.Errorf("snapshot and delete: %v", got)
 	}
 }
 
