@@ -179,13 +179,19 @@ func (b *browserEnv) connectPage(t *testing.T) {
 	b.mustJS(t, nil, `window.bus = await busbar.connect(%q, {node: "page", principal: "web", secret: %q}); return null;`, b.wsURL, b.secret)
 }
 
+// pageAndGoNode starts the browser with the page logged in, and a Go
+// node on the same broker.
+func pageAndGoNode(t *testing.T, node string) (*browserEnv, *client.Client, context.Context) {
+	t.Helper()
+	b := startBrowser(t)
+	b.connectPage(t)
+	return b, testclient.Connect(t, b.bus, node), ctxT(t)
+}
+
 func ctxT(t *testing.T) context.Context { return testclient.Ctx(t, 30*time.Second) }
 
 func TestBrowserEventsBothWays(t *testing.T) {
-	b := startBrowser(t)
-	b.connectPage(t)
-	goNode := testclient.Connect(t, b.bus, "gonode")
-	ctx := ctxT(t)
+	b, goNode, ctx := pageAndGoNode(t, "gonode")
 
 	// Go → page: the page subscribed, the Go node's send is ACCEPTED.
 	b.mustJS(t, nil, `await bus.channel("page.in").subscribe((m) => got.push({from: m.from, text: m.text()})); return null;`)
@@ -240,10 +246,7 @@ func TestBrowserEventsBothWays(t *testing.T) {
 }
 
 func TestBrowserRequestsEachWay(t *testing.T) {
-	b := startBrowser(t)
-	b.connectPage(t)
-	goNode := testclient.Connect(t, b.bus, "gonode")
-	ctx := ctxT(t)
+	b, goNode, ctx := pageAndGoNode(t, "gonode")
 
 	// Go → page: the page's handler answers, or fails with its own code.
 	b.mustJS(t, nil, `
@@ -321,10 +324,7 @@ func TestBrowserRequestsEachWay(t *testing.T) {
 }
 
 func TestBrowserStateWatch(t *testing.T) {
-	b := startBrowser(t)
-	b.connectPage(t)
-	goNode := testclient.Connect(t, b.bus, "thermostat")
-	ctx := ctxT(t)
+	b, goNode, ctx := pageAndGoNode(t, "thermostat")
 	home := goNode.State("home")
 	if _, err := home.Set(ctx, "target", 20.5); err != nil {
 		t.Fatal(err)

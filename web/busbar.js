@@ -350,6 +350,19 @@ export class Client {
     return f;
   }
 
+  // _register keeps value in table under channel while the broker is
+  // asked to register it (so what arrives at once finds it), and takes it
+  // back when the broker refuses.
+  async _register(table, channel, value, command) {
+    table.set(channel, value);
+    try {
+      await this._control(command, channel);
+    } catch (e) {
+      table.delete(channel);
+      throw e;
+    }
+  }
+
   _dispatch(f) {
     this._lastRead = Date.now();
     const h = f.headers;
@@ -522,13 +535,7 @@ export class Channel {
     let set = c._subs.get(this.name);
     if (!set) {
       set = new Set();
-      c._subs.set(this.name, set);
-      try {
-        await c._control("bus.sub", this.name);
-      } catch (e) {
-        c._subs.delete(this.name);
-        throw e;
-      }
+      await c._register(c._subs, this.name, set, "bus.sub");
     }
     set.add(cb);
     return {
@@ -548,13 +555,7 @@ export class Channel {
   async handle(fn) {
     const c = this.client;
     if (c._handlers.has(this.name)) throw new RequestError(Result.REJECTED, RC.FAILURE, `a handler for ${this.name} is registered already`);
-    c._handlers.set(this.name, fn);
-    try {
-      await c._control("bus.handle", this.name);
-    } catch (e) {
-      c._handlers.delete(this.name);
-      throw e;
-    }
+    await c._register(c._handlers, this.name, fn, "bus.handle");
     return {
       close: async () => {
         if (c._handlers.get(this.name) !== fn) return;
