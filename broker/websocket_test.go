@@ -166,3 +166,14 @@ func TestWebSocketTextMessageClosesTheConnection(t *testing.T) {
 		t.Fatalf("after a text message: %v, want close 1003", err)
 	}
 }
+
+// A WebSocket node is a network peer with its real address: the directory
+// shows it, and the login pools count it under its host.
+func TestWebSocketPeerHasItsNetworkAddress(t *testing.T) {
+	e := testbroker.Start(t, "ws", testOpts())
+	connect(t, e, "alpha")
+	nodes := e.Broker.Directory()
+	if len(nodes) != 1 || !strings.HasPrefix(nodes[0].Remote, "127.0.0.1:") {
+		t.Fatalf("directory: %+v", nodes)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -390,5 +391,66 @@ func TestProtocolDocWebSocketExample(t *testing.T) {
 	}
 	if dump := hex.Dump(wireBytes); dump != block {
 		t.Fatalf("docs/protocol.md's WebSocket example is stale; the wire carries:\n%s", dump)
+	}
+}
+
+// A stream whose prefix claims more than MAX_MESSAGE_BYTES cannot be
+// carried: Write refuses it (wire.ErrTooLarge) rather than buffer it.
+func TestWebSocketWriteRefusesAnOversizePrefix(t *testing.T) {
+	wsl, e := wsServer(t, nil, WebSocketOptions{})
+	client, _ := accepted(t, wsl, e, nil)
+	var prefix [4]byte
+	binary.BigEndian.PutUint32(prefix[:], wire.MaxMessageBytes+1)
+	if _, err := client.Write(prefix[:]); !errors.Is(err, wire.ErrTooLarge) {
+		t.Fatalf("a prefix of MaxMessageBytes+1: %v, want ErrTooLarge", err)
+	}
+}
+
+// BenchmarkWebSocketFrames measures one frame's way over a WebSocket on
+// loopback: written to the stream at one end, a message on the wire, read
+// as a frame at the other.
+func BenchmarkWebSocketFrames(b *testing.B) {
+	for _, size := range []int{128, 4 << 10} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			wsl := NewWebSocketListener(tcp.Addr(), WebSocketOptions{})
+			srv := &http.Server{Handler: wsl, ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = srv.Serve(tcp) }()
+			defer srv.Close()
+			got := make(chan net.Conn, 1)
+			go func() { c, _ := wsl.Accept(); got <- c }()
+			client, err := Dial(context.Background(), Endpoint{Scheme: SchemeWS, Address: tcp.Addr().String()}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			server := <-got
+			defer closeBoth(client, server)
+			f, _ := wire.AppendFrame(nil, wire.New(wire.TypeEvent, "bench").WithHeader(wire.HeaderID, "1").WithBody(make([]byte, size)))
+			r := wire.NewReader(server)
+			done := make(chan error, 1)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(f)))
+			b.ResetTimer()
+			go func() {
+				for range b.N {
+					if _, err := r.ReadFrame(); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for range b.N {
+				if _, err := client.Write(f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
