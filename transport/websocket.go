@@ -255,6 +255,14 @@ func (c *wsConn) Close() error {
 	return err
 }
 
+// abort closes the connection at once, without a close handshake: for one
+// nobody took.
+func (c *wsConn) abort() {
+	_ = c.ws.CloseNow()
+	c.cancel()
+	c.loop.Wait()
+}
+
 // deadline is a deadline as a channel, closed when it passes (the shape of
 // the standard library's net.Pipe deadlines).
 type deadline struct {

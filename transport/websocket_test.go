@@ -418,8 +418,9 @@ func BenchmarkWebSocketFrames(b *testing.B) {
 			}
 			wsl := NewWebSocketListener(tcp.Addr(), WebSocketOptions{})
 			srv := &http.Server{Handler: wsl, ReadHeaderTimeout: 5 * time.Second}
-			go func() { _ = srv.Serve(tcp) }()
-			defer srv.Close()
+			served := make(chan struct{})
+			go func() { defer close(served); _ = srv.Serve(tcp) }()
+			defer func() { _ = srv.Close(); <-served }()
 			got := make(chan net.Conn, 1)
 			go func() { c, _ := wsl.Accept(); got <- c }()
 			client, err := Dial(context.Background(), Endpoint{Scheme: SchemeWS, Address: tcp.Addr().String()}, nil)
@@ -452,5 +453,23 @@ func BenchmarkWebSocketFrames(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// A connection upgraded while nobody calls Accept waits for it; when the
+// listener closes instead, it is closed (and its reader ends: TestMain
+// checks for leaks).
+func TestWebSocketUnacceptedConnectionClosesWithTheListener(t *testing.T) {
+	wsl, e := wsServer(t, nil, WebSocketOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+e.Address+WebSocketPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	_ = wsl.Close()
+	if _, _, err := ws.Read(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read from a connection nobody accepted: %v, want it closed", err)
 	}
 }

@@ -75,7 +75,7 @@ func (l *WebSocketListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case l.conns <- c:
 	case <-l.done:
-		_ = ws.CloseNow()
+		c.abort()
 	}
 }
 

@@ -284,6 +284,25 @@ func TestBrowserRequestsEachWay(t *testing.T) {
 			t.Errorf("%s: %v, want a RequestError %s", c.call, got, c.kind)
 		}
 	}
+	// A payload of the broker's limit goes; its deadline bounds a request
+	// whose handler does not answer: TIMEOUT, typed.
+	b.mustJS(t, &got, `const r = await bus.channel("go.upper").request("gonode", new Uint8Array(bus.welcome.max_payload)); return {n: r.payload.length};`)
+	if got["n"] != float64(1<<20) {
+		t.Errorf("a payload of max_payload: %v", got)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	if _, err := goNode.Scope("t").Channel("go.stuck").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) {
+		<-release
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.mustJS(t, &got, `try { await bus.channel("go.stuck").request("gonode", "x", {timeout: 200}); return {}; } catch (e) { return {kind: e.kind, req: e instanceof busbar.RequestError}; }`)
+	if got["kind"] != "TIMEOUT" || got["req"] != true {
+		t.Errorf("a request past its deadline: %v", got)
+	}
+
 	// Refused before sending: the typed local errors; a channel name at
 	// MAX_CHANNEL_LEN is sent (and refused by permission), one byte more
 	// is not.
@@ -427,6 +446,22 @@ func TestBrowserRefusedLogins(t *testing.T) {
 	if got["name"] != "AuthError" {
 		t.Errorf("a node name the principal may not claim: %v", got)
 	}
+	// A server that upgrades but never says bus.info (a WebSocketListener
+	// nobody serves): connect gives up at handshakeTimeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent := transport.NewWebSocketListener(ln.Addr(), transport.WebSocketOptions{})
+	srv := &http.Server{Handler: silent, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { _ = silent.Close(); _ = srv.Close(); <-served }()
+	b.mustJS(t, &got, `try { await busbar.connect("ws://%s/bus", {node: "page", handshakeTimeout: 300}); return {}; } catch (e) { return {name: e.name, code: e.code}; }`, ln.Addr())
+	if got["code"] != "TIMEOUT" {
+		t.Errorf("a broker that never speaks: %v", got)
+	}
+
 	// Closing fails what is open and refuses what follows.
 	b.connectPage(t)
 	b.mustJS(t, &got, `bus.close(); try { await bus.channel("go.x").send("gonode", "x"); return {}; } catch (e) { return {name: e.name}; }`)
