@@ -7,6 +7,7 @@ package web_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testcert"
 	"busbar/internal/testclient"
 	"busbar/transport"
 	"busbar/web"
@@ -79,26 +81,39 @@ window.loaded = true;
 
 func startBrowser(t *testing.T) *browserEnv {
 	t.Helper()
-	return startBrowserWith(t, broker.Options{}, "127.0.0.1", nil)
+	return startBrowserWith(t, browserConfig{})
 }
 
 // foreignHost is a name the browser resolves to 127.0.0.1: a page served
 // from it has a foreign origin, as a rebinding attacker's page would.
 const foreignHost = "evil.test"
 
-// startBrowserWith starts the broker with opts, its HTTP listener allowing
-// origins beyond the defaults, and loads the page from pageHost
-// (127.0.0.1, or foreignHost).
-func startBrowserWith(t *testing.T, bopts broker.Options, pageHost string, origins []string) *browserEnv {
+// browserConfig varies the browser tests' setup.
+type browserConfig struct {
+	broker   broker.Options
+	pageHost string   // where the page comes from: 127.0.0.1 (default), or foreignHost
+	origins  []string // allowed beyond the defaults (--ws-origin)
+	tls      bool     // the HTTP listener over TLS (--https): https:// and wss://
+}
+
+// startBrowserWith starts the broker and its HTTP listener as cfg says,
+// and loads the page in a fresh headless Chromium.
+func startBrowserWith(t *testing.T, cfg browserConfig) *browserEnv {
 	t.Helper()
 	exe := chromium(t)
-	e := testbroker.Start(t, "tcp", bopts, webPrincipal())
-	httpURL := serveBus(t, e.Broker, origins)
-	pageURL := strings.Replace(servePage(t, fmt.Sprintf(testPage, httpURL)), "127.0.0.1", pageHost, 1)
+	e := testbroker.Start(t, "tcp", cfg.broker, webPrincipal())
+	httpURL := serveBus(t, e.Broker, cfg)
+	pageURL := servePage(t, fmt.Sprintf(testPage, httpURL))
+	if cfg.pageHost != "" {
+		pageURL = strings.Replace(pageURL, "127.0.0.1", cfg.pageHost, 1)
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", "MAP "+foreignHost+" 127.0.0.1"))
+	if cfg.tls {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors", true)) // the test's own certificate
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })
@@ -110,18 +125,28 @@ func startBrowserWith(t *testing.T, bopts broker.Options, pageHost string, origi
 	if _, err := chromedp.Run(tctx, chromedp.Poll[bool]("window.loaded === true", chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the test page did not load busbar.js: %v", err)
 	}
-	return &browserEnv{bus: e, wsURL: "ws" + strings.TrimPrefix(httpURL, "http") + transport.WebSocketPath, ctx: tctx, secret: e.Secrets["web"]}
+	wsURL := "ws" + strings.TrimPrefix(httpURL, "http") + transport.WebSocketPath // https: -> wss:
+	return &browserEnv{bus: e, wsURL: wsURL, ctx: tctx, secret: e.Secrets["web"]}
 }
 
 // serveBus runs the broker's HTTP listener as busbar serve does, on a real
-// loopback port, and returns its http:// URL.
-func serveBus(t *testing.T, b *broker.Broker, origins []string) string {
+// loopback port, and returns its http:// (or https://) URL.
+func serveBus(t *testing.T, b *broker.Broker, cfg browserConfig) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wsl := transport.NewWebSocketListener(ln.Addr(), transport.WebSocketOptions{Origins: origins})
+	ln, scheme := tcp, "http://"
+	if cfg.tls {
+		certFile, keyFile, _ := testcert.Write(t)
+		tlsCfg, err := transport.LoadTLS(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, scheme = tls.NewListener(tcp, tlsCfg), "https://"
+	}
+	wsl := transport.NewWebSocketListener(tcp.Addr(), transport.WebSocketOptions{Origins: cfg.origins})
 	srv := &http.Server{Handler: web.Handler(wsl), ReadHeaderTimeout: 5 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = b.Serve(wsl) })
@@ -131,7 +156,7 @@ func serveBus(t *testing.T, b *broker.Broker, origins []string) string {
 		_ = srv.Close()
 		wg.Wait()
 	})
-	return "http://" + ln.Addr().String()
+	return scheme + tcp.Addr().String()
 }
 
 // servePage serves html at / on another loopback port: a page of its own
@@ -475,7 +500,7 @@ func TestBrowserRefusedLogins(t *testing.T) {
 // broker never sees a connection. Listed (--ws-origin), the same page
 // connects.
 func TestBrowserForeignOriginIsRefused(t *testing.T) {
-	b := startBrowserWith(t, broker.Options{}, foreignHost, nil)
+	b := startBrowserWith(t, browserConfig{pageHost: foreignHost})
 	var got map[string]any
 	b.mustJS(t, &got, `try { await busbar.connect(%q, {node: "page", principal: "web", secret: %q}); return {}; } catch (e) { return {name: e.name, code: e.code, origin: location.origin}; }`, b.wsURL, b.secret)
 	if got["name"] != "BusError" || got["code"] != "DISCONNECT" || !strings.Contains(got["origin"].(string), foreignHost) {
@@ -485,7 +510,7 @@ func TestBrowserForeignOriginIsRefused(t *testing.T) {
 		t.Fatalf("the broker registered %d nodes", n)
 	}
 
-	b = startBrowserWith(t, broker.Options{}, foreignHost, []string{foreignHost + ":*"})
+	b = startBrowserWith(t, browserConfig{pageHost: foreignHost, origins: []string{foreignHost + ":*"}})
 	b.connectPage(t)
 }
 
@@ -493,7 +518,7 @@ func TestBrowserForeignOriginIsRefused(t *testing.T) {
 // renewed past several lease periods, on the same connection.
 func TestBrowserHeartbeatsKeepTheLease(t *testing.T) {
 	const lease = 400 * time.Millisecond
-	b := startBrowserWith(t, broker.Options{HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: lease}, "127.0.0.1", nil)
+	b := startBrowserWith(t, browserConfig{broker: broker.Options{HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: lease}})
 	b.connectPage(t)
 	start := time.Now()
 	var epoch uint64
@@ -603,4 +628,31 @@ func fenced(t *testing.T, doc, marker, fence string) string {
 		t.Fatalf("the %s block after %q does not end", fence, marker)
 	}
 	return strings.TrimRight(block, "\n")
+}
+
+// Over TLS (--https): the page imports busbar.js over https and talks to
+// the bus over wss, a request each way.
+func TestBrowserOverTLS(t *testing.T) {
+	b := startBrowserWith(t, browserConfig{tls: true})
+	if !strings.HasPrefix(b.wsURL, "wss://") {
+		t.Fatalf("ws URL %s", b.wsURL)
+	}
+	b.connectPage(t)
+	goNode := testclient.Connect(t, b.bus, "gonode")
+	ctx := ctxT(t)
+	b.mustJS(t, nil, `await bus.channel("page.echo").handle((m) => "echo:" + m.text()); return null;`)
+	reply, err := goNode.Scope("t").Channel("page.echo").Request(ctx, "page", []byte("over tls"))
+	if err != nil || string(reply.Payload()) != "echo:over tls" {
+		t.Fatalf("request to the page over wss: %v %v", reply, err)
+	}
+	if _, err := goNode.Scope("t").Channel("go.upper").Handle(ctx, func(_ context.Context, m *client.Message) ([]byte, error) {
+		return []byte(strings.ToUpper(string(m.Payload()))), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	b.mustJS(t, &got, `return (await bus.channel("go.upper").request("gonode", "secure")).text();`)
+	if got != "SECURE" {
+		t.Fatalf("the page's request over wss: %q", got)
+	}
 }
