@@ -56,21 +56,27 @@ func accepted(t *testing.T, wsl *WebSocketListener, e Endpoint, cfg *tls.Config)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got := make(chan net.Conn, 1)
-	go func() {
-		c, err := wsl.Accept()
-		if err != nil {
-			t.Error(err)
-		}
-		got <- c
-	}()
+	got := acceptNext(wsl)
 	client, err := Dial(ctx, e, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = <-got
+	if server = <-got; server == nil {
+		t.Fatal("the listener closed before it accepted")
+	}
 	t.Cleanup(func() { closeBoth(client, server) })
 	return client, server
+}
+
+// acceptNext accepts one connection from wsl in the background; the
+// channel gets it (nil if the listener closed first).
+func acceptNext(wsl *WebSocketListener) <-chan net.Conn {
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, _ := wsl.Accept()
+		got <- c
+	}()
+	return got
 }
 
 // closeBoth closes two ends at once: a WebSocket Close waits for the
@@ -89,11 +95,7 @@ func rawClient(t *testing.T, wsl *WebSocketListener, e Endpoint) (*websocket.Con
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got := make(chan net.Conn, 1)
-	go func() {
-		c, _ := wsl.Accept()
-		got <- c
-	}()
+	got := acceptNext(wsl)
 	ws, _, err := websocket.Dial(ctx, "ws://"+e.Address+WebSocketPath, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -314,8 +316,7 @@ func TestWebSocketRefusedOriginGets403(t *testing.T) {
 		t.Fatalf("a foreign origin: %v %v, want 403", resp, err)
 	}
 	h.Set("Origin", "http://localhost:1234")
-	got := make(chan net.Conn, 1)
-	go func() { c, _ := wsl.Accept(); got <- c }()
+	got := acceptNext(wsl)
 	ws, _, err := websocket.Dial(ctx, "ws://"+e.Address+WebSocketPath, &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
 		t.Fatalf("a loopback origin: %v", err)
@@ -358,8 +359,7 @@ func TestProtocolDocWebSocketExample(t *testing.T) {
 	block, _, _ := strings.Cut(rest, "```")
 
 	wsl, e := wsServer(t, nil, WebSocketOptions{})
-	got := make(chan net.Conn, 1)
-	go func() { c, _ := wsl.Accept(); got <- c }()
+	got := acceptNext(wsl)
 	tcp, err := net.Dial("tcp", e.Address)
 	if err != nil {
 		t.Fatal(err)
@@ -421,8 +421,7 @@ func BenchmarkWebSocketFrames(b *testing.B) {
 			served := make(chan struct{})
 			go func() { defer close(served); _ = srv.Serve(tcp) }()
 			defer func() { _ = srv.Close(); <-served }()
-			got := make(chan net.Conn, 1)
-			go func() { c, _ := wsl.Accept(); got <- c }()
+			got := acceptNext(wsl)
 			client, err := Dial(context.Background(), Endpoint{Scheme: SchemeWS, Address: tcp.Addr().String()}, nil)
 			if err != nil {
 				b.Fatal(err)

@@ -198,6 +198,18 @@ func (b *browserEnv) mustJS(t *testing.T, out any, body string, args ...any) {
 	}
 }
 
+// awaitJS polls expr in the page until check accepts what it returns.
+func awaitJS[T any](t *testing.T, b *browserEnv, what, expr string, check func(T) error) {
+	t.Helper()
+	testbroker.Await(t, 10*time.Second, what, func() error {
+		var v T
+		if err := b.js(&v, "%s", expr); err != nil {
+			return err
+		}
+		return check(v)
+	})
+}
+
 // connectPage logs the page in as node "page".
 func (b *browserEnv) connectPage(t *testing.T) {
 	t.Helper()
@@ -224,11 +236,7 @@ func TestBrowserEventsBothWays(t *testing.T) {
 	if err != nil || r.Result != "ACCEPTED" {
 		t.Fatalf("send to the page: %+v, %v", r, err)
 	}
-	testbroker.Await(t, 10*time.Second, "the page's subscriber", func() error {
-		var got []map[string]string
-		if err := b.js(&got, `return got;`); err != nil {
-			return err
-		}
+	awaitJS(t, b, "the page's subscriber", `return got;`, func(got []map[string]string) error {
 		if len(got) != 1 || got[0]["text"] != "hello page" || got[0]["from"] != "gonode.bus" {
 			return fmt.Errorf("page got %v", got)
 		}
@@ -392,11 +400,7 @@ func TestBrowserStateWatch(t *testing.T) {
 	if _, err := home.Set(ctx, "mode", "eco"); err != nil {
 		t.Fatal(err)
 	}
-	testbroker.Await(t, 10*time.Second, "the page's watch", func() error {
-		var ch []map[string]any
-		if err := b.js(&ch, `return changes;`); err != nil {
-			return err
-		}
+	awaitJS(t, b, "the page's watch", `return changes;`, func(ch []map[string]any) error {
 		if len(ch) != 2 || ch[0]["k"] != "target" || ch[0]["v"] != 22.0 || ch[1]["k"] != "mode" || ch[1]["v"] != "eco" {
 			return fmt.Errorf("changes %v", ch)
 		}
@@ -407,11 +411,7 @@ func TestBrowserStateWatch(t *testing.T) {
 	// number skips): the watch renews itself from a snapshot and delivers
 	// what differs, once.
 	b.mustJS(t, nil, `w.entries.delete("mode"); w._event("bus.state.delta", {ns: "home", seq: w._seq + 2, key: "x", ver: 1, src: "nobody"}); return null;`)
-	testbroker.Await(t, 10*time.Second, "the resync", func() error {
-		var ch []map[string]any
-		if err := b.js(&ch, `return changes;`); err != nil {
-			return err
-		}
+	awaitJS(t, b, "the resync", `return changes;`, func(ch []map[string]any) error {
 		if len(ch) != 3 || ch[2]["k"] != "mode" || ch[2]["v"] != "eco" {
 			return fmt.Errorf("changes %v", ch)
 		}
@@ -599,11 +599,7 @@ func TestBrowserDocExample(t *testing.T) {
 	if err != nil || string(reply.Payload()) != "pong x" {
 		t.Fatalf("ping: %v %v", reply, err)
 	}
-	testbroker.Await(t, 10*time.Second, "the example's later lines", func() error {
-		var all []string
-		if err := b.js(&all, `return docLog;`); err != nil {
-			return err
-		}
+	awaitJS(t, b, "the example's later lines", `return docLog;`, func(all []string) error {
 		later := strings.Join(all[len(want):], "\n")
 		if !strings.Contains(later, "alert from billing.bus: disk full") || !strings.Contains(later, "change: target = 22 from billing") {
 			return fmt.Errorf("logged after the example: %q", later)
