@@ -166,6 +166,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	// Before login a frame is a hello: MaxHelloBytes is plenty, and an
 	// unauthenticated peer may make the broker hold no more (admission.go).
 	r.SetLimit(MaxHelloBytes)
+	transport.SetFrameLimit(nc, MaxHelloBytes) // a WebSocket holds a whole message before r sees it
 	go c.writeLoop()
 	if !inproc {
 		if old := b.admitHandshake(c); old != nil {
@@ -189,6 +190,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	// A frame is refused before it is read when it could not be routed
 	// anyway: the payload limit plus room for its headers.
 	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
+	transport.SetFrameLimit(nc, b.opts.MaxPayload+MaxFrameOverhead)
 	b.log.Info("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
 	b.readLoop(c, r)
 	c.finish()

@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
+
+	"github.com/coder/websocket"
 )
 
 // Dial connects to e, honouring ctx for cancellation and deadline, including
 // during the TLS handshake. tlsConfig is used only for tls endpoints; nil
 // means verify the server against the system roots and the endpoint's host.
-// An empty tcp host dials localhost.
+// An empty tcp or ws host dials localhost. A ws or wss endpoint dials
+// WebSocketPath and carries one frame per binary message.
 func Dial(ctx context.Context, e Endpoint, tlsConfig *tls.Config) (net.Conn, error) {
 	e, err := ParseEndpoint(e.String())
 	if err != nil {
@@ -26,6 +30,8 @@ func Dial(ctx context.Context, e Endpoint, tlsConfig *tls.Config) (net.Conn, err
 	case SchemeUnix:
 		var d net.Dialer
 		c, err = d.DialContext(ctx, "unix", e.Address)
+	case SchemeWS, SchemeWSS:
+		c, err = dialWebSocket(ctx, e, tlsConfig)
 	case SchemeTLS:
 		d := tls.Dialer{Config: clientTLSConfig(tlsConfig, e.Address)}
 		c, err = d.DialContext(ctx, "tcp", e.Address)
@@ -47,4 +53,21 @@ func dialAddr(hostport string) string {
 		return hostport
 	}
 	return net.JoinHostPort("localhost", port)
+}
+
+// dialWebSocket upgrades an HTTP connection to e's WebSocketPath.
+func dialWebSocket(ctx context.Context, e Endpoint, tlsConfig *tls.Config) (net.Conn, error) {
+	// A transport of its own: the upgraded connection is never pooled,
+	// and the TLS settings are this dial's.
+	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, ForceAttemptHTTP2: false}
+	if e.Scheme == SchemeWSS {
+		tr.TLSClientConfig = clientTLSConfig(tlsConfig, e.Address)
+	}
+	defer tr.CloseIdleConnections()
+	u := string(e.Scheme) + "://" + dialAddr(e.Address) + WebSocketPath
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		return nil, err
+	}
+	return newWSConn(ws), nil
 }

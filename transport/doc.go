@@ -1,7 +1,8 @@
 // Package transport turns a broker address into a plain net.Conn. Every way a
-// process reaches a busbar broker — unix socket, TCP, TLS, or an in-process
-// pair — ends in a net.Conn that the broker serves with one accept path, so
-// nothing above this package knows or cares how the bytes travel.
+// process reaches a busbar broker — unix socket, TCP, TLS, WebSocket, or an
+// in-process pair — ends in a net.Conn that the broker serves with one
+// accept path, so nothing above this package knows or cares how the bytes
+// travel.
 //
 // # Endpoints
 //
@@ -14,6 +15,8 @@
 //	tcp://:4222                      empty host (see below)
 //	tls://broker.example:4222        TLS over TCP
 //	tls://[::1]:4222                 IPv6 literals go in brackets
+//	ws://127.0.0.1:7475              WebSocket at WebSocketPath (/bus), which may be written out
+//	wss://broker.example:443/bus     WebSocket over TLS
 //
 // Scheme names are case-insensitive; Endpoint.String gives the canonical
 // lower-case URL, which ParseEndpoint maps back to the same Endpoint. Unix
@@ -46,4 +49,21 @@
 //
 // Plain tcp carries no confidentiality or server authentication; use it only
 // on loopback or a trusted network.
+//
+// # WebSocket
+//
+// A WebSocket carries one busbar frame per binary message, without the
+// stream's length prefix (docs/protocol.md#websocket). Both ends present
+// it as the length-prefixed stream the other transports carry: Read adds
+// the prefix, Write strips it and sends each complete frame as a message,
+// so the broker and the client read and write it like any stream. A broker
+// takes WebSocket connections through an HTTP server: mount a
+// WebSocketListener at WebSocketPath and give it to Broker.Serve like any
+// listener; it checks the browser's origin first (see WebSocketListener).
+// Dial reaches it with a ws:// or wss:// endpoint. Listen refuses those:
+// the HTTP server is the listener.
+//
+// A connection that carries one frame per message must read a message
+// whole before the stream reader above it sees the length, so it
+// implements FrameLimiter; the broker passes on its frame limits.
 package transport

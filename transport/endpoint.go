@@ -16,6 +16,8 @@ const (
 	SchemeUnix Scheme = "unix" // unix:///absolute/path/to/socket
 	SchemeTCP  Scheme = "tcp"  // tcp://host:port
 	SchemeTLS  Scheme = "tls"  // tls://host:port
+	SchemeWS   Scheme = "ws"   // ws://host:port[/bus], a broker's HTTP listener
+	SchemeWSS  Scheme = "wss"  // wss://host:port[/bus], over TLS
 )
 
 // MaxUnixPathLen is the longest unix socket path accepted, in bytes. Linux's
@@ -60,7 +62,7 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		// host:port and quietly drop the intended scheme.
 		if before, _, ok := strings.Cut(s, ":"); ok {
 			switch Scheme(strings.ToLower(before)) {
-			case SchemeUnix, SchemeTCP, SchemeTLS:
+			case SchemeUnix, SchemeTCP, SchemeTLS, SchemeWS, SchemeWSS:
 				return bad(`missing "//" after scheme`)
 			}
 		}
@@ -74,10 +76,13 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		e, why = parseHostPort(SchemeTCP, rest)
 	case SchemeTLS:
 		e, why = parseHostPort(SchemeTLS, rest)
+	case SchemeWS, SchemeWSS:
+		// The path is the broker's; writing it out is allowed, not needed.
+		e, why = parseHostPort(Scheme(strings.ToLower(scheme)), strings.TrimSuffix(rest, WebSocketPath))
 	case "":
 		why = "missing scheme"
 	default:
-		why = fmt.Sprintf("unknown scheme %q (want unix, tcp or tls)", scheme)
+		why = fmt.Sprintf("unknown scheme %q (want unix, tcp, tls, ws or wss)", scheme)
 	}
 	if why != "" {
 		return bad(why)
@@ -130,7 +135,7 @@ func parseHostPort(scheme Scheme, hostport string) (Endpoint, string) {
 		}
 		return Endpoint{}, "not host:port: " + err.Error()
 	}
-	if host == "" && scheme == SchemeTLS {
+	if host == "" && (scheme == SchemeTLS || scheme == SchemeWSS) {
 		return Endpoint{}, "tls needs a host name to verify the certificate against"
 	}
 	for _, c := range host {

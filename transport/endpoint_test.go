@@ -36,6 +36,12 @@ func TestParseEndpointValid(t *testing.T) {
 		{"tls://broker.example:4222", Endpoint{SchemeTLS, "broker.example:4222"}},
 		{"tls://127.0.0.1:0", Endpoint{SchemeTLS, "127.0.0.1:0"}},
 		{"tls://[::1]:4222", Endpoint{SchemeTLS, "[::1]:4222"}},
+		{"ws://127.0.0.1:7475", Endpoint{SchemeWS, "127.0.0.1:7475"}},
+		{"ws://127.0.0.1:7475/bus", Endpoint{SchemeWS, "127.0.0.1:7475"}}, // the path is the broker's
+		{"WS://localhost:7475", Endpoint{SchemeWS, "localhost:7475"}},
+		{"ws://:7475", Endpoint{SchemeWS, ":7475"}},
+		{"wss://broker.example:443/bus", Endpoint{SchemeWSS, "broker.example:443"}},
+		{"wss://[::1]:8443", Endpoint{SchemeWSS, "[::1]:8443"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseEndpoint(tt.in)
@@ -90,6 +96,14 @@ func TestParseEndpointInvalid(t *testing.T) {
 		{"tcp://local host:4222", "invalid character"},
 		{"tls://:4222", "host name"},
 		{"tls://localhost", "missing port"},
+		{"ws://localhost:7475/", "path"},
+		{"ws://localhost:7475/other", "path"},
+		{"ws://localhost:7475/bus/bus", "path"},
+		{"ws://localhost:7475/bus?token=x", "query"},
+		{"ws://localhost", "missing port"},
+		{"ws:localhost:7475", `missing "//"`},
+		{"wss://:7475", "host name"},
+		{"http://localhost:7475/bus", "unknown scheme"},
 	}
 	for _, tt := range tests {
 		got, err := ParseEndpoint(tt.in)
@@ -112,7 +126,7 @@ func TestParseEndpointInvalid(t *testing.T) {
 // FuzzParseEndpoint checks that whatever ParseEndpoint accepts, its
 // canonical form parses back to the same endpoint.
 func FuzzParseEndpoint(f *testing.F) {
-	for _, s := range []string{"unix:///run/x.sock", "/x", "tcp://[::1]:0", "tls://h:1", "h:01", ":4222"} {
+	for _, s := range []string{"unix:///run/x.sock", "/x", "tcp://[::1]:0", "tls://h:1", "h:01", ":4222", "ws://h:1/bus", "wss://h:2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

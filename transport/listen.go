@@ -40,6 +40,8 @@ func Listen(e Endpoint, tlsConfig *tls.Config) (net.Listener, error) {
 	switch e.Scheme {
 	case SchemeUnix:
 		return listenUnix(e.Address)
+	case SchemeWS, SchemeWSS:
+		return nil, fmt.Errorf("%w %s: WebSocket connections come through an HTTP server: mount a WebSocketListener at %s", ErrBadEndpoint, e, WebSocketPath)
 	case SchemeTLS:
 		cfg, err := serverTLSConfig(tlsConfig)
 		if err != nil {

@@ -53,7 +53,7 @@ type connFlags struct {
 
 func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "", "data directory of the local broker (env "+envData+"; default ~/.local/state/busbar)")
-	fs.StringVar(&f.server, "server", os.Getenv(envServer), "broker endpoint: unix:///path, tcp://host:port, tls://host:port, or several separated by commas, tried in order (env "+envServer+"; default the local broker's socket)")
+	fs.StringVar(&f.server, "server", os.Getenv(envServer), "broker endpoint: unix:///path, tcp://host:port, tls://host:port, ws://host:port, wss://host:port, or several separated by commas, tried in order (env "+envServer+"; default the local broker's socket)")
 	fs.StringVar(&f.name, "name", os.Getenv(envName), "node name to register as (env "+envName+"; default cli-<pid>)")
 	fs.StringVar(&f.credentials, "credentials", os.Getenv(envCredentials), "credentials file (env "+envCredentials+"; default <data>/credentials.json)")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "deadline of the operation, queueing included")

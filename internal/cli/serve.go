@@ -34,6 +34,9 @@ func runServe(args []string, stdio IO) int {
 	tlsAddr := fs.String("tls", "", "TLS address (needs --tls-cert and --tls-key)")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate file (PEM)")
 	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
+	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
+	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
+	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
 	name := fs.String("name", broker.DefaultName, "the broker's own node name")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -106,6 +109,15 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		_ = b.Shutdown(context.Background())
+		if errors.Is(err, errHTTPSNeedsCert) {
+			return exitUsage
+		}
+		return exitFail
+	}
 	var lns []net.Listener
 	for _, ep := range eps {
 		ln, err := transport.Listen(ep.Endpoint, ep.tls)
@@ -114,6 +126,7 @@ func runServe(args []string, stdio IO) int {
 			for _, l := range lns {
 				_ = l.Close()
 			}
+			closeHTTP(context.Background(), hls)
 			_ = b.Shutdown(context.Background())
 			return exitFail
 		}
@@ -122,6 +135,18 @@ func runServe(args []string, stdio IO) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var wg sync.WaitGroup
+	// Before the stream listeners: a script that waits for the tcp line
+	// has the ws line too.
+	for _, h := range hls {
+		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", h.url)
+		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
+		wg.Go(func() {
+			if err := h.serve(); err != nil {
+				log.Error("HTTP listener failed", "url", h.url, "err", err)
+				stop()
+			}
+		})
+	}
 	for i, ln := range lns {
 		ep := eps[i].Endpoint
 		if ep.Scheme != transport.SchemeUnix {
@@ -141,6 +166,7 @@ func runServe(args []string, stdio IO) int {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err = b.Shutdown(sctx)
+	closeHTTP(sctx, hls)
 	wg.Wait()
 	if err != nil {
 		log.Error("shutdown was not clean", "err", err)

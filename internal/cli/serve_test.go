@@ -33,12 +33,13 @@ type server struct {
 	stderr syncBuffer
 	exited chan error
 	once   sync.Once
+	banner string // what serve printed up to its tcp line
 }
 
 func startServe(t *testing.T, data string, args ...string) *server {
 	t.Helper()
 	s := &server{data: data, exited: make(chan error, 1)}
-	s.cmd = exec.Command(binPath, append([]string{"serve", "--data", data, "--tcp", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	s.cmd = exec.Command(binPath, append([]string{"serve", "--data", data, "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -63,6 +64,7 @@ func startServe(t *testing.T, data string, args ...string) *server {
 	select {
 	case banner := <-ready:
 		t.Logf("serve:\n%s", banner)
+		s.banner = banner
 	case <-time.After(10 * time.Second):
 		_ = s.cmd.Process.Kill()
 		t.Fatalf("serve did not start; stderr:\n%s", s.stderr.String())
@@ -523,7 +525,7 @@ func TestServeRefusesAnEmptyStateStore(t *testing.T) {
 	if err := os.WriteFile(db, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := run(t, "", "serve", "--data", data, "--tcp", "off")
+	code, _, errOut := run(t, "", "serve", "--data", data, "--tcp", "off", "--http", "off")
 	if code != exitFail || !strings.Contains(errOut, "busbar serve: cannot start the broker: broker: state store "+db+" cannot be trusted: the file is empty") ||
 		!strings.Contains(errOut, "move the file aside") {
 		t.Fatalf("serve over an empty state.db: %d\n%s", code, errOut)

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -25,8 +26,9 @@ import (
 )
 
 // Transports lists the schemes Start accepts; "inproc" uses
-// Broker.DialInProcess.
-var Transports = []string{"unix", "tcp", "tls", "inproc"}
+// Broker.DialInProcess; "ws" and "wss" a WebSocketListener behind a real
+// HTTP server, as busbar serve's HTTP listener.
+var Transports = []string{"unix", "tcp", "tls", "inproc", "ws", "wss"}
 
 // Env is a running broker and what a client needs to reach it.
 type Env struct {
@@ -102,12 +104,15 @@ func Start(t testing.TB, scheme string, opts broker.Options, extra ...auth.Princ
 		}
 		e.ClientTLS = &tls.Config{RootCAs: roots, ServerName: "localhost"}
 		ep = transport.Endpoint{Scheme: transport.SchemeTLS, Address: "127.0.0.1:0"}
-	case "inproc":
+	case "inproc", "ws", "wss":
 	default:
 		t.Fatalf("unknown transport %q", scheme)
 	}
 	served := make(chan error, 1)
-	if scheme != "inproc" {
+	if scheme == "ws" || scheme == "wss" {
+		ln := e.serveWebSocket(t, scheme)
+		go func() { served <- b.Serve(ln) }()
+	} else if scheme != "inproc" {
 		ln, err := transport.Listen(ep, serverTLS)
 		if err != nil {
 			t.Fatal(err)
@@ -319,4 +324,41 @@ func (p *PausableConn) Read(b []byte) (int, error) {
 func (p *PausableConn) Close() error {
 	p.Resume()
 	return p.Conn.Close()
+}
+
+// serveWebSocket starts an HTTP server on loopback (over TLS for wss) that
+// hands its WebSocket connections to the listener it returns.
+func (e *Env) serveWebSocket(t testing.TB, scheme string) net.Listener {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := transport.Endpoint{Scheme: transport.Scheme(scheme), Address: tcp.Addr().String()}
+	e.Endpoint = ep.String()
+	wsl := transport.NewWebSocketListener(tcp.Addr(), transport.WebSocketOptions{})
+	mux := http.NewServeMux()
+	mux.Handle(transport.WebSocketPath, wsl)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var ln net.Listener = tcp
+	if scheme == "wss" {
+		certFile, keyFile, roots := testcert.Write(t)
+		cfg, err := transport.LoadTLS(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ClientTLS = &tls.Config{RootCAs: roots, ServerName: "localhost"}
+		ln = tls.NewListener(tcp, cfg)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	// Registered before the broker's shutdown, so it runs after it: the
+	// broker closes its connections, then the HTTP server goes.
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	return wsl
 }
