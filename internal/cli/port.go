@@ -23,13 +23,10 @@ import (
 // portLsTimeout bounds each port's info answer in `busbar port ls`.
 const portLsTimeout = 2 * time.Second
 
-const portUsage = "usage: busbar port serve NAME --exec CMD [--command NAME=DESCRIPTION]... [--announce SERVICE] | call NAME|PATH COMMAND [ARGS|-] | ls [--json]"
-
 func runPort(args []string, stdio IO) int {
 	ops := map[string]func([]string, IO) int{"serve": runPortServe, "call": runPortCall, "ls": runPortLs}
-	if len(args) == 0 || ops[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, portUsage)
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "port", args); !ok {
+		return code
 	}
 	return ops[args[0]](args[1:], stdio)
 }
@@ -223,9 +220,8 @@ func runPortCall(args []string, stdio IO) int {
 
 func runPortLs(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar port ls", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if !parseNoArgs(stdio, "port ls", fs, args) {
 		return exitUsage
 	}
 	entries, err := port.List(context.Background(), portLsTimeout)

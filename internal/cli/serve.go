@@ -27,7 +27,6 @@ const shutdownTimeout = 15 * time.Second
 
 func runServe(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
 	data := fs.String("data", "", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
 	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
 	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
@@ -48,7 +47,7 @@ func runServe(args []string, stdio IO) int {
 	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if !parseNoArgs(stdio, "serve", fs, args) {
 		return exitUsage
 	}
 	if *natsURLs != "" {

@@ -83,26 +83,23 @@ type verbSetup struct {
 	nargs func(n int) bool
 	fs    *flag.FlagSet
 	conn  connFlags
+	stdio IO
 	args  []string              // positional arguments
 	tune  func(*client.Options) // adjusts the connection's options
 }
 
 func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
-	v := &verbSetup{name: name, usage: usage, nargs: nargs, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
-	v.fs.SetOutput(stdio.Stderr)
-	v.fs.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "usage: busbar %s %s\n", name, usage)
-		v.fs.PrintDefaults()
-	}
+	v := &verbSetup{name: name, usage: usage, nargs: nargs, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	v.conn.register(v.fs)
 	return v
 }
 
 // parse accepts flags before, between and after positional arguments
-// ("busbar sub news --count 1"); "--" ends the flags.
+// ("busbar sub news --count 1"); "--" ends the flags. --help prints the
+// verb's help; a usage error is one line on stderr.
 func (v *verbSetup) parse(args []string) bool {
 	for {
-		if err := v.fs.Parse(args); err != nil {
+		if !parseFlags(v.stdio, v.name, v.fs, args) {
 			return false
 		}
 		rest := v.fs.Args()
@@ -117,7 +114,7 @@ func (v *verbSetup) parse(args []string) bool {
 		args = rest[1:]
 	}
 	if !v.nargs(len(v.args)) {
-		v.fs.Usage()
+		usageError(v.stdio, v.name, "%s", argCountError(v.usage, v.args))
 		return false
 	}
 	return true
