@@ -87,6 +87,7 @@ func (f *benchFlags) connectN(ctx context.Context, n int, base string, tune func
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		c, err := client.Connect(cctx, opts)
 		cancel()
+		err = connectError(err, opts.Server)
 		if err != nil {
 			closeAll(out)
 			return nil, err

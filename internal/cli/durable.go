@@ -333,9 +333,9 @@ func durableStatus(args []string, stdio IO) int {
 			Held          int                `json:"held"`
 			Pending       int                `json:"pending_manifests"`
 			RelayInbox    *wire.DurableInbox `json:"relay_inbox,omitempty"`
-			Events        []durable.Event    `json:"events"`
+			Events        []eventJSON        `json:"events"`
 			EventsDropped uint64             `json:"events_dropped"`
-		}{d.ID().String(), outbox, held, pending, inbox, events, dropped})
+		}{d.ID().String(), outbox, held, pending, inbox, eventsView(events), dropped})
 		return exitOK
 	}
 	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\npending manifests %d\n", d.ID(), outbox, held, pending)

@@ -83,6 +83,12 @@ func runServe(args []string, stdio IO) int {
 		log.Error("cannot prepare the data directory", "err", err)
 		return exitFail
 	}
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		return exitFail
+	}
+	defer unlock()
 	store, err := auth.Load(principalsPath)
 	if err != nil {
 		log.Error("cannot load principals", "err", err)
@@ -109,7 +115,7 @@ func runServe(args []string, stdio IO) int {
 	for _, ep := range eps {
 		ln, err := transport.Listen(ep.Endpoint, ep.tls)
 		if err != nil {
-			log.Error("cannot listen", "endpoint", ep.Endpoint, "err", err)
+			fmt.Fprintln(stdio.Stderr, "busbar serve:", listenError(ep.Endpoint, err))
 			for _, l := range lns {
 				_ = l.Close()
 			}
@@ -184,4 +190,20 @@ func endpoints(dir, unixPath, tcpAddr, tlsAddr, cert, key string) ([]listenSpec,
 		return nil, errors.New("nothing to listen on")
 	}
 	return out, nil
+}
+
+// listenError says what to do about an endpoint serve cannot listen on:
+// for a port in use, the flags that choose another or turn it off.
+func listenError(ep transport.Endpoint, err error) error {
+	if !errors.Is(err, transport.ErrAddressInUse) {
+		return fmt.Errorf("cannot listen on %s: %w", ep, err)
+	}
+	flag := "--" + ep.Scheme
+	switch ep.Scheme {
+	case transport.SchemeUnix:
+		return fmt.Errorf("%s is in use (another broker?): choose another path with --unix PATH, or --unix off", ep)
+	case transport.SchemeTLS:
+		return fmt.Errorf("%s is in use (another broker?): choose another with --tls ADDR (127.0.0.1:0: a free port, printed)", ep)
+	}
+	return fmt.Errorf("%s is in use (another broker?): choose another with %s 127.0.0.1:0 (a free port, printed) or turn it off with %s off", ep, flag, flag)
 }
