@@ -31,7 +31,7 @@ func runCompletion(args []string, stdio IO) int {
 	case "fish":
 		writeFish(stdio.Stdout)
 	default:
-		return usageError(stdio, "completion", "unknown shell %q (want %s)%s", sh, orList(completionShells), suggestWord(sh, completionShells))
+		return usageError(stdio, "completion", "unknown shell %q (want %s)", sh, orList(completionShells))
 	}
 	return exitOK
 }

@@ -66,7 +66,7 @@ func TestPortVerbs(t *testing.T) {
 		{"no such port", "", []string{"ghost", "hi"}, exitFail, "", `no port named "ghost"`},
 		{"arguments not JSON", "", []string{"notes", "hi", "ann"}, exitUsage, "", "ARGS must be JSON"},
 		{"bad name", "", []string{"No", "hi"}, exitUsage, "", "bad name"},
-		{"usage", "", []string{"notes"}, exitUsage, "", "usage"},
+		{"usage", "", []string{"notes"}, exitUsage, "", "busbar port call: missing COMMAND\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

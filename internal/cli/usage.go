@@ -96,7 +96,7 @@ func unknownFlag(fs *flag.FlagSet, args []string) (string, bool) {
 			continue
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name == "" || helpArg("--"+name) && fs.Lookup(name) == nil {
+		if name == "" || helpArg(a) && fs.Lookup(name) == nil {
 			continue
 		}
 		f := fs.Lookup(name)
@@ -157,7 +157,11 @@ func closest(w string, candidates []string) string {
 	sort.Strings(sorted)
 	for _, c := range sorted {
 		d := editDistance(w, c)
-		if d < bestD && d <= len(c)/2 {
+		if d > len(c)/2 {
+			continue
+		}
+		// On a tie, a candidate w begins wins ("ser": serve, not send).
+		if d < bestD || d == bestD && strings.HasPrefix(c, w) && !strings.HasPrefix(best, w) {
 			best, bestD = c, d
 		}
 	}
@@ -175,25 +179,31 @@ func closest(w string, candidates []string) string {
 // be suggested as what was meant.
 const maxTypo = 2
 
-// editDistance is the Levenshtein distance between a and b, by byte.
+// editDistance is the number of edits between a and b, by byte: an
+// insertion, a deletion, a substitution or a swap of two neighbours
+// ("tpc" is one edit from "tcp").
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }
 
 // argSpec reads a usage such as "TARGET CHANNEL [PAYLOAD|-]" or "NAME
