@@ -25,9 +25,9 @@ func runCompletion(args []string, stdio IO) int {
 	}
 	switch sh := fs.Arg(0); sh {
 	case "bash":
-		writeBash(stdio.Stdout, false)
+		writeBash(stdio.Stdout)
 	case "zsh":
-		writeBash(stdio.Stdout, true)
+		writeZsh(stdio.Stdout)
 	case "fish":
 		writeFish(stdio.Stdout)
 	default:
@@ -51,14 +51,9 @@ func flagsOf(path string) []string {
 	return out
 }
 
-// writeBash writes the bash script; zsh runs the same one through
-// bashcompinit.
-func writeBash(w io.Writer, zsh bool) {
-	if zsh {
-		fmt.Fprint(w, "#compdef busbar\n# busbar completion for zsh: eval \"$(busbar completion zsh)\", or save it as _busbar on $fpath\nautoload -U +X bashcompinit && bashcompinit\n")
-	} else {
-		fmt.Fprint(w, "# busbar completion for bash: source <(busbar completion bash)\n")
-	}
+// writeBash writes the bash script.
+func writeBash(w io.Writer) {
+	fmt.Fprint(w, "# busbar completion for bash: source <(busbar completion bash)\n")
 	fmt.Fprintf(w, `_busbar() {
   local cur=${COMP_WORDS[COMP_CWORD]} verb=${COMP_WORDS[1]} key words
   if [[ $COMP_CWORD -eq 1 ]]; then
@@ -91,6 +86,46 @@ func writeBash(w io.Writer, zsh bool) {
   fi
 }
 complete -F _busbar busbar
+`)
+}
+
+// writeZsh writes the zsh script: a completion function for compinit.
+func writeZsh(w io.Writer) {
+	fmt.Fprintf(w, `#compdef busbar
+# busbar completion for zsh: busbar completion zsh > "${fpath[1]}/_busbar", or
+# source <(busbar completion zsh) after compinit
+_busbar() {
+  local key=${words[2]}
+  local -a flags
+  if (( CURRENT == 2 )); then
+    compadd -- %s
+    return
+  fi
+  case ${words[2]} in
+`, strings.Join(append(verbNames(), "--help", "--version"), " "))
+	for _, v := range verbNames() {
+		if subs := subcommands(v); len(subs) > 0 {
+			fmt.Fprintf(w, "    %s)\n      if (( CURRENT == 3 )); then compadd -- %s; return; fi\n      key=\"${words[2]} ${words[3]}\";;\n", v, strings.Join(subs, " "))
+		}
+	}
+	fmt.Fprint(w, "  esac\n  case $key in\n")
+	for _, p := range helpPages {
+		if len(subcommands(p.path)) > 0 {
+			continue
+		}
+		if fl := flagsOf(p.path); len(fl) > 0 {
+			fmt.Fprintf(w, "    %q) flags=(%s);;\n", p.path, strings.Join(append(fl, "--help"), " "))
+		}
+	}
+	fmt.Fprint(w, `    *) flags=(--help);;
+  esac
+  if [[ $PREFIX == -* ]]; then
+    compadd -- $flags
+  else
+    _files
+  fi
+}
+if (( $+functions[compdef] )); then compdef _busbar busbar; fi
 `)
 }
 
