@@ -382,8 +382,30 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "0s" {
 			usage += fmt.Sprintf(" (default %s)", d)
 		}
-		fmt.Fprintf(w, "  %s\n      %s\n", left, usage)
+		fmt.Fprintf(w, "  %s\n%s\n", left, wrap(usage, "      ", helpWidth))
 	})
+}
+
+// helpWidth is the column a flag's description is wrapped at.
+const helpWidth = 80
+
+// wrap breaks s into lines of at most width columns (a longer word stays
+// whole), each starting with prefix.
+func wrap(s, prefix string, width int) string {
+	var b strings.Builder
+	line := prefix
+	for _, word := range strings.Fields(s) {
+		if line != prefix && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = prefix
+		}
+		if line != prefix {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 // valueNames name a flag's value by the flag, where its type says too
@@ -395,6 +417,7 @@ var valueNames = map[string]string{
 	"nats-tls-cert": "FILE", "nats-tls-key": "FILE", "log-level": "LEVEL", "label": "LABEL",
 	"service": "NAME", "version": "VERSION", "target": "TARGET", "medium": "MEDIUM",
 	"command": "NAME=DESCRIPTION", "announce": "SERVICE", "app": "NAME", "ca": "FILE",
+	"nats-prefix": "PREFIX", "addon-id": "ID", "export-state": "NS[,NS...]", "export-events": "CHANNEL[,CHANNEL...]",
 }
 
 func valueName(f *flag.Flag) string {
