@@ -51,21 +51,13 @@ func flagsOf(path string) []string {
 	return out
 }
 
-// writeBash writes the bash script.
-func writeBash(w io.Writer) {
-	fmt.Fprint(w, "# busbar completion for bash: source <(busbar completion bash)\n")
-	fmt.Fprintf(w, `_busbar() {
-  local cur=${COMP_WORDS[COMP_CWORD]} verb=${COMP_WORDS[1]} key words
-  if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W %q -- "$cur"))
-    return
-  fi
-  key=$verb
-  case $verb in
-`, strings.Join(append(verbNames(), "--help", "--version"), " "))
+// writeCases writes the two case statements both the bash and the zsh
+// function use: a verb's subcommands (subFmt: the verb, its subcommands),
+// then each command's flags (flagFmt: the path, its flags).
+func writeCases(w io.Writer, subFmt, flagFmt string) {
 	for _, v := range verbNames() {
 		if subs := subcommands(v); len(subs) > 0 {
-			fmt.Fprintf(w, "    %s)\n      if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n      key=\"$verb ${COMP_WORDS[2]}\";;\n", v, strings.Join(subs, " "))
+			fmt.Fprintf(w, subFmt, v, strings.Join(subs, " "))
 		}
 	}
 	fmt.Fprint(w, "  esac\n  case $key in\n")
@@ -74,9 +66,28 @@ func writeBash(w io.Writer) {
 			continue
 		}
 		if fl := flagsOf(p.path); len(fl) > 0 {
-			fmt.Fprintf(w, "    %q) words=%q;;\n", p.path, strings.Join(append(fl, "--help"), " "))
+			fmt.Fprintf(w, flagFmt, p.path, strings.Join(append(fl, "--help"), " "))
 		}
 	}
+}
+
+// firstWords are what completes the first word.
+func firstWords() string { return strings.Join(append(verbNames(), "--help", "--version"), " ") }
+
+// writeBash writes the bash script.
+func writeBash(w io.Writer) {
+	fmt.Fprintf(w, `# busbar completion for bash: source <(busbar completion bash)
+_busbar() {
+  local cur=${COMP_WORDS[COMP_CWORD]} verb=${COMP_WORDS[1]} key words
+  if [[ $COMP_CWORD -eq 1 ]]; then
+    COMPREPLY=($(compgen -W %q -- "$cur"))
+    return
+  fi
+  key=$verb
+  case $verb in
+`, firstWords())
+	writeCases(w, "    %s)\n      if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n      key=\"$verb ${COMP_WORDS[2]}\";;\n",
+		"    %q) words=%q;;\n")
 	fmt.Fprint(w, `    *) words="--help";;
   esac
   if [[ $cur == -* ]]; then
@@ -102,21 +113,9 @@ _busbar() {
     return
   fi
   case ${words[2]} in
-`, strings.Join(append(verbNames(), "--help", "--version"), " "))
-	for _, v := range verbNames() {
-		if subs := subcommands(v); len(subs) > 0 {
-			fmt.Fprintf(w, "    %s)\n      if (( CURRENT == 3 )); then compadd -- %s; return; fi\n      key=\"${words[2]} ${words[3]}\";;\n", v, strings.Join(subs, " "))
-		}
-	}
-	fmt.Fprint(w, "  esac\n  case $key in\n")
-	for _, p := range helpPages {
-		if len(subcommands(p.path)) > 0 {
-			continue
-		}
-		if fl := flagsOf(p.path); len(fl) > 0 {
-			fmt.Fprintf(w, "    %q) flags=(%s);;\n", p.path, strings.Join(append(fl, "--help"), " "))
-		}
-	}
+`, firstWords())
+	writeCases(w, "    %s)\n      if (( CURRENT == 3 )); then compadd -- %s; return; fi\n      key=\"${words[2]} ${words[3]}\";;\n",
+		"    %q) flags=(%s);;\n")
 	fmt.Fprint(w, `    *) flags=(--help);;
   esac
   if [[ $PREFIX == -* ]]; then
