@@ -177,6 +177,15 @@ func rcExit(rc wire.RC) int {
 	return exitOK
 }
 
+// bandNote tells the exit status apart from the reply's rc when they
+// differ (rc 23 exits 20, the floor of its band); "" when they are equal.
+func bandNote(rc wire.RC) string {
+	if code := rcExit(rc); code != int(rc) {
+		return fmt.Sprintf(" (exit status %d, the floor of rc %d's band)", code, rc)
+	}
+	return ""
+}
+
 func runPortCall(args []string, stdio IO) int {
 	v := newVerb("port call", "NAME|PATH COMMAND [ARGS|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	if !v.parse(args) {
@@ -203,7 +212,7 @@ func runPortCall(args []string, stdio IO) int {
 	var pe *port.Error
 	switch {
 	case errors.As(err, &pe):
-		return v.fail(stdio, err, rcExit(pe.RC))
+		return v.fail(stdio, fmt.Errorf("%w%s", err, bandNote(pe.RC)), rcExit(pe.RC))
 	case errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(v.arg(0), '/'):
 		return v.fail(stdio, fmt.Errorf("no port named %q in %s or %s", v.arg(0), port.Dir(), port.CosmixDir()), exitFail)
 	case err != nil:
@@ -213,7 +222,7 @@ func runPortCall(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stdout, "%s\n", r.Body)
 	}
 	if r.RC >= wire.RCWarning {
-		fmt.Fprintf(stdio.Stderr, "busbar port call: warning (rc %d): %s\n", r.RC, r.Error)
+		fmt.Fprintf(stdio.Stderr, "busbar port call: warning (rc %d): %s%s\n", r.RC, r.Error, bandNote(r.RC))
 	}
 	return rcExit(r.RC)
 }
