@@ -110,6 +110,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"pub"}, `busbar pub: missing CHANNEL`},
 		{[]string{"send", "node"}, `busbar send: missing CHANNEL`},
 		{[]string{"state", "set", "ns", "k"}, `busbar state set: missing VALUE`},
+		{[]string{"state", "get", "bad ns", "k"}, `busbar state get: namespace "bad ns": state: invalid delta: namespace name holds whitespace or a control character`},
+		{[]string{"state", "del", "home", ""}, `busbar state del: key "": state: invalid delta: a key must be 1 to 256 bytes`},
 		{[]string{"pub", "news", "hello", "world"}, `busbar pub: unexpected argument "world"`},
 		{[]string{"serve", "extra"}, `busbar serve: unexpected argument "extra"`},
 		{[]string{"frame", "validate", "x"}, `busbar frame validate: unexpected argument "x"`},

@@ -21,6 +21,9 @@ func runState(args []string, stdio IO) int {
 	if !v.parse(args[1:]) {
 		return exitUsage
 	}
+	if err := checkStateArgs(op, v.args); err != nil {
+		return usageError(stdio, "state "+op, "%v", err)
+	}
 	if op == "watch" {
 		v.reconnecting(stdio)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"busbar/state"
 )
 
 // How a verb reads its command line. Every verb parses its flags through
@@ -275,4 +277,24 @@ func orList(words []string) string {
 		return strings.Join(words, "")
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// checkStateArgs checks a state operation's namespace (its first
+// argument) and, for the operations on one entry, its key, before anything
+// is sent: an invalid name is bad input (exit 2), not a refusal.
+func checkStateArgs(op string, args []string) error {
+	if len(args) > 0 {
+		if err := state.CheckName(args[0]); err != nil {
+			return fmt.Errorf("namespace %q: %w", args[0], err)
+		}
+	}
+	switch op {
+	case "get", "set", "del", "open":
+		if len(args) > 1 {
+			if err := state.CheckKey(args[1]); err != nil {
+				return fmt.Errorf("key %q: %w", args[1], err)
+			}
+		}
+	}
+	return nil
 }
