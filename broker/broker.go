@@ -191,7 +191,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	// anyway: the payload limit plus room for its headers.
 	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
 	transport.SetFrameLimit(nc, b.opts.MaxPayload+MaxFrameOverhead)
-	b.log.Info("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
+	b.log.Debug("node connected", "node", c.node, "epoch", c.epoch, "remote", remote(nc))
 	b.readLoop(c, r)
 	c.finish()
 	c.endDurable()
@@ -202,7 +202,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	c.mu.Lock()
 	reason := c.reason
 	c.mu.Unlock()
-	b.log.Info("node disconnected", "node", c.node, "epoch", c.epoch, "reason", reason)
+	b.log.Debug("node disconnected", "node", c.node, "epoch", c.epoch, "reason", reason)
 }
 
 // retire removes what c announced and watched. It runs when c stops being

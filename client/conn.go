@@ -83,6 +83,10 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 	defer stop()
 
 	m, err := r.ReadMessage()
+	if errors.Is(err, wire.ErrTooLarge) || errors.Is(err, wire.ErrMalformed) {
+		// A NATS server's "INFO {" reads as a 1.2 GB length prefix.
+		return fmt.Errorf("%w (its first bytes are no busbar frame: %v)", ErrNotBroker, err)
+	}
 	if err != nil {
 		return fmt.Errorf("client: reading broker info: %w", ctxErr(ctx, err))
 	}
@@ -91,7 +95,7 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 	}
 	var info wire.Info
 	if m.Value(wire.HeaderCommand) != wire.CmdInfo || json.Unmarshal(m.Body(), &info) != nil {
-		return fmt.Errorf("client: broker did not start with %s", wire.CmdInfo)
+		return fmt.Errorf("%w (it did not start with %s)", ErrNotBroker, wire.CmdInfo)
 	}
 	cn.nonce = info.Nonce
 	hello := wire.Hello{Node: c.opts.Node, IID: c.opts.IID, Principal: c.opts.Credential.Principal, Secret: c.opts.Credential.Secret}

@@ -24,6 +24,9 @@ var (
 	// capacity, too many connections logging in, a hello too large); the
 	// error's text says why, and a later attempt may succeed.
 	ErrRefused = errors.New("client: connection refused by the broker")
+	// ErrNotBroker: the peer answered, but not with a busbar broker's
+	// first frame (a NATS server on that port, say).
+	ErrNotBroker = errors.New("client: not a busbar broker")
 )
 
 // Request error kinds (docs/messaging.md#results): a failed Request returns a *RequestError

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 
 	"busbar/wire"
@@ -23,11 +24,14 @@ type crossMeshOutput struct {
 // runAddr prints a target as JSON. A bare service prints with only
 // "service" set (its display is the bare name: the registry resolves it).
 func runAddr(args []string, stdio IO) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar addr ADDRESS")
+	fs := flag.NewFlagSet("busbar addr", flag.ContinueOnError)
+	if !parseFlags(stdio, "addr", fs, args) {
 		return exitUsage
 	}
-	t, err := wire.ParseTarget(args[0])
+	if fs.NArg() != 1 {
+		return usageError(stdio, "addr", "%s", argCountError("ADDRESS", fs.Args()))
+	}
+	t, err := wire.ParseTarget(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar addr:", err)
 		return exitUsage

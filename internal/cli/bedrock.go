@@ -12,11 +12,10 @@ import (
 // runBedrock is `busbar bedrock bridge`: join a bedrock world on a medium
 // to the broker (package bedrock/bridge).
 func runBedrock(args []string, stdio IO) int {
-	if len(args) == 0 || args[0] != "bridge" {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar bedrock bridge --medium stdio [--addon-id ID] [--export-state NS,...] [--export-events CHANNEL,...]")
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "bedrock", args); !ok {
+		return code
 	}
-	v := newVerb("bedrock bridge", "--medium stdio", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("bedrock bridge", "", func(n int) bool { return n == 0 }, stdio)
 	medium := v.fs.String("medium", "stdio", "the medium: stdio (one message per line on stdin and stdout)")
 	addonID := v.fs.String("addon-id", bridge.ServiceName, "the bridge's add-on id (src) on the medium")
 	exportState := v.fs.String("export-state", "", "busbar namespaces to mirror onto the medium (comma-separated)")

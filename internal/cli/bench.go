@@ -20,9 +20,8 @@ import (
 const benchIdle = 2 * time.Second
 
 func runBench(args []string, stdio IO) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar bench (pub | sub | pubsub | req) [flags]")
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "bench", args); !ok {
+		return code
 	}
 	switch args[0] {
 	case "pub":
@@ -34,8 +33,7 @@ func runBench(args []string, stdio IO) int {
 	case "req":
 		return benchReq(args[1:], stdio)
 	}
-	fmt.Fprintf(stdio.Stderr, "busbar bench: unknown workload %q (want pub, sub, pubsub or req)\n", args[0])
-	return exitUsage
+	return exitUsage // not reached: pickSubcommand knows the workloads
 }
 
 // benchFlags are the flags every workload takes.
@@ -89,6 +87,7 @@ func (f *benchFlags) connectN(ctx context.Context, n int, base string, tune func
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		c, err := client.Connect(cctx, opts)
 		cancel()
+		err = connectError(err, opts.Server)
 		if err != nil {
 			closeAll(out)
 			return nil, err

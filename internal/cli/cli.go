@@ -4,11 +4,12 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
-	"sort"
+	"strings"
 
 	"busbar/wire"
 )
@@ -24,69 +25,74 @@ const (
 type IO struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+
+	ctl *control // set by Main: help shown, flags captured
 }
 
-type verb struct {
-	summary string
-	run     func(args []string, io IO) int
-}
-
-var verbs map[string]verb
+// verbs are the commands' entry points; their summaries and help are in
+// helpPages (help.go).
+var verbs map[string]func(args []string, io IO) int
 
 func init() {
-	verbs = map[string]verb{
-		"serve":   {"run the broker (defaults: ~/.local/state/busbar, unix socket, 127.0.0.1:7474)", runServe},
-		"pub":     {"publish an event: one line per candidate node", runPub},
-		"sub":     {"print events received on a channel", runSub},
-		"send":    {"send an event to one node and print the receipt", runSend},
-		"req":     {"send a request and print the reply", runReq},
-		"reply":   {"answer requests on a channel (--echo or --exec CMD)", runReply},
-		"ls":      {"list nodes with their leases, subscriptions and handlers (--services: the registry)", runLs},
-		"state":   {"replicated state: get NS KEY, set NS KEY JSON, del NS KEY, open NS KEY, dump [NS], watch NS", runState},
-		"bench":   {"generate load and measure it: pub, sub, pubsub, req", runBench},
-		"bedrock": {"bedrock bridge: join a bedrock add-on world on stdin/stdout to the broker", runBedrock},
-		"group":   {"durable groups of this device: create, invite, join, show, leave, revoke", runGroup},
-		"port":    {"cosmix-style ports: serve NAME --exec CMD, call NAME|PATH COMMAND [ARGS], ls", runPort},
-		"frame":   {"parse or validate a text frame read on stdin", runFrame},
-		"addr":    {"parse a bus address or target and print it as JSON", runAddr},
-		"id":      {"this device's identity for durable delivery: init, show", runID},
-		"durable": {"durable, end-to-end-sealed delivery: send GROUP [BODY|-], listen GROUP, status", runDurable},
-		"version": {"print the version", runVersion},
-		"help":    {"show this help", runHelp},
+	verbs = map[string]func([]string, IO) int{
+		"serve": runServe, "pub": runPub, "sub": runSub, "send": runSend, "req": runReq,
+		"reply": runReply, "ls": runLs, "state": runState, "bench": runBench, "bedrock": runBedrock,
+		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
+		"durable": runDurable, "completion": runCompletion, "version": runVersion, "help": runHelp,
 	}
 }
 
 // Main runs the command line with args (without the program name) and
 // returns the process exit status.
-func Main(args []string, io IO) int {
+func Main(args []string, stdio IO) int {
+	stdio.ctl = &control{}
+	return dispatch(args, stdio)
+}
+
+func dispatch(args []string, stdio IO) int {
 	if len(args) == 0 {
-		usage(io.Stderr)
+		writeOverview(stdio.Stderr)
 		return exitUsage
 	}
-	v, ok := verbs[args[0]]
+	switch a := args[0]; {
+	case helpArg(a):
+		writeOverview(stdio.Stdout)
+		return exitOK
+	case a == "--version" || a == "-version" || a == "-V":
+		return runVersion(args[1:], stdio)
+	}
+	run, ok := verbs[args[0]]
 	if !ok {
-		fmt.Fprintf(io.Stderr, "busbar: unknown command %q\n\n", args[0])
-		usage(io.Stderr)
-		return exitUsage
+		if strings.HasPrefix(args[0], "-") {
+			return usageError(stdio, "", "unknown flag %s before the verb (usage: busbar VERB [arguments] [flags])", args[0])
+		}
+		return usageError(stdio, "", "unknown verb %q%s", args[0], suggestWord(args[0], verbNames()))
 	}
-	return v.run(args[1:], io)
+	code := run(args[1:], stdio)
+	if stdio.ctl.helped {
+		return exitOK
+	}
+	return code
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: busbar <command> [arguments]\n\ncommands:")
-	names := make([]string, 0, len(verbs))
-	for n := range verbs {
-		names = append(names, n)
+// runHelp is `busbar help [COMMAND [SUBCOMMAND]]`: the command's own
+// --help.
+func runHelp(args []string, stdio IO) int {
+	if len(args) == 0 {
+		writeOverview(stdio.Stdout)
+		return exitOK
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, verbs[n].summary)
+	if helpArg(args[0]) {
+		showHelp(stdio, "help", nil)
+		return exitOK
 	}
-}
-
-func runHelp(_ []string, io IO) int {
-	usage(io.Stdout)
-	return exitOK
+	if _, ok := verbs[args[0]]; !ok {
+		return usageError(stdio, "help", "unknown verb %q%s", args[0], suggestWord(args[0], verbNames()))
+	}
+	if len(args) > 2 || len(args) == 2 && len(subcommands(args[0])) == 0 {
+		return usageError(stdio, "help", "unexpected argument %q", args[len(args)-1])
+	}
+	return dispatch(append(append([]string(nil), args...), "--help"), stdio)
 }
 
 // Version returns the module version and VCS revision the binary was built
@@ -107,8 +113,7 @@ func Version() string {
 }
 
 func runVersion(args []string, io IO) int {
-	if len(args) != 0 {
-		fmt.Fprintln(io.Stderr, "usage: busbar version")
+	if !parseNoArgs(io, "version", flag.NewFlagSet("version", flag.ContinueOnError), args) {
 		return exitUsage
 	}
 	fmt.Fprintf(io.Stdout, "busbar %s (protocol %s, %s)\n", Version(), wire.ProtocolVersion, runtime.Version())

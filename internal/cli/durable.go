@@ -59,9 +59,8 @@ func openDevice(dir string) (*durable.Device, error) {
 }
 
 func runID(args []string, stdio IO) int {
-	if len(args) == 0 || (args[0] != "init" && args[0] != "show") {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar id init|show [--device DIR] [--json]")
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "id", args); !ok {
+		return code
 	}
 	v := newVerb("id "+args[0], "", func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
@@ -103,7 +102,10 @@ func runID(args []string, stdio IO) int {
 }
 
 func runDurable(args []string, stdio IO) int {
-	if len(args) > 0 {
+	if code, ok := pickSubcommand(stdio, "durable", args); !ok {
+		return code
+	}
+	{
 		switch args[0] {
 		case "send":
 			return durableSend(args[1:], stdio)
@@ -113,8 +115,7 @@ func runDurable(args []string, stdio IO) int {
 			return durableStatus(args[1:], stdio)
 		}
 	}
-	fmt.Fprintln(stdio.Stderr, "usage: busbar durable send GROUP [BODY|-] | listen GROUP [--exec CMD] [--json] [--count N] | status [--json]")
-	return exitUsage
+	return exitUsage // not reached: pickSubcommand knows the subcommands
 }
 
 // durableSend puts the message in the outbox (it is sent from then on,
@@ -338,9 +339,9 @@ func durableStatus(args []string, stdio IO) int {
 			Held          int                `json:"held"`
 			Pending       int                `json:"pending_manifests"`
 			RelayInbox    *wire.DurableInbox `json:"relay_inbox,omitempty"`
-			Events        []durable.Event    `json:"events"`
+			Events        []eventJSON        `json:"events"`
 			EventsDropped uint64             `json:"events_dropped"`
-		}{d.ID().String(), outbox, held, pending, inbox, events, dropped})
+		}{d.ID().String(), outbox, held, pending, inbox, eventsView(events), dropped})
 		return exitOK
 	}
 	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\npending manifests %d\n", d.ID(), outbox, held, pending)

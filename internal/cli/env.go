@@ -3,10 +3,14 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"busbar/auth"
@@ -64,6 +68,10 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 func (f *connFlags) options() (client.Options, error) {
 	data := cmp.Or(f.data, defaultDataDir())
 	cred, err := auth.LoadCredential(cmp.Or(f.credentials, filepath.Join(data, auth.CredentialsFile)))
+	if errors.Is(err, fs.ErrNotExist) && f.credentials == "" && f.server == "" {
+		// No credentials where a local broker makes them: none ever ran.
+		return client.Options{}, fmt.Errorf("no broker has run with data directory %s (it has no %s): start one with `busbar serve`", data, auth.CredentialsFile)
+	}
 	if err != nil {
 		return client.Options{}, err
 	}
@@ -85,5 +93,24 @@ func (f *connFlags) connect(ctx context.Context, tune func(*client.Options)) (*c
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return client.Connect(cctx, opts)
+	c, err := client.Connect(cctx, opts)
+	return c, connectError(err, opts.Server)
+}
+
+// connectError says what a failed connect means for the user, in one
+// line: no broker listening (and how to start one), a peer that is not a
+// busbar broker, or bad input (exit status 2, see isInputError).
+func connectError(err error, server string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, client.ErrNotBroker):
+		return fmt.Errorf("%s is not a busbar broker (it does not speak the busbar protocol; check --server)", server)
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+		if strings.Contains(server, ",") {
+			return fmt.Errorf("no broker is listening at any of %s: start one with `busbar serve`, or check --server", server)
+		}
+		return fmt.Errorf("no broker is listening at %s: start one with `busbar serve`, or check --server", server)
+	}
+	return err
 }

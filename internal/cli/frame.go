@@ -10,9 +10,8 @@ import (
 )
 
 func runFrame(args []string, stdio IO) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar frame parse [--strict|--lenient] | busbar frame validate")
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "frame", args); !ok {
+		return code
 	}
 	switch args[0] {
 	case "parse":
@@ -20,8 +19,7 @@ func runFrame(args []string, stdio IO) int {
 	case "validate":
 		return runFrameValidate(args[1:], stdio)
 	}
-	fmt.Fprintf(stdio.Stderr, "busbar frame: unknown subcommand %q (want parse or validate)\n", args[0])
-	return exitUsage
+	return exitUsage // not reached: pickSubcommand knows the subcommands
 }
 
 // readFrame reads stdin, at most one byte past the frame limit so that an
@@ -40,10 +38,9 @@ type parseOutput struct {
 // report shows every defect; --strict turns a defect into exit status 1.
 func runFrameParse(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar frame parse", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
 	strict := fs.Bool("strict", false, "refuse any defective header line (exit status 1)")
 	lenient := fs.Bool("lenient", false, "skip defective header lines and list them in the report (the default)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if !parseNoArgs(stdio, "frame parse", fs, args) {
 		return exitUsage
 	}
 	if *strict && *lenient {
@@ -82,8 +79,7 @@ func runFrameParse(args []string, stdio IO) int {
 // then Validate's findings. Exit 0 when there are none, 1 when there are,
 // 2 when stdin is not a frame at all.
 func runFrameValidate(args []string, stdio IO) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar frame validate < frame")
+	if !parseNoArgs(stdio, "frame validate", flag.NewFlagSet("busbar frame validate", flag.ContinueOnError), args) {
 		return exitUsage
 	}
 	data, err := readFrame(stdio.Stdin)

@@ -32,14 +32,6 @@ var groupOps = []struct {
 	{"revoke", "NAME DEVICE", "remove DEVICE from NAME (it and the members are told through the relay)", 2, (*groupVerb).revoke},
 }
 
-func groupUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: busbar group <operation> [arguments] [--device DIR]\n\noperations:")
-	for _, op := range groupOps {
-		fmt.Fprintf(w, "  %-7s %-22s %s\n", op.name, op.usage, op.summary)
-	}
-	fmt.Fprintf(w, "\nThe device is the directory --device, else $%s, else <data>/device.\n", envDevice)
-}
-
 // groupVerb is one `busbar group` operation: its flags and the device.
 type groupVerb struct {
 	*verbSetup
@@ -50,9 +42,8 @@ type groupVerb struct {
 
 // runGroup is `busbar group`: the device's groups, over the durable path.
 func runGroup(args []string, stdio IO) int {
-	if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		groupUsage(stdio.Stdout)
-		return exitOK
+	if code, ok := pickSubcommand(stdio, "group", args); !ok {
+		return code
 	}
 	for _, op := range groupOps {
 		if len(args) == 0 || args[0] != op.name {
@@ -73,11 +64,7 @@ func runGroup(args []string, stdio IO) int {
 		}
 		return op.run(g, stdio)
 	}
-	if len(args) > 0 {
-		fmt.Fprintf(stdio.Stderr, "busbar group: unknown operation %q\n\n", args[0])
-	}
-	groupUsage(stdio.Stderr)
-	return exitUsage
+	return exitUsage // not reached: pickSubcommand knows the operations
 }
 
 // defaultLabel is the host's name, cut to a valid label.

@@ -67,9 +67,9 @@ func TestGroupVerbs(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"group"}, 2, "usage: busbar group"},
-		{[]string{"group", "nope"}, 2, `unknown operation "nope"`},
-		{[]string{"group", "create"}, 2, "usage: busbar group create NAME"},
+		{[]string{"group"}, 2, "busbar group: missing subcommand (create, invite, join, show, leave or revoke)\n"},
+		{[]string{"group", "nope"}, 2, `busbar group: unknown subcommand "nope"` + "\n"},
+		{[]string{"group", "create"}, 2, "busbar group create: missing NAME\n"},
 		{[]string{"group", "create", "not/a/name"}, 2, "is not a group name"},
 		{[]string{"group", "invite", "home", "--ttl", "10s"}, 2, "--ttl 10s"},
 		{[]string{"group", "revoke", "home", "nobody"}, 2, `device "nobody"`},

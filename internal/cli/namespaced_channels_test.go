@@ -44,10 +44,10 @@ func TestVerbsTakeNamespacedChannels(t *testing.T) {
 		t.Fatalf("ls --services: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// Past each edge of the grammar: refused before sending, as REJECTED.
+	// Past each edge of the grammar: bad input, refused before sending.
 	for _, name := range []string{"MyPlugin:events", "a:b:c", ":events", "myplugin:", "bus:x"} {
 		code, _, errOut := s.busbar(t, "", "req", "answerer", name, "x")
-		if code != exitRejected || !strings.Contains(errOut, "REJECTED (not sent)") {
+		if code != exitUsage || !strings.Contains(errOut, "invalid channel name") {
 			t.Errorf("req on %q: exit %d, stderr %q", name, code, errOut)
 		}
 	}

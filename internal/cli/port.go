@@ -23,13 +23,10 @@ import (
 // portLsTimeout bounds each port's info answer in `busbar port ls`.
 const portLsTimeout = 2 * time.Second
 
-const portUsage = "usage: busbar port serve NAME --exec CMD [--command NAME=DESCRIPTION]... [--announce SERVICE] | call NAME|PATH COMMAND [ARGS|-] | ls [--json]"
-
 func runPort(args []string, stdio IO) int {
 	ops := map[string]func([]string, IO) int{"serve": runPortServe, "call": runPortCall, "ls": runPortLs}
-	if len(args) == 0 || ops[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, portUsage)
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "port", args); !ok {
+		return code
 	}
 	return ops[args[0]](args[1:], stdio)
 }
@@ -180,6 +177,15 @@ func rcExit(rc wire.RC) int {
 	return exitOK
 }
 
+// bandNote tells the exit status apart from the reply's rc when they
+// differ (rc 23 exits 20, the floor of its band); "" when they are equal.
+func bandNote(rc wire.RC) string {
+	if code := rcExit(rc); code != int(rc) {
+		return fmt.Sprintf(" (exit status %d, the floor of rc %d's band)", code, rc)
+	}
+	return ""
+}
+
 func runPortCall(args []string, stdio IO) int {
 	v := newVerb("port call", "NAME|PATH COMMAND [ARGS|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	if !v.parse(args) {
@@ -206,7 +212,7 @@ func runPortCall(args []string, stdio IO) int {
 	var pe *port.Error
 	switch {
 	case errors.As(err, &pe):
-		return v.fail(stdio, err, rcExit(pe.RC))
+		return v.fail(stdio, fmt.Errorf("%w%s", err, bandNote(pe.RC)), rcExit(pe.RC))
 	case errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(v.arg(0), '/'):
 		return v.fail(stdio, fmt.Errorf("no port named %q in %s or %s", v.arg(0), port.Dir(), port.CosmixDir()), exitFail)
 	case err != nil:
@@ -216,16 +222,15 @@ func runPortCall(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stdout, "%s\n", r.Body)
 	}
 	if r.RC >= wire.RCWarning {
-		fmt.Fprintf(stdio.Stderr, "busbar port call: warning (rc %d): %s\n", r.RC, r.Error)
+		fmt.Fprintf(stdio.Stderr, "busbar port call: warning (rc %d): %s%s\n", r.RC, r.Error, bandNote(r.RC))
 	}
 	return rcExit(r.RC)
 }
 
 func runPortLs(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar port ls", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if !parseNoArgs(stdio, "port ls", fs, args) {
 		return exitUsage
 	}
 	entries, err := port.List(context.Background(), portLsTimeout)

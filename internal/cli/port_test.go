@@ -59,14 +59,14 @@ func TestPortVerbs(t *testing.T) {
 		{"by path", "", []string{filepath.Join(dir, "notes.sock"), "hi", "1"}, 0, "{\"hi\":1}\n", ""},
 		{"warning: exit 5, body kept", "", []string{"notes", "warn"}, 5, "[1]\n", "warning (rc 5): careful"},
 		{"a shell's 1 is rc 10", "", []string{"notes", "fail"}, 10, "", "rc 10: no luck"},
-		{"rc 23: exit 20", "", []string{"notes", "severe"}, 20, "", "rc 23: very bad"},
+		{"rc 23: exit 20, told apart", "", []string{"notes", "severe"}, 20, "", "rc 23: very bad (exit status 20, the floor of rc 23's band)\n"},
 		{"unknown command", "", []string{"notes", "nope"}, 10, "", "Unknown command 'nope'. Available: fail, help, hi, info, plain, severe, warn"},
 		{"help", "", []string{"notes", "help", `"hi"`}, 0, "{\"command\":\"hi\",\"description\":\"Say hi\"}\n", ""},
 		{"info", "", []string{"notes", "info"}, 0, `"version":"2.1"`, ""},
 		{"no such port", "", []string{"ghost", "hi"}, exitFail, "", `no port named "ghost"`},
 		{"arguments not JSON", "", []string{"notes", "hi", "ann"}, exitUsage, "", "ARGS must be JSON"},
 		{"bad name", "", []string{"No", "hi"}, exitUsage, "", "bad name"},
-		{"usage", "", []string{"notes"}, exitUsage, "", "usage"},
+		{"usage", "", []string{"notes"}, exitUsage, "", "busbar port call: missing COMMAND\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

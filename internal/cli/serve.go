@@ -27,7 +27,6 @@ const shutdownTimeout = 15 * time.Second
 
 func runServe(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
 	data := fs.String("data", "", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
 	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
 	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
@@ -51,7 +50,7 @@ func runServe(args []string, stdio IO) int {
 	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if !parseNoArgs(stdio, "serve", fs, args) {
 		return exitUsage
 	}
 	if *natsURLs != "" {
@@ -87,6 +86,12 @@ func runServe(args []string, stdio IO) int {
 		log.Error("cannot prepare the data directory", "err", err)
 		return exitFail
 	}
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		return exitFail
+	}
+	defer unlock()
 	store, err := auth.Load(principalsPath)
 	if err != nil {
 		log.Error("cannot load principals", "err", err)
@@ -122,7 +127,7 @@ func runServe(args []string, stdio IO) int {
 	for _, ep := range eps {
 		ln, err := transport.Listen(ep.Endpoint, ep.tls)
 		if err != nil {
-			log.Error("cannot listen", "endpoint", ep.Endpoint, "err", err)
+			fmt.Fprintln(stdio.Stderr, "busbar serve:", listenError(ep.Endpoint, err))
 			for _, l := range lns {
 				_ = l.Close()
 			}
@@ -211,4 +216,20 @@ func endpoints(dir, unixPath, tcpAddr, tlsAddr, cert, key string) ([]listenSpec,
 		return nil, errors.New("nothing to listen on")
 	}
 	return out, nil
+}
+
+// listenError says what to do about an endpoint serve cannot listen on:
+// for a port in use, the flags that choose another or turn it off.
+func listenError(ep transport.Endpoint, err error) error {
+	if !errors.Is(err, transport.ErrAddressInUse) {
+		return fmt.Errorf("cannot listen on %s: %w", ep, err)
+	}
+	flag := "--" + ep.Scheme
+	switch ep.Scheme {
+	case transport.SchemeUnix:
+		return fmt.Errorf("%s is in use (another broker?): choose another path with --unix PATH, or --unix off", ep)
+	case transport.SchemeTLS:
+		return fmt.Errorf("%s is in use (another broker?): choose another with --tls ADDR (127.0.0.1:0: a free port, printed)", ep)
+	}
+	return fmt.Errorf("%s is in use (another broker?): choose another with %s 127.0.0.1:0 (a free port, printed) or turn it off with %s off", ep, flag, flag)
 }

@@ -261,10 +261,10 @@ func TestServeEndToEnd(t *testing.T) {
 		{"no handler", "", []string{"req", "upper", "nothing", "x"}, exitNoHandler, "", "NO_HANDLER"},
 		{"not connected", "", []string{"req", "ghost", "math", "x"}, exitNoHandler, "", "not connected"},
 		{"timeout", "", []string{"req", "sleeper", "slow", "x", "--timeout", "300ms"}, exitTimeout, "", "TIMEOUT"},
-		{"rejected", "", []string{"req", "upper", "bus.x", "x"}, exitRejected, "", "REJECTED"},
+		{"reserved channel: bad input", "", []string{"req", "upper", "bus.x", "x"}, exitUsage, "", "invalid channel name"},
 		{"send", "", []string{"send", "upper", "math", "x"}, exitFail, "NO_SUBSCRIBER", ""},
 		{"send not connected", "", []string{"send", "ghost", "math", "x"}, exitFail, "NOT_CONNECTED", ""},
-		{"usage", "", []string{"req", "upper"}, exitUsage, "", "usage"},
+		{"usage", "", []string{"req", "upper"}, exitUsage, "", "busbar req: missing CHANNEL\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -497,7 +497,7 @@ func TestServeStatePermissions(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", "billing", "k"}, "REJECTED (rc 10): not permitted to state-read namespace billing"},
+		{[]string{"get", "billing", "k"}, "REJECTED (rc 10 in the reply; exit status 7): not permitted to state-read namespace billing"},
 		{[]string{"dump", "billing"}, "not permitted to state-read namespace billing"},
 		{[]string{"watch", "billing"}, "not permitted to state-read namespace billing"},
 		{[]string{"set", "cfg.app", "k", "2"}, "not permitted to state-write namespace cfg.app"},

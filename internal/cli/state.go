@@ -12,14 +12,17 @@ import (
 // runState is `busbar state`: one verb per operation on a namespace.
 func runState(args []string, stdio IO) int {
 	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1}
-	if len(args) == 0 || ops[args[0]] == 0 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar state get NS KEY | set NS KEY JSON | del NS KEY | open NS KEY | dump [NS] | watch NS")
-		return exitUsage
+	if code, ok := pickSubcommand(stdio, "state", args); !ok {
+		return code
 	}
 	op, want := args[0], ops[args[0]]
-	v := newVerb("state "+op, "", func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
+	p, _ := page("state " + op)
+	v := newVerb("state "+op, p.args, func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
 	if !v.parse(args[1:]) {
 		return exitUsage
+	}
+	if err := checkStateArgs(op, v.args); err != nil {
+		return usageError(stdio, "state "+op, "%v", err)
 	}
 	if op == "watch" {
 		v.reconnecting(stdio)

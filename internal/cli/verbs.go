@@ -18,6 +18,7 @@ import (
 
 	"busbar/auth"
 	"busbar/client"
+	"busbar/transport"
 	"busbar/wire"
 )
 
@@ -31,31 +32,26 @@ const (
 	exitHandler    = 8
 )
 
-// invalidCall reports whether the client refused a call before sending
-// anything because of its arguments: a malformed channel or target, or a
-// payload over the broker's limit. The CLI reports these as REJECTED, the
-// word the broker would have used.
-func invalidCall(err error) bool {
-	return errors.Is(err, auth.ErrBadChannel) || errors.Is(err, wire.ErrBadAddress) ||
-		errors.Is(err, wire.ErrCrossMesh) || errors.Is(err, client.ErrPayloadTooLarge)
+// isInputError reports whether err is bad input found before anything
+// was sent: a malformed channel, target, node name or --server, or a
+// payload over the limit. Every verb exits 2 for these (fail), whatever
+// status it asked for; refusals by the broker keep their own.
+func isInputError(err error) bool {
+	var in *inputError
+	return errors.As(err, &in) || errors.Is(err, auth.ErrBadChannel) || errors.Is(err, wire.ErrBadAddress) ||
+		errors.Is(err, wire.ErrCrossMesh) || errors.Is(err, client.ErrPayloadTooLarge) ||
+		errors.Is(err, auth.ErrBadNodeName) || errors.Is(err, transport.ErrBadEndpoint)
 }
 
-// callFailure is how a verb reports a call's error: a refusal made before
-// anything was sent reads REJECTED.
-func callFailure(err error) error {
-	if invalidCall(err) {
-		return fmt.Errorf("%s (not sent): %w", wire.ResultRejected, err)
-	}
-	return err
-}
+// inputError marks an error of the CLI's own checks as bad input.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
 
 // failCall reports the error of a request or publication and returns its
-// exit status: exitRejected for a refusal made before anything was sent,
-// else by kind (requestExit).
+// exit status by kind (requestExit); bad input exits 2 (fail).
 func (v *verbSetup) failCall(stdio IO, err error) int {
-	if invalidCall(err) {
-		return v.fail(stdio, callFailure(err), exitRejected)
-	}
 	return v.fail(stdio, err, requestExit(err))
 }
 
@@ -83,26 +79,23 @@ type verbSetup struct {
 	nargs func(n int) bool
 	fs    *flag.FlagSet
 	conn  connFlags
+	stdio IO
 	args  []string              // positional arguments
 	tune  func(*client.Options) // adjusts the connection's options
 }
 
 func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
-	v := &verbSetup{name: name, usage: usage, nargs: nargs, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
-	v.fs.SetOutput(stdio.Stderr)
-	v.fs.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "usage: busbar %s %s\n", name, usage)
-		v.fs.PrintDefaults()
-	}
+	v := &verbSetup{name: name, usage: usage, nargs: nargs, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	v.conn.register(v.fs)
 	return v
 }
 
 // parse accepts flags before, between and after positional arguments
-// ("busbar sub news --count 1"); "--" ends the flags.
+// ("busbar sub news --count 1"); "--" ends the flags. --help prints the
+// verb's help; a usage error is one line on stderr.
 func (v *verbSetup) parse(args []string) bool {
 	for {
-		if err := v.fs.Parse(args); err != nil {
+		if !parseFlags(v.stdio, v.name, v.fs, args) {
 			return false
 		}
 		rest := v.fs.Args()
@@ -117,7 +110,7 @@ func (v *verbSetup) parse(args []string) bool {
 		args = rest[1:]
 	}
 	if !v.nargs(len(v.args)) {
-		v.fs.Usage()
+		usageError(v.stdio, v.name, "%s", argCountError(v.usage, v.args))
 		return false
 	}
 	return true
@@ -126,7 +119,9 @@ func (v *verbSetup) parse(args []string) bool {
 // arg is positional argument i.
 func (v *verbSetup) arg(i int) string { return v.args[i] }
 
-// payload is the argument at i, stdin when it is "-", or empty.
+// payload is the argument at i, stdin when it is "-", or empty. Stdin is
+// read up to the largest frame; past it, the rest is only counted, so the
+// error names the payload's real size.
 func (v *verbSetup) payload(i int, stdio IO) ([]byte, error) {
 	if len(v.args) <= i {
 		return nil, nil
@@ -134,7 +129,16 @@ func (v *verbSetup) payload(i int, stdio IO) ([]byte, error) {
 	if a := v.args[i]; a != "-" {
 		return []byte(a), nil
 	}
-	return io.ReadAll(io.LimitReader(stdio.Stdin, wire.MaxMessageBytes))
+	b, err := io.ReadAll(io.LimitReader(stdio.Stdin, wire.MaxMessageBytes+1))
+	if err != nil || len(b) <= wire.MaxMessageBytes {
+		return b, err
+	}
+	rest, err := io.Copy(io.Discard, stdio.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	return nil, &inputError{fmt.Errorf("%w: the payload on stdin is %d bytes, over the largest frame (%d bytes)",
+		client.ErrPayloadTooLarge, int64(len(b))+rest, wire.MaxMessageBytes)}
 }
 
 // signalContext ends on SIGINT or SIGTERM.
@@ -189,8 +193,20 @@ func (v *verbSetup) notice(stdio IO, ev client.ConnEvent) {
 	}
 }
 
+// fail prints err on stderr, one line, and returns the exit status:
+// code, or exitUsage for bad input. Where the error carries a reply's rc,
+// the line says which number is the rc and which the exit status.
 func (v *verbSetup) fail(stdio IO, err error, code int) int {
-	fmt.Fprintf(stdio.Stderr, "busbar %s: %v\n", v.name, err)
+	if isInputError(err) {
+		code = exitUsage
+	}
+	text := err.Error()
+	var re *client.RequestError
+	if errors.As(err, &re) {
+		rc := fmt.Sprintf("(rc %d)", re.RC)
+		text = strings.Replace(text, rc, fmt.Sprintf("(rc %d in the reply; exit status %d)", re.RC, code), 1)
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar %s: %s\n", v.name, text)
 	return code
 }
 
@@ -231,7 +247,7 @@ func runSend(args []string, stdio IO) int {
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
 		r, err := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
 		if err != nil { // no receipt: refused before sending, or the scope closed
-			return v.fail(stdio, callFailure(err), exitFail)
+			return v.fail(stdio, err, exitFail)
 		}
 		fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
 		if r.Reason != "" {
@@ -252,7 +268,11 @@ func runReq(args []string, stdio IO) int {
 		if err != nil {
 			return v.failCall(stdio, err)
 		}
-		_, _ = stdio.Stdout.Write(reply.Payload())
+		out := reply.Payload()
+		_, _ = stdio.Stdout.Write(out)
+		if len(out) > 0 && out[len(out)-1] != '\n' && isTerminal(stdio.Stdout) {
+			fmt.Fprintln(stdio.Stdout) // the prompt on a line of its own; a pipe gets the bytes as they are
+		}
 		return exitOK
 	})
 }
@@ -402,7 +422,7 @@ func runLs(args []string, stdio IO) int {
 			return v.fail(stdio, err, requestExit(err))
 		}
 		if *asJSON {
-			_ = json.NewEncoder(stdio.Stdout).Encode(svcs)
+			_ = json.NewEncoder(stdio.Stdout).Encode(servicesView(svcs))
 			return exitOK
 		}
 		printServices(stdio.Stdout, svcs)
@@ -457,14 +477,14 @@ func watchServices(v *verbSetup, stdio IO, asJSON bool) int {
 	enc := json.NewEncoder(stdio.Stdout)
 	if asJSON {
 		for _, s := range w.Initial() {
-			_ = enc.Encode(wire.ServiceEvent{Op: wire.ServiceUp, Service: s})
+			_ = enc.Encode(serviceEventJSON{Op: wire.ServiceUp, Service: serviceView(s)})
 		}
 	} else {
 		printServices(stdio.Stdout, w.Initial())
 	}
 	for ev := range w.Events() {
 		if asJSON {
-			_ = enc.Encode(ev)
+			_ = enc.Encode(serviceEventJSON{Op: ev.Op, Service: serviceView(ev.Service)})
 			continue
 		}
 		s := ev.Service
