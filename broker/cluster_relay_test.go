@@ -1,0 +1,208 @@
+package broker_test
+
+// The durable relay's inboxes through any broker of a bus
+// (docs/cluster.md#durable-inboxes): three brokers on a three-server NATS
+// cluster, each device's inbox on its home among the relay brokers,
+// pushed to, received from and acked through any broker.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/internal/testnats"
+	"busbar/seal"
+	"busbar/wire"
+)
+
+// relayBus is three brokers b1..b3 whose relay stores are under dir, with
+// relays as the bus's relay brokers.
+type relayBus struct {
+	nats    *testnats.Cluster
+	dir     string
+	relays  []string
+	brokers []*testbroker.Env
+}
+
+func startRelayBus(t *testing.T, relays ...string) *relayBus {
+	t.Helper()
+	u := &relayBus{nats: testnats.Start(t, 3), dir: t.TempDir(), relays: relays}
+	for i := range 3 {
+		u.brokers = append(u.brokers, u.start(t, i))
+	}
+	awaitPeers(t, u.brokers)
+	return u
+}
+
+// start runs broker b<i+1> on NATS server i, on its own relay directory
+// (the same one on a restart).
+func (u *relayBus) start(t *testing.T, i int) *testbroker.Env {
+	t.Helper()
+	opts := testOpts()
+	opts.Name = fmt.Sprintf("b%d", i+1)
+	opts.RelayDir = filepath.Join(u.dir, opts.Name)
+	opts.Cluster = broker.ClusterOptions{URLs: []string{u.nats.URL(i)}, Heartbeat: busHeartbeat, Lease: busLease, Relays: u.relays}
+	return testbroker.Start(t, "tcp", opts)
+}
+
+// awaitPeers waits until every broker lists a node of every other: the
+// brokers know each other.
+func awaitPeers(t *testing.T, envs []*testbroker.Env) {
+	t.Helper()
+	want := map[string]string{}
+	for _, e := range envs {
+		name := "probe-" + e.Broker.Name()
+		connect(t, e, name)
+		want[name] = e.Broker.Name()
+	}
+	for _, e := range envs {
+		testbroker.Await(t, busSettle, e.Broker.Name()+" knows the bus", func() error {
+			got := where(e)
+			for n, b := range want {
+				if got[n] != b {
+					return fmt.Errorf("%s lists %v", e.Broker.Name(), got)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// pushAll pushes n blobs from author to dev through c, pipelined, and
+// checks that each is stored.
+func pushAll(t *testing.T, c *client.Client, author, dev *seal.Identity, first, n int) {
+	t.Helper()
+	blobs := make([][]byte, n)
+	for i := range blobs {
+		blobs[i] = sealedTo(t, author, dev, fmt.Sprint("hello ", first+i))
+	}
+	for i, p := range c.DurablePushAll(ctxT(t, 20*time.Second), blobs) {
+		if p.Err != nil {
+			t.Fatalf("push %d: %v", first+i, p.Err)
+		}
+	}
+}
+
+// receiveInOrder opens dev's session through c and checks that it
+// delivers the blobs from author numbered first..last, in order; it acks
+// the first ack of them and returns the session.
+func receiveInOrder(t *testing.T, c *client.Client, author, dev *seal.Identity, first, last, ack int) *client.DurableSession {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	s, err := c.DurableReceive(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	senders := seal.SendersFunc(func(string, seal.DeviceID) (seal.Public, bool) { return author.Public(), true })
+	var seqs []uint64
+	for i := first; i <= last; i++ {
+		b, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("blob %d: %v", i, err)
+		}
+		in, err := seal.Open(dev, b.Blob, senders)
+		if err != nil || string(in.Body) != fmt.Sprint("hello ", i) {
+			t.Fatalf("blob %d opens to %q, %v", i, in.Body, err)
+		}
+		if i-first < ack {
+			seqs = append(seqs, b.Seq)
+		}
+	}
+	if err := s.AckAll(ctx, seqs); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// awaitInbox waits until dev's inbox, asked through c, holds blobs.
+func awaitInbox(t *testing.T, c *client.Client, dev *seal.Identity, blobs int) {
+	t.Helper()
+	testbroker.Await(t, busSettle, "the inbox", func() error {
+		in, err := c.DurableInbox(ctxT(t, 5*time.Second), dev)
+		if err != nil {
+			return err
+		}
+		if in.Blobs != blobs {
+			return fmt.Errorf("the inbox holds %d blobs, want %d", in.Blobs, blobs)
+		}
+		return nil
+	})
+}
+
+// TestBusDurableInboxFromAnyBroker: with every broker a relay, devices
+// whose inboxes live on any of them are pushed to through b1 and received
+// from through b2, in order, each blob once a session; what is acked
+// through b2 is gone when b3 is asked, what is not comes again on the
+// next session.
+func TestBusDurableInboxFromAnyBroker(t *testing.T) {
+	u := startRelayBus(t, "b1", "b2", "b3")
+	author := identity(t)
+	sender := connect(t, u.brokers[0], "sender")
+	const n = 40
+	for d := range 6 { // six devices: their homes spread over the three
+		dev := identity(t)
+		pushAll(t, sender, author, dev, 0, n)
+		rx := connect(t, u.brokers[1], fmt.Sprint("rx", d))
+		s := receiveInOrder(t, rx, author, dev, 0, n-1, n/2)
+		s.Close()
+		awaitInbox(t, connect(t, u.brokers[2], fmt.Sprint("ask", d)), dev, n/2)
+		// A new session (another connection, another broker) starts at
+		// the oldest blob not acked.
+		receiveInOrder(t, connect(t, u.brokers[0], fmt.Sprint("rx-again", d)), author, dev, n/2, n-1, n/2)
+		awaitInbox(t, rx, dev, 0)
+	}
+}
+
+// TestBusDurableHomeRestartLosesNothingAcknowledged: every answered push
+// is in the home's store when it comes back; while it is away, pushes
+// for its devices are refused UNAVAILABLE (the sender keeps them), and
+// sessions through another broker see every blob not acked, in order.
+func TestBusDurableHomeRestartLosesNothingAcknowledged(t *testing.T) {
+	u := startRelayBus(t, "b2")
+	author, dev := identity(t), identity(t)
+	sender := connect(t, u.brokers[0], "sender")
+	pushAll(t, sender, author, dev, 0, 30)
+	rx := connect(t, u.brokers[2], "rx")
+	receiveInOrder(t, rx, author, dev, 0, 29, 10).Close()
+
+	ctx := ctxT(t, 20*time.Second)
+	if err := u.brokers[1].Broker.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Await(t, busSettle, "a push refused while the home is away", func() error {
+		_, err := sender.DurablePush(ctx, sealedTo(t, author, dev, "while away"))
+		var re *client.RequestError
+		if !errors.As(err, &re) || re.Kind != wire.ResultUnavailable {
+			return fmt.Errorf("push: %v, want UNAVAILABLE", err)
+		}
+		return nil
+	})
+	u.brokers[1] = u.start(t, 1)
+	awaitPeers(t, u.brokers)
+	pushAll(t, sender, author, dev, 30, 10)
+	receiveInOrder(t, connect(t, u.brokers[0], "rx-again"), author, dev, 10, 39, 30)
+	awaitInbox(t, rx, dev, 0)
+}
+
+// TestBusDurableNewerSessionThroughAnotherBroker: a newer session of a
+// device, opened through another broker, ends the older one at the home
+// and takes over: it gets what was not acked, then what is pushed next.
+func TestBusDurableNewerSessionThroughAnotherBroker(t *testing.T) {
+	u := startRelayBus(t, "b3")
+	author, dev := identity(t), identity(t)
+	sender := connect(t, u.brokers[0], "sender")
+	pushAll(t, sender, author, dev, 0, 3)
+	receiveInOrder(t, connect(t, u.brokers[0], "first"), author, dev, 0, 2, 0)
+	s := receiveInOrder(t, connect(t, u.brokers[1], "second"), author, dev, 0, 2, 3)
+	pushAll(t, sender, author, dev, 3, 1)
+	b, err := s.Next(ctxT(t, 20*time.Second))
+	if err != nil || b.Seq != 4 {
+		t.Fatalf("the newer session's next blob: %+v, %v", b, err)
+	}
+	awaitInbox(t, sender, dev, 1)
+}
