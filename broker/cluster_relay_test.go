@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"busbar/broker"
 	"busbar/client"
@@ -205,4 +208,153 @@ func TestBusDurableNewerSessionThroughAnotherBroker(t *testing.T) {
 		t.Fatalf("the newer session's next blob: %+v, %v", b, err)
 	}
 	awaitInbox(t, sender, dev, 1)
+}
+
+// fakeHome is a NATS connection that speaks on the bus as broker bx:
+// its share keeps it on the bus (republished until the test ends), and
+// what the brokers forward to it arrives on got.
+type fakeHome struct {
+	nc  *nats.Conn
+	got chan *nats.Msg
+}
+
+func startFakeHome(t *testing.T, url string) *fakeHome {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeHome{nc: nc, got: make(chan *nats.Msg, 64)}
+	if _, err := nc.ChanSubscribe("busbar.relay.bx.*", h.got); err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(busHeartbeat)
+		defer tick.Stop()
+		for gen := 1; ; gen++ {
+			_ = nc.Publish("busbar.dir.bx", fmt.Appendf(nil, `{"broker":"bx","iid":"fake","gen":%d,"part":0,"parts":1,"nodes":[{"node":"fakenode"}]}`, gen))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		nc.Close()
+	})
+	return h
+}
+
+// next is the next command forwarded to the fake home.
+func (h *fakeHome) next(t *testing.T) *nats.Msg {
+	t.Helper()
+	select {
+	case m := <-h.got:
+		return m
+	case <-time.After(busSettle):
+		t.Fatal("nothing forwarded to the fake home")
+		return nil
+	}
+}
+
+// TestBusDurableHomeThatDoesNotAnswer: a forwarded push is answered as its
+// home answers it while the home answers within RelayTimeout; past it the
+// broker answers UNAVAILABLE itself.
+func TestBusDurableHomeThatDoesNotAnswer(t *testing.T) {
+	nc := testnats.Start(t, 1)
+	opts := testOpts()
+	opts.Name = "b1"
+	opts.Cluster = broker.ClusterOptions{URLs: nc.URLs(), Heartbeat: busHeartbeat, Lease: busLease, Relays: []string{"bx"}, RelayTimeout: 300 * time.Millisecond}
+	e := testbroker.Start(t, "tcp", opts)
+	home := startFakeHome(t, nc.URL(0))
+	sender := connect(t, e, "sender")
+	author, dev := identity(t), identity(t)
+	ctx := ctxT(t, 20*time.Second)
+	testbroker.Eventually(t, busSettle, "the fake home on the bus", func() bool { return where(e)["fakenode"] == "bx" })
+
+	answered := make(chan error, 1)
+	go func() {
+		_, err := sender.DurablePush(ctx, sealedTo(t, author, dev, "answered"))
+		answered <- err
+	}()
+	m := home.next(t)
+	if m.Header.Get("op") != "push" || m.Header.Get("device") != dev.ID().String() {
+		t.Fatalf("forwarded: %v", m.Header)
+	}
+	answer := nats.NewMsg("busbar.relayed.b1.bx")
+	answer.Header.Set("op", "answer")
+	answer.Header.Set("id", m.Header.Get("id"))
+	answer.Data = []byte("7")
+	if err := home.nc.PublishMsg(answer); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("the push the home answered: %v", err)
+	}
+
+	start := time.Now()
+	_, err := sender.DurablePush(ctx, sealedTo(t, author, dev, "never answered"))
+	var re *client.RequestError
+	if !errors.As(err, &re) || re.Kind != wire.ResultUnavailable || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("the push the home never answered: %v", err)
+	}
+	if took := time.Since(start); took < opts.Cluster.RelayTimeout {
+		t.Fatalf("refused after %v, before RelayTimeout %v", took, opts.Cluster.RelayTimeout)
+	}
+}
+
+// TestBusDurableForwardedPipelineRefusesAGap: a home takes a forwarded
+// connection's pipelined pushes only in the order they were numbered: one
+// that follows a push it never saw (lost between brokers) is refused
+// UNAVAILABLE, and the rest of that pipeline with it, until the sender
+// starts a new pipeline.
+func TestBusDurableForwardedPipelineRefusesAGap(t *testing.T) {
+	nc := testnats.Start(t, 1)
+	opts := testOpts()
+	opts.Name = "b1"
+	opts.RelayDir = t.TempDir()
+	opts.Cluster = broker.ClusterOptions{URLs: nc.URLs(), Heartbeat: busHeartbeat, Lease: busLease, Relays: []string{"b1"}}
+	testbroker.Start(t, "tcp", opts)
+	bx, err := nats.Connect(nc.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bx.Close()
+	answers, err := bx.SubscribeSync("busbar.relayed.bx.b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	author, dev := identity(t), identity(t)
+	for i, step := range []struct {
+		n          int
+		pipe, want string
+	}{
+		{1, wire.PipelineFirst, ""},
+		{2, wire.PipelineNext, ""},
+		{4, wire.PipelineNext, string(wire.ResultUnavailable)}, // 3 was lost
+		{5, wire.PipelineNext, string(wire.ResultUnavailable)}, // behind the refused one
+		{6, wire.PipelineFirst, ""},                            // the sender starts again
+		{7, wire.PipelineNext, ""},
+	} {
+		m := nats.NewMsg("busbar.relay.b1.bx")
+		for k, v := range map[string]string{"op": "push", "id": fmt.Sprint(i), "conn": "c1", "n": fmt.Sprint(step.n), "pipe": step.pipe, "device": dev.ID().String()} {
+			m.Header.Set(k, v)
+		}
+		m.Data = sealedTo(t, author, dev, fmt.Sprint("push ", step.n))
+		if err := bx.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		a, err := answers.NextMsg(busSettle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Header.Get("id") != fmt.Sprint(i) || a.Header.Get("rc") != step.want {
+			t.Fatalf("push %d: answer %v %q, want rc %q", step.n, a.Header, a.Data, step.want)
+		}
+	}
 }

@@ -367,7 +367,7 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 // the inbox of the device this connection receives for, and only from it,
 // and answers.
 func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
-	if d := c.durable.current(); d != nil && d.home != "" {
+	if d := b.forwardedSession(c); d != nil {
 		s.topic = d.device
 		return b.forwardAck(c, d, m.Body(), s)
 	}
@@ -382,7 +382,7 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 // a refused ack is only logged (at debug level: a receiver that sends
 // junk only hurts its own inbox, whose blobs come again next session).
 func (b *Broker) durableAckEvent(c *conn, m *wire.Message) {
-	if d := c.durable.current(); d != nil && d.home != "" {
+	if d := b.forwardedSession(c); d != nil {
 		_ = b.forwardAck(c, d, m.Body(), nil)
 		return
 	}
@@ -407,6 +407,18 @@ func (b *Broker) ackRanges(c *conn, body []byte, device *string) *refusal {
 	}
 	*device = d.device
 	return b.ackSession(d, ranges, body)
+}
+
+// forwardedSession is c's receive session when its device's home is
+// another broker, or nil.
+func (b *Broker) forwardedSession(c *conn) *delivery {
+	if b.cl == nil {
+		return nil // a lone broker keeps every inbox
+	}
+	if d := c.durable.current(); d != nil && d.home != "" {
+		return d
+	}
+	return nil
 }
 
 // current is the connection's receive session, or nil.
