@@ -45,6 +45,11 @@ const (
 	// clusterRelayOriginIdle is how long a home keeps the order of
 	// another broker's connection's pushes after its last push.
 	clusterRelayOriginIdle = time.Minute
+	// ClusterRelayHeaderRoom is what a forwarded blob leaves of NATS's
+	// max_payload for the headers that go with it: a blob larger than
+	// max_payload minus this is refused TOO_LARGE by the broker that
+	// would forward it.
+	ClusterRelayHeaderRoom = 1 << 10
 )
 
 // The headers of the relay's NATS messages between brokers, and their ops.
@@ -181,6 +186,9 @@ func answered(b *Broker, c *conn, s subject) func(wire.Result, string, []byte) {
 func (b *Broker) forwardPush(c *conn, s *subject, device string, blob []byte, pipe, home string) *refusal {
 	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
+	}
+	if limit := int(b.cl.nc.MaxPayload()) - ClusterRelayHeaderRoom; len(blob) > limit {
+		return refuse(wire.ResultTooLarge, "the blob is "+strconv.Itoa(len(blob))+" bytes, over the "+strconv.Itoa(limit)+" a push may have between brokers (NATS's max_payload)")
 	}
 	conn, n := c.durable.forwarded(b.cl)
 	msg := relayMsg(ropPush, blob, rhDevice, device, rhConn, conn, rhN, strconv.FormatUint(n, 10), rhPipe, pipe)

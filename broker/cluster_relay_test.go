@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"busbar/broker"
@@ -356,5 +357,32 @@ func TestBusDurableForwardedPipelineRefusesAGap(t *testing.T) {
 		if a.Header.Get("id") != fmt.Sprint(i) || a.Header.Get("rc") != step.want {
 			t.Fatalf("push %d: answer %v %q, want rc %q", step.n, a.Header, a.Data, step.want)
 		}
+	}
+}
+
+// TestBusDurablePushOverTheNATSPayloadIsTooLarge: a push forwarded to its
+// home may be NATS's max_payload less ClusterRelayHeaderRoom; one byte
+// more is refused TOO_LARGE (permanent) by the forwarding broker.
+func TestBusDurablePushOverTheNATSPayloadIsTooLarge(t *testing.T) {
+	const maxPayload = 16 << 10
+	nc := testnats.Start(t, 3, func(o *server.Options) { o.MaxPayload = maxPayload })
+	u := &relayBus{nats: nc, dir: t.TempDir(), relays: []string{"b2"}}
+	u.brokers = []*testbroker.Env{u.start(t, 0), u.start(t, 1)}
+	awaitPeers(t, u.brokers)
+	sender := connect(t, u.brokers[0], "sender")
+	author, dev := identity(t), identity(t)
+	limit := maxPayload - broker.ClusterRelayHeaderRoom
+	overhead := len(sealedTo(t, author, dev, ""))
+	ctx := ctxT(t, 20*time.Second)
+	at := sealedTo(t, author, dev, strings.Repeat("x", limit-overhead))
+	if len(at) != limit {
+		t.Fatalf("a blob of %d bytes, want %d", len(at), limit)
+	}
+	if _, err := sender.DurablePush(ctx, at); err != nil {
+		t.Fatalf("a push of %d bytes: %v", len(at), err)
+	}
+	_, err := sender.DurablePush(ctx, sealedTo(t, author, dev, strings.Repeat("x", limit-overhead+1)))
+	if !client.DurablePermanent(err) || !strings.Contains(err.Error(), string(wire.ResultTooLarge)) {
+		t.Fatalf("a push of %d bytes: %v, want TOO_LARGE", limit+1, err)
 	}
 }
