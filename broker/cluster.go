@@ -222,6 +222,7 @@ func joinCluster(b *Broker) error {
 	}
 	cl.nc = nc
 	b.cl = cl // before any handler runs: they route through b
+	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
 	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
 		s, err := nc.Subscribe(subj+"*", h)
 		if err != nil {
