@@ -221,7 +221,7 @@ func joinCluster(b *Broker) error {
 		return fmt.Errorf("%w: NATS at %s: %v", ErrCluster, strings.Join(o.URLs, ","), err)
 	}
 	cl.nc = nc
-	b.cl = cl // before any handler runs: they route through b
+	b.cl = cl                         // before any handler runs: they route through b
 	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
 	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
 		s, err := nc.Subscribe(subj+"*", h)
