@@ -156,6 +156,9 @@ type cluster struct {
 
 	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
 
+	smu      sync.Mutex           // guards repaired
+	repaired map[string]time.Time // namespaces republished on a digest, when (cluster_state.go)
+
 	lmu    sync.Mutex       // guards links and closed
 	links  map[string]*conn // by broker name (cluster_link.go)
 	closed bool
@@ -272,6 +275,7 @@ func (cl *cluster) publisher() {
 		case now := <-tick.C:
 			cl.expire(now)
 			cl.relayTick(now)
+			cl.publishDigest()
 		case <-cl.resync:
 			cl.publishAllState()
 			continue
