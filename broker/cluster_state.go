@@ -77,6 +77,9 @@ func (cl *cluster) publishDigest() {
 	m := stateMsg{Broker: cl.b.opts.Name, Whole: true, Digest: []nsDigest{}}
 	size := 0
 	for i := range snaps {
+		if len(snaps[i].Entries) == 0 {
+			continue // as good as absent: a merge creates no empty namespace
+		}
 		d := digestOf(&snaps[i])
 		raw, _ := json.Marshal(d)
 		if size > 0 && size+len(raw) > budget {
@@ -103,10 +106,9 @@ func (cl *cluster) checkDigest(sm stateMsg) {
 	now := time.Now()
 	for _, snap := range cl.b.state.snapshots() {
 		d, listed := theirs[snap.NS]
-		if (!listed && !sm.Whole) || (listed && d == digestOf(&snap)) {
+		if len(snap.Entries) == 0 || (!listed && !sm.Whole) || (listed && d == digestOf(&snap)) {
 			continue
 		}
-		delete(theirs, snap.NS)
 		if cl.repairDue(snap.NS, now) {
 			cl.b.log.Info("bus: state differs from another broker's; republishing the namespace", "broker", sm.Broker, "ns", snap.NS)
 			cl.publishNamespace(snap)
