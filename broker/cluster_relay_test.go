@@ -20,6 +20,7 @@ import (
 	"busbar/client"
 	"busbar/internal/testbroker"
 	"busbar/internal/testnats"
+	"busbar/relay"
 	"busbar/seal"
 	"busbar/wire"
 )
@@ -31,11 +32,16 @@ type relayBus struct {
 	dir     string
 	relays  []string
 	brokers []*testbroker.Env
+	relay   relay.Options // every broker's store options
 }
 
-func startRelayBus(t *testing.T, relays ...string) *relayBus {
+func startRelayBus(t testing.TB, relays ...string) *relayBus {
+	return startRelayBusWith(t, relay.Options{}, relays...)
+}
+
+func startRelayBusWith(t testing.TB, ro relay.Options, relays ...string) *relayBus {
 	t.Helper()
-	u := &relayBus{nats: testnats.Start(t, 3), dir: t.TempDir(), relays: relays}
+	u := &relayBus{nats: testnats.Start(t, 3), dir: t.TempDir(), relays: relays, relay: ro}
 	for i := range 3 {
 		u.brokers = append(u.brokers, u.start(t, i))
 	}
@@ -45,10 +51,11 @@ func startRelayBus(t *testing.T, relays ...string) *relayBus {
 
 // start runs broker b<i+1> on NATS server i, on its own relay directory
 // (the same one on a restart).
-func (u *relayBus) start(t *testing.T, i int) *testbroker.Env {
+func (u *relayBus) start(t testing.TB, i int) *testbroker.Env {
 	t.Helper()
 	opts := testOpts()
 	opts.Name = fmt.Sprintf("b%d", i+1)
+	opts.Relay = u.relay
 	opts.RelayDir = filepath.Join(u.dir, opts.Name)
 	opts.Cluster = broker.ClusterOptions{URLs: []string{u.nats.URL(i)}, Heartbeat: busHeartbeat, Lease: busLease, Relays: u.relays}
 	return testbroker.Start(t, "tcp", opts)
@@ -56,7 +63,7 @@ func (u *relayBus) start(t *testing.T, i int) *testbroker.Env {
 
 // awaitPeers waits until every broker lists a node of every other: the
 // brokers know each other.
-func awaitPeers(t *testing.T, envs []*testbroker.Env) {
+func awaitPeers(t testing.TB, envs []*testbroker.Env) {
 	t.Helper()
 	want := map[string]string{}
 	for _, e := range envs {
@@ -386,3 +393,43 @@ func TestBusDurablePushOverTheNATSPayloadIsTooLarge(t *testing.T) {
 		t.Fatalf("a push of %d bytes: %v, want TOO_LARGE", limit+1, err)
 	}
 }
+
+// benchDurablePush pushes b.N sealed blobs of 128 bytes, pipelined, from
+// a node on broker from to inboxes whose home is b2 (from 1: on the home
+// itself; from 0: forwarded), spread over 64 devices, without the push
+// rate limit.
+func benchDurablePush(b *testing.B, from int) {
+	u := startRelayBusWith(b, relay.Options{MaxPushRate: -1}, "b2")
+	sender := connect(b, u.brokers[from], "sender")
+	author := identity(b)
+	blobs := make([][]byte, 64)
+	for i := range blobs {
+		blobs[i] = sealedTo(b, author, identity(b), strings.Repeat("x", 128))
+	}
+	ctx := ctxT(b, 5*time.Minute)
+	p := sender.DurablePipe()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if p.Len() == client.DurablePipeWindow {
+			if _, err := p.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := p.Send(ctx, blobs[i%len(blobs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for p.Len() > 0 {
+		if _, err := p.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDurablePushOnItsHome: the sender is on the inboxes' home.
+func BenchmarkDurablePushOnItsHome(b *testing.B) { benchDurablePush(b, 1) }
+
+// BenchmarkDurablePushThroughAnotherBroker: the sender's broker forwards
+// every push to the home.
+func BenchmarkDurablePushThroughAnotherBroker(b *testing.B) { benchDurablePush(b, 0) }
