@@ -174,15 +174,23 @@ func TestBusDurableInboxFromAnyBroker(t *testing.T) {
 	}
 }
 
+// pushedThroughB1 starts a relay bus whose one relay is home, and pushes
+// n blobs from author to dev through sender, a node on b1.
+func pushedThroughB1(t *testing.T, home string, n int) (u *relayBus, sender *client.Client, author, dev *seal.Identity) {
+	t.Helper()
+	u = startRelayBus(t, home)
+	author, dev = identity(t), identity(t)
+	sender = connect(t, u.brokers[0], "sender")
+	pushAll(t, sender, author, dev, 0, n)
+	return u, sender, author, dev
+}
+
 // TestBusDurableHomeRestartLosesNothingAcknowledged: every answered push
 // is in the home's store when it comes back; while it is away, pushes
 // for its devices are refused UNAVAILABLE (the sender keeps them), and
 // sessions through another broker see every blob not acked, in order.
 func TestBusDurableHomeRestartLosesNothingAcknowledged(t *testing.T) {
-	u := startRelayBus(t, "b2")
-	author, dev := identity(t), identity(t)
-	sender := connect(t, u.brokers[0], "sender")
-	pushAll(t, sender, author, dev, 0, 30)
+	u, sender, author, dev := pushedThroughB1(t, "b2", 30)
 	rx := connect(t, u.brokers[2], "rx")
 	receiveInOrder(t, rx, author, dev, 0, 29, 10).Close()
 
@@ -210,10 +218,7 @@ func TestBusDurableHomeRestartLosesNothingAcknowledged(t *testing.T) {
 // and takes over: it gets what was not acked, then what is pushed next,
 // and its acks without answers reach the home too.
 func TestBusDurableNewerSessionThroughAnotherBroker(t *testing.T) {
-	u := startRelayBus(t, "b3")
-	author, dev := identity(t), identity(t)
-	sender := connect(t, u.brokers[0], "sender")
-	pushAll(t, sender, author, dev, 0, 3)
+	u, sender, author, dev := pushedThroughB1(t, "b3", 3)
 	receiveInOrder(t, connect(t, u.brokers[0], "first"), author, dev, 0, 2, 0)
 	s := receiveInOrder(t, connect(t, u.brokers[1], "second"), author, dev, 0, 2, 3)
 	pushAll(t, sender, author, dev, 3, 1)
