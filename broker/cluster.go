@@ -72,6 +72,16 @@ type ClusterOptions struct {
 	Heartbeat, Lease time.Duration
 	// ConnectTimeout bounds the first connection to NATS in New.
 	ConnectTimeout time.Duration
+	// Relays names the brokers that keep the durable relay's inboxes,
+	// the same list on every broker of the bus: each device's inbox lives
+	// on one of them (its home, by the device id), and every other broker
+	// forwards that device's pushes, receive sessions and acks to it
+	// (docs/cluster.md#durable-inboxes). Empty: each broker keeps the
+	// inboxes of the pushes it takes, as a lone broker does.
+	Relays []string
+	// RelayTimeout bounds the wait for a home's answer to a forwarded
+	// command; past it the command is answered UNAVAILABLE.
+	RelayTimeout time.Duration
 }
 
 func (o *ClusterOptions) enabled() bool { return len(o.URLs) > 0 }
@@ -91,6 +101,14 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	}
 	if o.SubjectPrefix == "" {
 		o.SubjectPrefix = DefaultClusterSubjectPrefix
+	}
+	if o.RelayTimeout == 0 {
+		o.RelayTimeout = DefaultClusterRelayTimeout
+	}
+	for _, r := range o.Relays {
+		if r == "" || strings.ContainsAny(r, " \t\r\n*>.") {
+			return fmt.Errorf("broker: Cluster.Relays: %q is not a broker name", r)
+		}
 	}
 	switch {
 	case name == DefaultName:
@@ -136,6 +154,11 @@ type cluster struct {
 
 	view hotpath.View // owned by onLink, the links' one reader
 
+	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
+
+	smu      sync.Mutex           // guards repaired
+	repaired map[string]time.Time // namespaces republished on a digest, when (cluster_state.go)
+
 	lmu    sync.Mutex       // guards links and closed
 	links  map[string]*conn // by broker name (cluster_link.go)
 	closed bool
@@ -146,7 +169,7 @@ type cluster struct {
 // with the name of the broker that publishes on it (subscribed to with
 // "*"), so NATS permissions can pin every broker to its own
 // (docs/cluster.md#trust).
-type subjects struct{ dir, bye, claim, link, state string }
+type subjects struct{ dir, bye, claim, link, state, relay, relayed string }
 
 // sender is the broker that published m: its subject's last token.
 func sender(m *nats.Msg) string { return m.Subject[strings.LastIndexByte(m.Subject, '.')+1:] }
@@ -163,7 +186,8 @@ func joinCluster(b *Broker) error {
 	cl := &cluster{
 		b: b, opts: o, iid: hex.EncodeToString(id[:]),
 		subj: subjects{dir: o.SubjectPrefix + ".dir.", bye: o.SubjectPrefix + ".bye.", claim: o.SubjectPrefix + ".claim.",
-			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", state: o.SubjectPrefix + ".state."},
+			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", state: o.SubjectPrefix + ".state.",
+			relay: o.SubjectPrefix + ".relay." + b.opts.Name + ".", relayed: o.SubjectPrefix + ".relayed." + b.opts.Name + "."},
 		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
 		peers: map[string]*peer{}, links: map[string]*conn{},
 	}
@@ -200,8 +224,9 @@ func joinCluster(b *Broker) error {
 		return fmt.Errorf("%w: NATS at %s: %v", ErrCluster, strings.Join(o.URLs, ","), err)
 	}
 	cl.nc = nc
-	b.cl = cl // before any handler runs: they route through b
-	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState} {
+	b.cl = cl                         // before any handler runs: they route through b
+	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
+	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
 		s, err := nc.Subscribe(subj+"*", h)
 		if err != nil {
 			nc.Close()
@@ -249,6 +274,8 @@ func (cl *cluster) publisher() {
 			return
 		case now := <-tick.C:
 			cl.expire(now)
+			cl.relayTick(now)
+			cl.publishDigest()
 		case <-cl.resync:
 			cl.publishAllState()
 			continue

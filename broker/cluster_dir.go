@@ -414,14 +414,18 @@ func serviceChanges(old, new []wire.ServiceInfo) []wire.ServiceEvent {
 	return evs
 }
 
+// sameService reports whether a and b are one record. The collision flag
+// is not compared: every broker decides it for the whole bus.
 func sameService(a, b *wire.ServiceInfo) bool {
-	ja, _ := wire.JSON(a)
-	jb, _ := wire.JSON(b)
+	x, y := *a, *b
+	x.Collision, y.Collision = false, false
+	ja, _ := wire.JSON(x)
+	jb, _ := wire.JSON(y)
 	return string(ja) == string(jb)
 }
 
 // notifyRemote tells this broker's registry watchers what changed on
-// other brokers.
+// other brokers, and the collisions that begin or end with it.
 func (r *registry) notifyRemote(evs []wire.ServiceEvent) {
 	if len(evs) == 0 {
 		return
@@ -429,6 +433,6 @@ func (r *registry) notifyRemote(evs []wire.ServiceEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range evs {
-		r.notifyLocked(evs[i].Op, &evs[i].Service)
+		r.notifyRemoteLocked(&evs[i])
 	}
 }

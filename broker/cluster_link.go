@@ -78,6 +78,7 @@ func (cl *cluster) closeLink(name string) {
 	if c != nil {
 		c.close(wire.ResultDisconnect)
 	}
+	cl.relayPeerGone(name) // and the relay's commands and sessions with it
 }
 
 // closeLinks closes every link and waits for their goroutines (leave).

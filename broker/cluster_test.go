@@ -266,6 +266,8 @@ func TestClusterOptionsAreChecked(t *testing.T) {
 		{"lease", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Heartbeat: time.Second, Lease: 1999 * time.Millisecond}}, "at least twice"},
 		{"tls pair", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TLSCert: "c.pem"}}, "go together"},
 		{"prefix", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, SubjectPrefix: "a.>"}}, "not a NATS subject prefix"},
+		{"relay name", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Relays: []string{"b2", ""}}}, "is not a broker name"},
+		{"relay without a store", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Relays: []string{"b2", "b1"}}}, "has no RelayDir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := broker.New(tc.opts)

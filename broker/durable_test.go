@@ -28,7 +28,7 @@ func relayBroker(t *testing.T) *testbroker.Env {
 	return testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
 }
 
-func sealedTo(t *testing.T, author *seal.Identity, to *seal.Identity, body string) []byte {
+func sealedTo(t testing.TB, author *seal.Identity, to *seal.Identity, body string) []byte {
 	t.Helper()
 	msg, err := seal.NewMessage(seal.KindSync, "g", []byte(body), time.Now())
 	if err != nil {
@@ -41,7 +41,7 @@ func sealedTo(t *testing.T, author *seal.Identity, to *seal.Identity, body strin
 	return blob
 }
 
-func identity(t *testing.T) *seal.Identity {
+func identity(t testing.TB) *seal.Identity {
 	t.Helper()
 	id, err := seal.Generate()
 	if err != nil {

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"busbar/relay"
@@ -144,6 +145,9 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr)
 	if err := o.Cluster.setDefaults(o.Name); err != nil {
 		return err
+	}
+	if o.RelayDir == "" && slices.Contains(o.Cluster.Relays, o.Name) {
+		return fmt.Errorf("broker: %s is one of Cluster.Relays but has no RelayDir to keep inboxes in", o.Name)
 	}
 	switch {
 	case o.LeaseTimeout <= o.HeartbeatInterval:

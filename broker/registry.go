@@ -32,6 +32,11 @@ type registry struct {
 	// again from a fresh snapshot.
 	lost map[*conn]struct{}
 	seq  uint64 // ids of bus.service events
+	// On a bus (cluster_collide.go): remote returns the other brokers'
+	// instances of a name, and told the instances, local or remote, whose
+	// collision watchers were told of and not yet told is over.
+	remote func(name string) []wire.ServiceInfo
+	told   map[string]bool
 }
 
 // instance is one connection's record of a service. Records are matched
@@ -47,6 +52,7 @@ func (r *registry) init() {
 	r.byConn = map[*conn][]string{}
 	r.watchers = map[*conn]struct{}{}
 	r.lost = map[*conn]struct{}{}
+	r.told = map[string]bool{}
 }
 
 // announce records (or updates) c's instance of a.Service.
@@ -101,6 +107,12 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, *refu
 	r.byConn[c] = append(r.byConn[c], a.Service)
 	list = append(list, in)
 	r.byName[a.Service] = list
+	if r.remote != nil { // the collisions of the whole bus
+		in.info.Collision = len(list) > 1 || len(r.remoteOf(a.Service)) > 0
+		r.notifyLocked(wire.ServiceUp, &in.info)
+		r.reconcileLocked(a.Service, &in.info)
+		return in.info, nil
+	}
 	if len(list) > 1 {
 		in.info.Collision = true
 		b.log.Warn("service name collision", "service", a.Service, "instances", len(list))
@@ -160,6 +172,10 @@ func (r *registry) dropLocked(c *conn, name string) {
 		r.byName[name] = list
 	}
 	r.notifyLocked(wire.ServiceDown, gone)
+	if r.remote != nil {
+		r.reconcileLocked(name, nil)
+		return
+	}
 	if len(list) == 1 && list[0].info.Collision { // the collision is over
 		list[0].info.Collision = false
 		r.notifyLocked(wire.ServiceUp, &list[0].info)
@@ -170,6 +186,7 @@ func (r *registry) dropLocked(c *conn, name string) {
 // whose queue is full misses it and is told so by the broker log; its
 // next whois or watch gives the truth.
 func (r *registry) notifyLocked(op wire.ServiceOp, s *wire.ServiceInfo) {
+	r.noteLocked(op, s)
 	if len(r.watchers) == 0 {
 		return
 	}

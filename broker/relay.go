@@ -24,23 +24,41 @@ import (
 // session belongs to the connection that proved it holds the device's key;
 // a newer session for the same device, or on the same connection, ends the
 // older one.
+//
+// On a bus with relay brokers (ClusterOptions.Relays) a device's inbox
+// lives on its home broker; a broker that is not the home forwards the
+// commands to it (cluster_relay.go).
 
 // relayRole is the broker's relay: the store, and the receive sessions.
 type relayRole struct {
 	store *relay.Store // nil: this broker is not a relay
 
-	mu       sync.Mutex           // guards sessions
+	mu       sync.Mutex           // guards the fields below
 	sessions map[string]*delivery // device id → its live session
+	// What other brokers opened here as the home of their devices'
+	// inboxes (cluster_relay.go): their sessions by peer/session id, the
+	// order of their connections' pushes by peer/connection, and the
+	// goroutines delivering to them, joined by close.
+	remote  map[string]*delivery
+	origins map[string]*origin
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // delivery is one receive session, owned by the connection that opened
-// it: a goroutine that sends the inbox's blobs until cancel.
+// it: a goroutine that sends the inbox's blobs until cancel. A session
+// another broker opened here for its device has no conn but a peer and a
+// sid; one this broker forwards to the device's home has a home, a sid
+// and in, the blobs the home sent.
 type delivery struct {
-	c      *conn
-	sess   *relay.Session
-	device string
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the goroutine has returned
+	c          *conn
+	sess       *relay.Session
+	device     string
+	peer, home string
+	sid        string
+	in         chan relayedBlob
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when the goroutine has returned
 	// window holds a token per blob delivered and not yet acked: at most
 	// wire.DurableWindow, so a receiver's buffer of that size never
 	// overflows.
@@ -58,10 +76,14 @@ type durableWork struct {
 	// Only refusals at admission count: a group commit that fails fails
 	// the store for good, so every later push is refused anyway.
 	broken wire.Result
+	// fwdConn names the connection to the homes its pushes are forwarded
+	// to; fwdN numbers those pushes (cluster_relay.go).
+	fwdConn string
+	fwdN    uint64
 }
 
 func (r *relayRole) open(dir string, opts relay.Options, log *slog.Logger) error {
-	r.sessions = map[string]*delivery{}
+	r.sessions, r.remote, r.origins = map[string]*delivery{}, map[string]*delivery{}, map[string]*origin{}
 	if dir == "" {
 		return nil
 	}
@@ -75,6 +97,10 @@ func (r *relayRole) open(dir string, opts relay.Options, log *slog.Logger) error
 }
 
 func (r *relayRole) close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait() // the sessions of other brokers' devices (they end with the broker's context)
 	if r.store == nil {
 		return nil
 	}
@@ -83,9 +109,6 @@ func (r *relayRole) close() error {
 
 // durable handles the bus.durable.* commands; on success it has answered.
 func (b *Broker) durable(c *conn, m *wire.Message, s *subject) *refusal {
-	if b.relay.store == nil {
-		return rejectf("this broker is not a relay (serve it with a relay directory)")
-	}
 	switch s.command {
 	case wire.CmdDurablePush:
 		return b.durablePush(c, m, s)
@@ -98,10 +121,25 @@ func (b *Broker) durable(c *conn, m *wire.Message, s *subject) *refusal {
 		if r != nil {
 			return r
 		}
+		if home := b.relayHome(device); home != "" {
+			return b.forwardInbox(c, s, device, home)
+		}
+		if r := b.localRelay(); r != nil {
+			return r
+		}
 		in := b.relay.store.Inbox(device)
 		return b.replyJSON(c, *s, wire.DurableInbox{Blobs: in.Blobs, Bytes: in.Bytes}, "the inbox", "")
 	}
 	return rejectf("unknown control command %s", s.command)
+}
+
+// localRelay refuses a command for an inbox kept here when this broker
+// keeps none.
+func (b *Broker) localRelay() *refusal {
+	if b.relay.store == nil {
+		return rejectf("this broker is not a relay (serve it with a relay directory)")
+	}
+	return nil
 }
 
 // durablePush admits one blob for the device its clear header names, in
@@ -123,6 +161,15 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 	id, err := seal.PeekRecipient(blob)
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
+	}
+	if home := b.relayHome(id.String()); home != "" {
+		if r := b.forwardPush(c, s, id.String(), blob, pipe, home); r != nil {
+			return c.durable.refused(pipe, r)
+		}
+		return nil
+	}
+	if r := b.localRelay(); r != nil {
+		return r
 	}
 	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return c.durable.refused(pipe, b.tooManyCalls())
@@ -209,6 +256,12 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	if r != nil {
 		return r
 	}
+	if home := b.relayHome(device); home != "" {
+		return b.forwardReceive(c, s, device, home)
+	}
+	if r := b.localRelay(); r != nil {
+		return r
+	}
 	sess, err := b.relay.store.Session(device)
 	if err != nil {
 		return pushRefusal(err)
@@ -273,6 +326,9 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		if b.relay.sessions[d.device] == d {
 			delete(b.relay.sessions, d.device)
 		}
+		if d.c == nil {
+			delete(b.relay.remote, d.peer+"/"+d.sid)
+		}
 		b.relay.mu.Unlock()
 	}()
 	for {
@@ -284,6 +340,12 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 		blob, err := sess.Next(ctx)
 		if err != nil {
 			return
+		}
+		if d.c == nil { // another broker's device
+			if b.cl.sendDelivery(d, blob) != nil {
+				return // that broker's session stalls until it ends it; the blob comes again next session
+			}
+			continue
 		}
 		f := sendq.NewFrame()
 		f.TTLOff = -1
@@ -305,6 +367,10 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 // the inbox of the device this connection receives for, and only from it,
 // and answers.
 func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
+	if d := b.forwardedSession(c); d != nil {
+		s.topic = d.device
+		return b.forwardAck(c, d, m.Body(), s)
+	}
 	if r := b.ackRanges(c, m.Body(), &s.topic); r != nil {
 		return r
 	}
@@ -316,6 +382,10 @@ func (b *Broker) durableAck(c *conn, m *wire.Message, s *subject) *refusal {
 // a refused ack is only logged (at debug level: a receiver that sends
 // junk only hurts its own inbox, whose blobs come again next session).
 func (b *Broker) durableAckEvent(c *conn, m *wire.Message) {
+	if d := b.forwardedSession(c); d != nil {
+		_ = b.forwardAck(c, d, m.Body(), nil)
+		return
+	}
 	var device string
 	if r := b.ackRanges(c, m.Body(), &device); r != nil {
 		b.log.Debug("durable ack event refused", "node", c.node, "device", device, "why", clip(r.text))
@@ -331,13 +401,35 @@ func (b *Broker) ackRanges(c *conn, body []byte, device *string) *refusal {
 	if err != nil {
 		return rejectf("ack: the body must be blobs' sequence numbers, as ranges (%v)", err)
 	}
-	c.durable.mu.Lock()
-	d := c.durable.session
-	c.durable.mu.Unlock()
+	d := c.durable.current()
 	if d == nil {
 		return rejectf("ack: this connection has no receive session")
 	}
 	*device = d.device
+	return b.ackSession(d, ranges, body)
+}
+
+// forwardedSession is c's receive session when its device's home is
+// another broker, or nil.
+func (b *Broker) forwardedSession(c *conn) *delivery {
+	if b.cl == nil {
+		return nil // a lone broker keeps every inbox
+	}
+	if d := c.durable.current(); d != nil && d.home != "" {
+		return d
+	}
+	return nil
+}
+
+// current is the connection's receive session, or nil.
+func (w *durableWork) current() *delivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.session
+}
+
+// ackSession deletes the blobs of ranges that session d delivered.
+func (b *Broker) ackSession(d *delivery, ranges []wire.SeqRange, body []byte) *refusal {
 	last := uint64(d.sess.Delivered())
 	acked := 0
 	for _, r := range ranges {

@@ -69,6 +69,7 @@ func DropReasons() []DropReason {
 type stats struct {
 	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted, streamStalls atomic.Int64
 	drops                                                                                                                                       [numDropReasons]atomic.Int64
+	stateRepairs                                                                                                                                atomic.Int64
 }
 
 func (s *stats) drop(r DropReason) { s.drops[r].Add(1) }
@@ -90,6 +91,9 @@ type Stats struct {
 	// StreamStalls counts the times a stream message waited (up to 2 ms)
 	// for room in a subscriber's full queue.
 	StreamStalls int64
+	// StateRepairs counts the namespaces this broker republished because
+	// another broker's digest differed from it (docs/cluster.md#replicated-state).
+	StateRepairs int64
 
 	// Drops counts discarded messages per reason (see DropReason).
 	Drops [numDropReasons]int64
@@ -114,6 +118,7 @@ func (b *Broker) Stats() Stats {
 		HandshakesEvicted: b.stats.handshakesEvicted.Load(),
 		StreamStalls:      b.stats.streamStalls.Load(),
 		StateRefused:      b.stats.stateRefused.Load(),
+		StateRepairs:      b.stats.stateRepairs.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = b.stats.drops[i].Load()

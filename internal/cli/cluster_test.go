@@ -85,3 +85,13 @@ func TestServeNATSUnreachableFails(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// --nats-relays reaches the broker: a name no broker can have is refused
+// at start, before NATS is dialled.
+func TestServeNATSRelaysAreChecked(t *testing.T) {
+	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--name", "b1",
+		"--nats", "nats://127.0.0.1:1", "--nats-relays", "b1,b.2")
+	if code != exitFail || !strings.Contains(errOut, `"b.2" is not a broker name`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

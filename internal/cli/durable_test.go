@@ -2,12 +2,14 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"busbar/internal/testbroker"
+	"busbar/internal/testnats"
 )
 
 // Two devices of one user, each a directory, through the real binary and
@@ -17,8 +19,32 @@ import (
 // reaches the other's listener.
 func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
 	s := startServe(t, filepath.Join(t.TempDir(), "state"))
+	durableBetweenTwoDevices(t, s, s)
+}
+
+// The same with each device on its own broker of a bus, the inboxes kept
+// by b1 (--nats-relays): the phone's pushes, sessions and acks go through
+// b2 to its inbox's home.
+func TestDurableSendAndListenAcrossBrokers(t *testing.T) {
+	nats := testnats.Start(t, 3)
+	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "3s", "--nats-relays", "b1"}
+	b1 := startServe(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	b2 := startServe(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--name", "b2", "--nats", nats.URL(1)}, bus...)...)
+	b1.background(t, "sub", "news", "--name", "on-b1")
+	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b2 to know b1", func() error {
+		if code, out, _ := b2.busbar(t, "", "ls"); code != 0 || !strings.Contains(out, "on-b1") {
+			return fmt.Errorf("b2 lists %s", out)
+		}
+		return nil
+	})
+	durableBetweenTwoDevices(t, b1, b2)
+}
+
+// durableBetweenTwoDevices runs the laptop's commands against server l,
+// the phone's against p.
+func durableBetweenTwoDevices(t *testing.T, l, p *server) {
 	laptop, phone := filepath.Join(t.TempDir(), "laptop"), filepath.Join(t.TempDir(), "phone")
-	env := []string{"BUSBAR_DATA=" + s.data}
+	env, penv := []string{"BUSBAR_DATA=" + l.data}, []string{"BUSBAR_DATA=" + p.data}
 	if code, _, errOut := busbar(t, env, "group", "create", "home", "--device", laptop); code != 0 {
 		t.Fatalf("create: %d %s", code, errOut)
 	}
@@ -28,20 +54,20 @@ func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
 		t.Fatalf("a send with no other member: exit %d, %q %q", code, out, errOut)
 	}
 	_, tok, _ := busbar(t, env, "group", "invite", "home", "--device", laptop)
-	if code, _, errOut := busbar(t, env, "group", "join", strings.TrimSpace(tok), "--device", phone); code != 0 {
+	if code, _, errOut := busbar(t, penv, "group", "join", strings.TrimSpace(tok), "--device", phone); code != 0 {
 		t.Fatalf("join: %d %s", code, errOut)
 	}
-	if code, _, errOut := busbar(t, env, "durable", "send", "home", "too early", "--device", phone); code != exitRejected || !strings.Contains(errOut, "the join is pending") {
+	if code, _, errOut := busbar(t, penv, "durable", "send", "home", "too early", "--device", phone); code != exitRejected || !strings.Contains(errOut, "the join is pending") {
 		t.Fatalf("a send before the manifest: exit %d, %q", code, errOut)
 	}
-	atLaptop, laptopDone := s.background(t, "durable", "listen", "home", "--device", laptop, "--count", "1")
-	atPhone, phoneDone := s.background(t, "durable", "listen", "home", "--device", phone, "--count", "1", "--json")
+	atLaptop, laptopDone := l.background(t, "durable", "listen", "home", "--device", laptop, "--count", "1")
+	atPhone, phoneDone := p.background(t, "durable", "listen", "home", "--device", phone, "--count", "1", "--json")
 	testbroker.Eventually(t, 20*time.Second, "the phone holds the group's manifest", func() bool {
-		code, out, _ := busbar(t, env, "group", "show", "home", "--device", phone, "--json")
+		code, out, _ := busbar(t, penv, "group", "show", "home", "--device", phone, "--json")
 		var v groupView
 		return code == 0 && json.Unmarshal([]byte(out), &v) == nil && v.Epoch == 2 && v.Member
 	})
-	code, idOut, errOut := busbar(t, env, "durable", "send", "home", "hello from the phone", "--device", phone)
+	code, idOut, errOut := busbar(t, penv, "durable", "send", "home", "hello from the phone", "--device", phone)
 	if code != 0 || len(strings.TrimSpace(idOut)) != 32 {
 		t.Fatalf("phone send: exit %d, %q %q", code, idOut, errOut)
 	}
@@ -61,7 +87,7 @@ func TestDurableSendAndListenBetweenTwoDevices(t *testing.T) {
 	if err := json.Unmarshal([]byte(atPhone.String()), &line); err != nil || line.Body != "hello from the laptop" || line.Group != "home" {
 		t.Fatalf("the phone printed %q (%v)", atPhone.String(), err)
 	}
-	for _, dev := range []string{laptop, phone} {
+	for dev, env := range map[string][]string{laptop: env, phone: penv} {
 		code, out, _ := busbar(t, env, "durable", "status", "--device", dev, "--json")
 		var st struct {
 			Outbox, Held int

@@ -50,8 +50,12 @@ func runServe(args []string, stdio IO) int {
 	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
+	natsRelays := fs.String("nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
 	if !parseNoArgs(stdio, "serve", fs, args) {
 		return exitUsage
+	}
+	if *natsRelays != "" {
+		bus.Relays = strings.Split(*natsRelays, ",")
 	}
 	if *natsURLs != "" {
 		bus.URLs = strings.Split(*natsURLs, ",")
