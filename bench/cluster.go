@@ -60,19 +60,7 @@ func serveNATSNode(ctx context.Context) error {
 	if seed := os.Getenv(envRoutes); seed != "" {
 		opts.Routes = server.RoutesFromStr(seed)
 	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		return err
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		return errors.New("nats-server (cluster) not ready")
-	}
-	fmt.Printf("READY nats://%s nats://%s\n", s.Addr(), s.ClusterAddr())
-	<-ctx.Done()
-	s.Shutdown()
-	s.WaitForShutdown()
-	return nil
+	return serveNATS(ctx, opts)
 }
 
 // serveBusBroker runs `busbar serve --nats` (the CLI's own code, as

@@ -73,21 +73,8 @@ func serveRole(role, dir string) error {
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }() // parent gone: exit
 	switch role {
 	case "nats":
-		opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: natsUser, Password: natsPass,
-			MaxPayload: 1 << 20}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			return err
-		}
-		go s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			return errors.New("nats-server not ready")
-		}
-		fmt.Printf("READY nats://%s\n", s.Addr())
-		<-ctx.Done()
-		s.Shutdown()
-		s.WaitForShutdown()
-		return nil
+		return serveNATS(ctx, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: natsUser, Password: natsPass,
+			MaxPayload: 1 << 20})
 	case "jetstream":
 		return serveJetStream(ctx, dir)
 	case roleNATSNode:
@@ -241,15 +228,25 @@ func serveJetStream(ctx context.Context, dir string) error {
 		return errors.New("jetstream config: JetStream with sync_interval always expected")
 	}
 	opts.NoLog, opts.NoSigs = true, true
+	return serveNATS(ctx, opts)
+}
+
+// serveNATS runs a nats-server until ctx ends; its READY line names its
+// client URL, then its route URL when it is in a cluster.
+func serveNATS(ctx context.Context, opts *server.Options) error {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return err
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
-		return errors.New("nats-server (JetStream) not ready")
+		return errors.New("nats-server not ready")
 	}
-	fmt.Printf("READY nats://%s\n", s.Addr())
+	if r := s.ClusterAddr(); r != nil {
+		fmt.Printf("READY nats://%s nats://%s\n", s.Addr(), r)
+	} else {
+		fmt.Printf("READY nats://%s\n", s.Addr())
+	}
 	<-ctx.Done()
 	s.Shutdown()
 	s.WaitForShutdown()
