@@ -13,12 +13,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,8 +101,9 @@ func serveBusBroker(dir string) error {
 }
 
 // startBus starts the NATS cluster and the two brokers, and returns the
-// systems of workloads 9 to 11.
-func startBus(straggle time.Duration) (systems []system, stop func(), err error) {
+// systems of workloads 9 to 11 and the process ids that carry their
+// traffic (the harness's own first).
+func startBus(straggle time.Duration) (systems []system, procs []int, stop func(), err error) {
 	if straggle <= 0 {
 		straggle = idleWait
 	}
@@ -124,7 +127,7 @@ func startBus(straggle time.Duration) (systems []system, stop func(), err error)
 		}
 		k, err := startChild(roleNATSNode, env...)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		kids = append(kids, k)
 		urls = append(urls, k.addrs[0])
@@ -133,31 +136,35 @@ func startBus(straggle time.Duration) (systems []system, stop func(), err error)
 		}
 	}
 	if err := awaitRoutes(urls); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var brokers []*child
 	for i, name := range []string{"b1", "b2"} {
 		url := strings.Replace(urls[i], "nats://", "nats://"+natsUser+":"+natsPass+"@", 1)
 		k, err := startChild(roleBusBroker, envName+"="+name, envNATS+"="+url)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		kids = append(kids, k)
 		brokers = append(brokers, k)
 	}
 	c1, err := brokers[0].credential()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c2, err := brokers[1].credential()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	procs = []int{os.Getpid()}
+	for _, k := range kids {
+		procs = append(procs, k.cmd.Process.Pid)
 	}
 	return []system{
 		&busbarSystem{label: "busbar-tcp", endpoint: brokers[0].addrs[0], cred: c1, far: brokers[1].addrs[0], farCred: c2, srv: brokers[0], straggle: straggle},
 		&busbarSystem{label: "busbar-unix", endpoint: brokers[0].addrs[1], cred: c1, far: brokers[1].addrs[1], farCred: c2, srv: brokers[0], straggle: straggle},
 		&natsSystem{url: urls[0], far: urls[1], srv: kids[0], straggle: straggle},
-	}, stop, nil
+	}, procs, stop, nil
 }
 
 // awaitRoutes waits until a message published on each server reaches a
@@ -255,9 +262,12 @@ func (s *busbarSystem) awaitFar(ctx context.Context, near *client.Client, far []
 	return fmt.Errorf("%s: the far nodes never reached the near broker's directory", s.label)
 }
 
-// runBusRound runs workloads 9 to 11 of one round on a fresh bus.
+// runBusRound runs workloads 9 to 11 of one round on a fresh bus. Each
+// workload also records the CPU time every process spent on it, the
+// harness's clients included, per message sent: on two shared cores,
+// throughput follows it.
 func runBusRound(ctx context.Context, p plan, rep *report, round int, log io.Writer) error {
-	systems, stop, err := startBus(p.straggle)
+	systems, procs, stop, err := startBus(p.straggle)
 	if err != nil {
 		return fmt.Errorf("bus: %w", err)
 	}
@@ -269,22 +279,52 @@ func runBusRound(ctx context.Context, p plan, rep *report, round int, log io.Wri
 	}
 	for _, s := range order {
 		fmt.Fprintf(log, "round %d: %s on a bus\n", round+1, s.name())
-		if p.runs("9") {
-			if err := measureRequestLatency(ctx, rep, s, "9 bus req/reply sync 128B", p.reqMsgs); err != nil {
+		for _, w := range []struct {
+			n, name string
+			msgs    int64
+			run     func(context.Context, *report, system, string, int64) error
+		}{
+			{"9", "9 bus req/reply sync 128B", p.reqMsgs, measureRequestLatency},
+			{"10", "10 bus req/reply x16 128B", p.req16Msgs, measureRequestThroughput},
+			{"11", "11 bus pubsub 1->1 128B", p.pubsubMsgs, measurePubsub},
+		} {
+			if !p.runs(w.n) {
+				continue
+			}
+			before := cpuTime(procs)
+			if err := w.run(ctx, rep, s, w.name, w.msgs); err != nil {
 				return fmt.Errorf("%s on a bus: %w", s.name(), err)
 			}
-		}
-		if p.runs("10") {
-			if err := measureRequestThroughput(ctx, rep, s, "10 bus req/reply x16 128B", p.req16Msgs); err != nil {
-				return fmt.Errorf("%s on a bus: %w", s.name(), err)
-			}
-		}
-		if p.runs("11") {
-			if err := measurePubsub(ctx, rep, s, "11 bus pubsub 1->1 128B", p.pubsubMsgs); err != nil {
-				return fmt.Errorf("%s on a bus: %w", s.name(), err)
-			}
+			spent := cpuTime(procs) - before
+			rep.record(w.name, "CPU, all processes", "µs/msg", "lower", s.name(), float64(spent.Microseconds())/float64(w.msgs))
 		}
 		runtime.GC()
 	}
 	return nil
 }
+
+// cpuTime is the user and system CPU time the processes pids have used,
+// from /proc (in clock ticks of 10 ms: a figure is meaningful for runs of
+// seconds, not for the quick test's).
+func cpuTime(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Past the command name in parentheses: state is field 3, utime 14, stime 15.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(u+st) * clockTick
+	}
+	return total
+}
+
+// clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on
+// Linux).
+const clockTick = 10 * time.Millisecond
