@@ -152,7 +152,7 @@ func (s *busbarSystem) freeze(ctx context.Context) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	node := fmt.Sprintf("frozen%d", s.seq.Add(1))
+	node := fmt.Sprintf("frozen%d", nodeSeq.Add(1))
 	if err := busbarSubscribeRaw(nc, node, s.cred.Principal, s.cred.Secret); err != nil {
 		nc.Close()
 		return nil, err

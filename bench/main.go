@@ -91,6 +91,12 @@ type plan struct {
 
 func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 
+// runsAny reports whether any of the workloads ws runs.
+func (p plan) runsAny(ws []string) bool { return slices.ContainsFunc(ws, p.runs) }
+
+// singleWorkloads run on one server of each system (run.go).
+var singleWorkloads = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+
 var (
 	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200, durableWindow: defaultDurableWindow}
 	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40, durableWindow: defaultDurableWindow}

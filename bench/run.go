@@ -6,6 +6,8 @@ import (
 	"io"
 	"runtime"
 	"time"
+
+	"busbar/loadgen"
 )
 
 // startSystems starts both server children and returns the systems to
@@ -51,14 +53,21 @@ func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error
 	rep := &report{Machine: machine(), When: time.Now().UTC(), Rounds: rounds}
 	for round := range rounds {
 		// Fresh servers per round, so no round inherits another's heap.
-		systems, stop, err := startSystems(p.straggle, p.runs("8"))
-		if err != nil {
-			return nil, err
+		if p.runsAny(singleWorkloads) {
+			systems, stop, err := startSystems(p.straggle, p.runs("8"))
+			if err != nil {
+				return nil, err
+			}
+			err = runRound(ctx, p, rep, systems, round, log)
+			stop()
+			if err != nil {
+				return nil, err
+			}
 		}
-		err = runRound(ctx, p, rep, systems, round, log)
-		stop()
-		if err != nil {
-			return nil, err
+		if p.runsAny(busWorkloads) {
+			if err := runBusRound(ctx, p, rep, round, log); err != nil {
+				return nil, err
+			}
 		}
 	}
 	rep.finish()
@@ -94,12 +103,9 @@ func runRound(ctx context.Context, p plan, rep *report, systems []system, round 
 func measure(ctx context.Context, p plan, rep *report, s system, round int) error {
 	sys := s.name()
 	if p.runs("1") { // pub/sub 1 -> 1, 128 B
-		pub, got, err := s.pubsub(ctx, 1, 128, p.pubsubMsgs)
-		if err != nil {
+		if err := measurePubsub(ctx, rep, s, "1 pubsub 1->1 128B", p.pubsubMsgs); err != nil {
 			return err
 		}
-		rep.record("1 pubsub 1->1 128B", "delivered", "msgs/s", "higher", sys, got[0].MsgsPerS)
-		rep.record("1 pubsub 1->1 128B", "delivered share", "%", "higher", sys, 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
 	}
 	if p.runs("2") { // fan-out 1 -> 4, 128 B
 		_, got, err := s.pubsub(ctx, 4, 128, p.fanoutMsgs)
@@ -113,23 +119,13 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 		rep.record("2 fanout 1->4 128B", "delivered (all subs)", "msgs/s", "higher", sys, agg)
 	}
 	if p.runs("3") { // request/reply, one synchronous requester
-		r, err := s.request(ctx, 1, 128, p.reqMsgs)
-		if err != nil {
+		if err := measureRequestLatency(ctx, rep, s, "3 req/reply sync 128B", p.reqMsgs); err != nil {
 			return err
-		}
-		if r.Latency != nil {
-			rep.record("3 req/reply sync 128B", "p50", "µs", "lower", sys, float64(r.Latency.P50)/1e3)
-			rep.record("3 req/reply sync 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
 		}
 	}
 	if p.runs("4") { // request/reply, 16 concurrent requesters
-		r, err := s.request(ctx, 16, 128, p.req16Msgs)
-		if err != nil {
+		if err := measureRequestThroughput(ctx, rep, s, "4 req/reply x16 128B", p.req16Msgs); err != nil {
 			return err
-		}
-		rep.record("4 req/reply x16 128B", "throughput", "req/s", "higher", sys, r.MsgsPerS)
-		if r.Latency != nil {
-			rep.record("4 req/reply x16 128B", "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
 		}
 	}
 	if p.runs("5") { // 16 KiB pub/sub
@@ -150,6 +146,55 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 		}
 	}
 	return nil
+}
+
+// measurePubsub records a 1 -> 1 flow of 128-byte messages: the rate
+// delivered and the share of what was published.
+func measurePubsub(ctx context.Context, rep *report, s system, workload string, msgs int64) error {
+	pub, got, err := s.pubsub(ctx, 1, 128, msgs)
+	if err != nil {
+		return err
+	}
+	rep.record(workload, "delivered", "msgs/s", "higher", s.name(), got[0].MsgsPerS)
+	rep.record(workload, "delivered share", "%", "higher", s.name(), 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
+	return nil
+}
+
+// measureRequestLatency records the round trip of one synchronous
+// requester with 128-byte payloads.
+func measureRequestLatency(ctx context.Context, rep *report, s system, workload string, msgs int64) error {
+	r, err := s.request(ctx, 1, 128, msgs)
+	if err != nil {
+		return err
+	}
+	noteFailed(rep, s, workload, r)
+	if r.Latency != nil {
+		rep.record(workload, "p50", "µs", "lower", s.name(), float64(r.Latency.P50)/1e3)
+		rep.record(workload, "p99", "µs", "lower", s.name(), float64(r.Latency.P99)/1e3)
+	}
+	return nil
+}
+
+// measureRequestThroughput records 16 concurrent requesters' rate and
+// their round trip's p99.
+func measureRequestThroughput(ctx context.Context, rep *report, s system, workload string, msgs int64) error {
+	r, err := s.request(ctx, 16, 128, msgs)
+	if err != nil {
+		return err
+	}
+	noteFailed(rep, s, workload, r)
+	rep.record(workload, "throughput", "req/s", "higher", s.name(), r.MsgsPerS)
+	if r.Latency != nil {
+		rep.record(workload, "p99", "µs", "lower", s.name(), float64(r.Latency.P99)/1e3)
+	}
+	return nil
+}
+
+// noteFailed notes requests that failed: a figure of the others only.
+func noteFailed(rep *report, s system, workload string, r loadgen.Result) {
+	if r.Errors > 0 {
+		rep.note(fmt.Sprintf("%s %s: %d of %d requests failed", s.name(), workload, r.Errors, r.Errors+r.Msgs))
+	}
 }
 
 // measureMemory records 6: the server's peak RSS with idle authenticated

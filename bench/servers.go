@@ -35,15 +35,21 @@ const (
 const (
 	envRole = "BUSBAR_BENCH_ROLE"
 	envDir  = "BUSBAR_BENCH_DIR"
+	// envName names a child of a role that runs several times at once (a
+	// NATS cluster's server, a broker of a bus: cluster.go).
+	envName = "BUSBAR_BENCH_NAME"
 )
 
 // envProfile, when set in the harness's environment, makes each server
-// child write a CPU profile to $BUSBAR_BENCH_CPUPROFILE.<role>.
+// child write a CPU profile to $BUSBAR_BENCH_CPUPROFILE.<role>[.<name>].
 const envProfile = "BUSBAR_BENCH_CPUPROFILE"
 
 // serveChild runs the server role and exits.
 func serveChild(role string) {
 	if path := os.Getenv(envProfile); path != "" {
+		if name := os.Getenv(envName); name != "" {
+			path += "." + name
+		}
 		f, err := os.Create(path + "." + role)
 		if err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
@@ -59,28 +65,20 @@ func serveChild(role string) {
 // serveRole runs this process as a server child: it prints "READY <addr>
 // [<addr2>]" on stdout and serves until stdin closes or a signal arrives.
 func serveRole(role, dir string) error {
+	if role == roleBusBroker { // busbar serve, which handles its own signals
+		return serveBusBroker(dir)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }() // parent gone: exit
 	switch role {
 	case "nats":
-		opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: natsUser, Password: natsPass,
-			MaxPayload: 1 << 20}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			return err
-		}
-		go s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			return errors.New("nats-server not ready")
-		}
-		fmt.Printf("READY nats://%s\n", s.Addr())
-		<-ctx.Done()
-		s.Shutdown()
-		s.WaitForShutdown()
-		return nil
+		return serveNATS(ctx, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: natsUser, Password: natsPass,
+			MaxPayload: 1 << 20})
 	case "jetstream":
 		return serveJetStream(ctx, dir)
+	case roleNATSNode:
+		return serveNATSNode(ctx)
 	case "busbar":
 		boot, err := auth.Bootstrap(dir)
 		if err != nil {
@@ -132,15 +130,16 @@ type child struct {
 	dir   string
 }
 
-// startChild re-executes this binary in a server role.
-func startChild(role string) (*child, error) {
+// startChild re-executes this binary in a server role; env are more
+// KEY=value settings for it.
+func startChild(role string, env ...string) (*child, error) {
 	dir, err := os.MkdirTemp("", "busbar-bench-")
 	if err != nil {
 		return nil, err
 	}
 	dir = filepath.Join(dir, "data") // Bootstrap wants a private (0700) directory it creates
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envRole+"="+role, envDir+"="+dir)
+	cmd.Env = append(append(os.Environ(), envRole+"="+role, envDir+"="+dir), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -229,15 +228,25 @@ func serveJetStream(ctx context.Context, dir string) error {
 		return errors.New("jetstream config: JetStream with sync_interval always expected")
 	}
 	opts.NoLog, opts.NoSigs = true, true
+	return serveNATS(ctx, opts)
+}
+
+// serveNATS runs a nats-server until ctx ends; its READY line names its
+// client URL, then its route URL when it is in a cluster.
+func serveNATS(ctx context.Context, opts *server.Options) error {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return err
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
-		return errors.New("nats-server (JetStream) not ready")
+		return errors.New("nats-server not ready")
 	}
-	fmt.Printf("READY nats://%s\n", s.Addr())
+	if r := s.ClusterAddr(); r != nil {
+		fmt.Printf("READY nats://%s nats://%s\n", s.Addr(), r)
+	} else {
+		fmt.Printf("READY nats://%s\n", s.Addr())
+	}
 	<-ctx.Done()
 	s.Shutdown()
 	s.WaitForShutdown()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"busbar/auth"
 	"busbar/client"
 	"busbar/loadgen"
+	"busbar/wire"
 )
 
 // idleWait is how long a subscriber waits for stragglers before
@@ -36,16 +38,36 @@ type system interface {
 type busbarSystem struct {
 	label, endpoint string
 	cred            auth.Credential
-	srv             *child
-	straggle        time.Duration // a subscriber's wait for stragglers
-	seq             atomic.Int64
+	// far and farCred are the other broker of a bus (cluster.go), where
+	// pubsub's subscribers and request's responder connect; empty: the
+	// same broker.
+	far      string
+	farCred  auth.Credential
+	srv      *child
+	straggle time.Duration // a subscriber's wait for stragglers
 }
+
+// nodeSeq numbers the harness's nodes: a name is never reused, so no
+// connection replaces another's, on one broker or on a bus.
+var nodeSeq atomic.Int64
 
 func (s *busbarSystem) name() string   { return s.label }
 func (s *busbarSystem) server() *child { return s.srv }
 
 func (s *busbarSystem) connect(ctx context.Context, tune func(*client.Options)) (*client.Client, error) {
-	opts := client.Options{Server: s.endpoint, Node: fmt.Sprintf("n%d", s.seq.Add(1)), Credential: s.cred}
+	return s.dial(ctx, s.endpoint, s.cred, tune)
+}
+
+// connectFar connects on the far side: the other broker of a bus.
+func (s *busbarSystem) connectFar(ctx context.Context, tune func(*client.Options)) (*client.Client, error) {
+	if s.far == "" {
+		return s.connect(ctx, tune)
+	}
+	return s.dial(ctx, s.far, s.farCred, tune)
+}
+
+func (s *busbarSystem) dial(ctx context.Context, endpoint string, cred auth.Credential, tune func(*client.Options)) (*client.Client, error) {
+	opts := client.Options{Server: endpoint, Node: fmt.Sprintf("n%d", nodeSeq.Add(1)), Credential: cred}
 	if tune != nil {
 		tune(&opts)
 	}
@@ -64,7 +86,7 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 	for range subs {
 		// One delivery goroutine per subscriber, as nats.go has per
 		// asynchronous subscription; a deep dispatch queue for bursts.
-		c, err := s.connect(ctx, func(o *client.Options) { o.DispatchQueue = 1 << 16; o.MaxQueueBytes = 64 << 20; o.Workers = 1 })
+		c, err := s.connectFar(ctx, func(o *client.Options) { o.DispatchQueue = 1 << 16; o.MaxQueueBytes = 64 << 20; o.Workers = 1 })
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
@@ -77,6 +99,10 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 	}
 	pub, err := s.connect(ctx, nil)
 	if err != nil {
+		return loadgen.Result{}, nil, err
+	}
+	if err := s.awaitFar(ctx, pub, clients, func(n wire.NodeInfo) bool { return len(n.Subscriptions) > 0 }); err != nil {
+		pub.Close()
 		return loadgen.Result{}, nil, err
 	}
 	clients = append(clients, pub)
@@ -92,7 +118,7 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 }
 
 func (s *busbarSystem) request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error) {
-	rep, err := s.connect(ctx, func(o *client.Options) { o.Workers = max(2, concurrency) })
+	rep, err := s.connectFar(ctx, func(o *client.Options) { o.Workers = max(2, concurrency) })
 	if err != nil {
 		return loadgen.Result{}, err
 	}
@@ -105,6 +131,9 @@ func (s *busbarSystem) request(ctx context.Context, concurrency, size int, msgs 
 		return loadgen.Result{}, err
 	}
 	defer req.Close()
+	if err := s.awaitFar(ctx, req, []*client.Client{rep}, func(n wire.NodeInfo) bool { return len(n.Handlers) > 0 }); err != nil {
+		return loadgen.Result{}, err
+	}
 	return loadgen.Request(ctx, []*client.Client{req}, rep.Node(), concurrency, loadgen.Config{Channel: "bench.req", Size: size, Msgs: msgs})
 }
 
@@ -129,7 +158,10 @@ func (s *busbarSystem) idle(ctx context.Context, n int) (func(), error) {
 // --- NATS -------------------------------------------------------------------
 
 type natsSystem struct {
-	url      string
+	url string
+	// far is another server of a NATS cluster (cluster.go), where pubsub's
+	// subscribers and request's responder connect; empty: the same server.
+	far      string
 	jsURL    string // the JetStream server of workload 8 ("" when not started)
 	srv      *child
 	straggle time.Duration // a subscriber's wait for stragglers
@@ -138,8 +170,13 @@ type natsSystem struct {
 func (s *natsSystem) name() string   { return "nats-tcp" }
 func (s *natsSystem) server() *child { return s.srv }
 
-func (s *natsSystem) connect() (*nats.Conn, error) {
-	return nats.Connect(s.url, nats.UserInfo(natsUser, natsPass), nats.MaxReconnects(0))
+func (s *natsSystem) connect() (*nats.Conn, error) { return s.dial(s.url) }
+
+// connectFar connects on the far side: another server of the cluster.
+func (s *natsSystem) connectFar() (*nats.Conn, error) { return s.dial(cmp.Or(s.far, s.url)) }
+
+func (s *natsSystem) dial(url string) (*nats.Conn, error) {
+	return nats.Connect(url, nats.UserInfo(natsUser, natsPass), nats.MaxReconnects(0))
 }
 
 func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (loadgen.Result, []loadgen.Result, error) {
@@ -157,7 +194,7 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 	}
 	var counters []*counter
 	for range subs {
-		nc, err := s.connect()
+		nc, err := s.connectFar()
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
@@ -184,6 +221,10 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 	}
 	pc, err := s.connect()
 	if err != nil {
+		return loadgen.Result{}, nil, err
+	}
+	if err := s.awaitFar(pc, conns); err != nil {
+		pc.Close()
 		return loadgen.Result{}, nil, err
 	}
 	conns = append(conns, pc)
@@ -228,7 +269,7 @@ func waitCount(ctx context.Context, done <-chan struct{}, got *atomic.Int64, idl
 }
 
 func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error) {
-	rep, err := s.connect()
+	rep, err := s.connectFar()
 	if err != nil {
 		return loadgen.Result{}, err
 	}
@@ -244,6 +285,9 @@ func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs in
 		return loadgen.Result{}, err
 	}
 	defer req.Close()
+	if err := s.awaitFar(req, []*nats.Conn{rep}); err != nil {
+		return loadgen.Result{}, err
+	}
 	var lat loadgen.Recorder
 	var done, errs atomic.Int64
 	start := time.Now()
