@@ -91,7 +91,7 @@ func serveBusBroker(dir string) error {
 			}
 		}
 	}()
-	code := cli.Main([]string{"serve", "--data", dir, "--name", os.Getenv(envName), "--tcp", "127.0.0.1:0",
+	code := cli.Main([]string{"serve", "--data", dir, "--name", os.Getenv(envName), "--tcp", "127.0.0.1:0", "--http", "off",
 		"--nats", os.Getenv(envNATS), "--log-level", "warn"}, cli.IO{Stdin: os.Stdin, Stdout: pw, Stderr: os.Stderr})
 	_ = pw.Close()
 	if code != 0 {
@@ -108,14 +108,15 @@ func startBus(straggle time.Duration) (systems []system, procs []int, stop func(
 		straggle = idleWait
 	}
 	var kids []*child
-	stop = func() { // the brokers first, so they leave the bus in order
+	stopAll := func() { // the brokers first, so they leave the bus in order
 		for i := len(kids) - 1; i >= 0; i-- {
 			kids[i].stop()
 		}
 	}
+	stop = stopAll
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll() // the error returns set stop to nil
 		}
 	}()
 	var urls []string
