@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"busbar/bedrock/internal/jsreplica"
-	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
 )
@@ -81,15 +80,7 @@ func TestWriteToAnotherAddonsNamespace(t *testing.T) {
 // applied by the JavaScript replicas, so the bridge writes busbar's entry
 // again, and every replica holds busbar's value; busbar is untouched.
 func TestWriteToAnExportedNamespaceIsUndone(t *testing.T) {
-	var owner *client.Client
-	w := newWorld(t, Options{ExportState: []string{"settings"}}, func(b *broker.Broker) {
-		owner = connect(t, b, "owner")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := owner.State("settings").Set(ctx, "volume", 7); err != nil {
-			t.Fatal(err)
-		}
-	})
+	w, owner := exportingWorld(t)
 	kid := jsreplica.New(w.addon(t, "kid"), jsreplica.Options{})
 	kid.Start()
 	watcher := jsreplica.New(w.addon(t, "watcher"), jsreplica.Options{})
