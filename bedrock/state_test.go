@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"busbar/state"
 )
 
 // TestStateDeltaKeysMatchExactly: a state-delta's ver is data.ver; a
@@ -159,5 +161,38 @@ func TestStrictOwnership(t *testing.T) {
 	}
 	if strict.Refused() != 0 || open.Refused() != 0 {
 		t.Fatalf("refused %d/%d", strict.Refused(), open.Refused())
+	}
+}
+
+// TestStateMaxKeysEdge: a replica takes writes of new keys up to
+// state.MaxKeys per namespace (tombstones included), refuses (and counts)
+// the next, and still takes new versions of the keys it holds.
+func TestStateMaxKeysEdge(t *testing.T) {
+	clock := NewSimClock()
+	w := NewWorld(clock, WorldOptions{})
+	rep := NewState(newBus(t, clock, w, "r", "r1"), StateOptions{})
+	rep.Follow("n")
+	rep.mu.Lock()
+	n := state.New("n", "w")
+	for i := range state.MaxKeys {
+		e := state.Entry{Key: fmt.Sprint("k", i), Version: 1, Source: "w", Deleted: i%2 == 0}
+		if !e.Deleted {
+			e.Value = json.RawMessage(`1`)
+		}
+		if _, err := put(n, e); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	rep.spaces["n"] = n
+	rep.mu.Unlock()
+	writer := newBus(t, clock, w, "w", "w1")
+	writer.Send(SendOptions{Type: TypeStateDelta, Data: json.RawMessage(`{"ns":"n","key":"one-too-many","value":1,"ver":2}`)})
+	writer.Send(SendOptions{Type: TypeStateDelta, Data: json.RawMessage(`{"ns":"n","key":"k1","value":2,"ver":2}`)})
+	clock.Advance(3)
+	if _, ok := rep.Get("n", "one-too-many"); ok || rep.Refused() != 1 {
+		t.Fatalf("a key past MaxKeys: stored %v, refused %d", ok, rep.Refused())
+	}
+	if e, _ := rep.Get("n", "k1"); string(e.Value) != "2" {
+		t.Fatalf("an existing key at MaxKeys: %+v", e)
 	}
 }
