@@ -20,5 +20,7 @@
 //     (medium.go: an in-memory World for tests, a line medium for stdio),
 //     in ticks from an injectable Clock (clock.go).
 //   - Discovery, RPC and replicated state on top (discovery.go, rpc.go,
-//     state.go), the last with package state's rules.
+//     state.go), the last with the JavaScript bus's rule (any add-on
+//     writes any namespace, last-write-wins; docs/bedrock.md#state) on
+//     package state's entries, versions and limits.
 package bedrock

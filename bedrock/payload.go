@@ -150,9 +150,6 @@ func decodeDelta(raw json.RawMessage) (deltaData, error) {
 	if d.Del, err = o.boolean("del"); err != nil {
 		return deltaData{}, err
 	}
-	if d.Open, err = o.boolean("open"); err != nil {
-		return deltaData{}, err
-	}
 	d.Value = o.value("value")
 	return d, nil
 }
@@ -200,9 +197,6 @@ func decodeSnapshot(raw json.RawMessage) (snapshotData, error) {
 			return snapshotData{}, err
 		}
 		if e.Deleted, err = eo.boolean("del"); err != nil {
-			return snapshotData{}, err
-		}
-		if e.Open, err = eo.boolean("open"); err != nil {
 			return snapshotData{}, err
 		}
 		if !e.Deleted {

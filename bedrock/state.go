@@ -10,22 +10,22 @@ import (
 )
 
 // Replicated state over the bus (state-delta, state-req and state-snapshot;
-// docs/bedrock.md#the-go-api) with busbar's rules (package state): Lamport
-// versions, ties to the greater src, tombstones, owner-only writes unless a
-// key is opened. A namespace's owner is the add-on that serves its snapshots: the
-// one that called Own. Replicas learn the owner from the first snapshot
-// they hear (the envelope's src); until then they apply nothing of that
-// namespace and ask for a snapshot.
+// docs/bedrock.md#state) with the JavaScript bus's rule: every replica
+// applies every add-on's write by last-write-wins (Lamport versions, ties
+// to the greater src, tombstones), whoever owns the namespace. Owning a
+// namespace (Own) means answering requests for its snapshot; with
+// StrictOwnership it also means being the only namespaces this add-on
+// writes, as the JavaScript option of that name. A replica that hears a
+// delta of a followed namespace it does not hold yet applies it at once
+// and asks for the rest of the namespace (state-req {ns}).
 
-// deltaData is the payload of state-delta: {ns, key, value?, ver, del?}
-// (plus open, from the owner, when it opens the key).
+// deltaData is the payload of state-delta: {ns, key, value?, ver, del?}.
 type deltaData struct {
 	NS    string          `json:"ns"`
 	Key   string          `json:"key"`
 	Value json.RawMessage `json:"value,omitempty"`
 	Ver   uint64          `json:"ver"`
 	Del   bool            `json:"del,omitempty"`
-	Open  bool            `json:"open,omitempty"`
 }
 
 // snapshotData is the payload of state-snapshot: {ns, entries}.
@@ -54,6 +54,12 @@ type StateOptions struct {
 	// namespace they follow this often: on a lossy medium, a lost delta
 	// is otherwise only repaired by a later write of the same key.
 	ResyncTicks int64
+	// StrictOwnership restricts this add-on's writes (Set, Delete) to the
+	// namespaces it owns, as the JavaScript bus's option of the same name
+	// does; without it an add-on may write any namespace. Either way the
+	// replicas apply every add-on's writes: the option guards this
+	// add-on, not the namespace.
+	StrictOwnership bool
 }
 
 // State holds this add-on's namespaces and its replicas of others'.
@@ -69,11 +75,9 @@ type State struct {
 	stops   []func()
 }
 
-// Errors of State's writes.
-var (
-	ErrUnknownNamespace = errors.New("bedrock: namespace not known yet (no snapshot heard)")
-	ErrNotOpen          = errors.New("bedrock: key is not open and this add-on does not own the namespace")
-)
+// ErrNotOwned is a write, with StrictOwnership, to a namespace this
+// add-on does not own.
+var ErrNotOwned = errors.New("bedrock: namespace not owned by this add-on (StrictOwnership is on)")
 
 // NewState starts state on bus: it broadcasts the snapshots of owned
 // namespaces as they are created, answers state-req, and applies deltas
@@ -98,17 +102,22 @@ func (s *State) Close() {
 	}
 }
 
-// Own makes this add-on the owner of ns and broadcasts its (empty)
-// snapshot.
+// Own makes this add-on the owner of ns: it answers requests for the
+// namespace's snapshot. It broadcasts the snapshot it holds, and asks for
+// the namespace, so an owner that restarted empty gets its entries (and
+// its clock) back from the replicas.
 func (s *State) Own(ns string) error {
 	if err := state.CheckName(ns); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	n := s.spaces[ns]
-	if n == nil {
+	switch {
+	case n == nil:
 		n = state.New(ns, s.bus.SelfID())
 		s.spaces[ns] = n
+	case n.Owner() == "":
+		n = s.setOwner(n, s.bus.SelfID())
 	}
 	owner := n.Owner()
 	s.mu.Unlock()
@@ -116,12 +125,17 @@ func (s *State) Own(ns string) error {
 		return fmt.Errorf("bedrock: namespace %q belongs to %s", ns, owner)
 	}
 	s.sendSnapshot(ns, "")
-	// A restarted owner starts empty, at clock 0: replicas that hold the
-	// namespace send it back (see onRequest), so it recovers its entries
-	// and its clock, and its next writes win.
-	body, _ := json.Marshal(requestData{NS: ns})
-	_, _ = s.bus.Send(SendOptions{Type: TypeStateRequest, Data: body})
+	s.request(ns)
 	return nil
+}
+
+// setOwner returns n with owner set, in place of n. Called with s.mu held.
+func (s *State) setOwner(n *state.Namespace, owner string) *state.Namespace {
+	snap := n.Snapshot()
+	snap.Owner = owner
+	n = state.FromSnapshot(snap)
+	s.spaces[snap.NS] = n
+	return n
 }
 
 // Follow asks for a snapshot of ns (of every namespace when ns is ""), to
@@ -130,6 +144,11 @@ func (s *State) Follow(ns string) {
 	s.mu.Lock()
 	s.follow[ns] = true
 	s.mu.Unlock()
+	s.request(ns)
+}
+
+// request broadcasts state-req for ns ("" asks for every namespace).
+func (s *State) request(ns string) {
 	body, _ := json.Marshal(requestData{NS: ns})
 	_, _ = s.bus.Send(SendOptions{Type: TypeStateRequest, Data: body})
 }
@@ -144,7 +163,8 @@ func (s *State) Get(ns, key string) (state.Entry, bool) {
 	return state.Entry{}, false
 }
 
-// Snapshot returns a namespace held here.
+// Snapshot returns a namespace held here. Its Owner is "" until a
+// snapshot of it is heard (its deltas name no owner).
 func (s *State) Snapshot(ns string) (state.Snapshot, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,15 +174,12 @@ func (s *State) Snapshot(ns string) (state.Snapshot, bool) {
 	return state.Snapshot{}, false
 }
 
-// Refused counts foreign writes dropped.
+// Refused counts the writes heard and dropped: an invalid namespace, key,
+// value or version, or a new key past state.MaxKeys.
 func (s *State) Refused() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.refused
-	for _, sp := range s.spaces {
-		n += sp.Refused()
-	}
-	return n
+	return s.refused
 }
 
 // Set writes value (JSON) to key, locally first, then to every replica.
@@ -173,24 +190,6 @@ func (s *State) Set(ns, key string, value json.RawMessage) (state.Entry, error) 
 // Delete writes a tombstone.
 func (s *State) Delete(ns, key string) (state.Entry, error) {
 	return s.write(deltaData{NS: ns, Key: key, Del: true})
-}
-
-// Open lets every add-on write key (the owner only).
-func (s *State) Open(ns, key string) (state.Entry, error) {
-	s.mu.Lock()
-	n := s.spaces[ns]
-	var d deltaData
-	if n != nil {
-		d = deltaData{NS: ns, Key: key, Open: true, Del: true}
-		if cur, ok := n.Get(key); ok && !cur.Deleted {
-			d.Value, d.Del = cur.Value, false
-		}
-	}
-	s.mu.Unlock()
-	if n == nil {
-		return state.Entry{}, ErrUnknownNamespace
-	}
-	return s.write(d)
 }
 
 func (s *State) write(d deltaData) (state.Entry, error) {
@@ -206,27 +205,62 @@ func (s *State) write(d deltaData) (state.Entry, error) {
 		}
 		d.Value = v
 	}
+	if err := state.CheckName(d.NS); err != nil {
+		return state.Entry{}, err
+	}
 	s.mu.Lock()
 	n := s.spaces[d.NS]
-	if n == nil {
+	if s.opts.StrictOwnership && (n == nil || n.Owner() != s.bus.SelfID()) {
 		s.mu.Unlock()
-		return state.Entry{}, ErrUnknownNamespace
+		return state.Entry{}, fmt.Errorf("%w: %s", ErrNotOwned, d.NS)
 	}
-	s.clock = min(s.clock+1, state.MaxVersion)
-	d.Ver = s.clock
-	e, err := n.Apply(state.Delta{NS: d.NS, Key: d.Key, Value: d.Value, Version: d.Ver, Deleted: d.Del, Source: s.bus.SelfID(), Open: d.Open})
+	first := n == nil
+	if first {
+		n = state.New(d.NS, "")
+	}
+	ver := min(s.clock+1, state.MaxVersion)
+	e, err := put(n, state.Entry{Key: d.Key, Value: d.Value, Version: ver, Source: s.bus.SelfID(), Deleted: d.Del})
+	if err == nil {
+		s.clock, d.Ver = ver, ver
+		if first {
+			s.spaces[d.NS] = n
+		}
+	}
 	s.mu.Unlock()
-	switch {
-	case errors.Is(err, state.ErrForeign):
-		return state.Entry{}, ErrNotOpen
-	case err != nil:
-		return state.Entry{}, err
+	if err != nil {
+		return e, err
 	}
 	body, _ := json.Marshal(d)
 	if _, err := s.bus.Send(SendOptions{Type: TypeStateDelta, Data: body}); err != nil {
 		return e, err
 	}
+	if first {
+		s.request(d.NS) // the rest of the namespace, from its owner
+	}
 	s.changed(d.NS, e)
+	return e, nil
+}
+
+// put applies e to n by last-write-wins, whoever wrote it: the
+// JavaScript bus's rule. It returns the stored entry and ErrStale when the
+// stored one wins.
+func put(n *state.Namespace, e state.Entry) (state.Entry, error) {
+	d := state.Delta{NS: n.Name(), Key: e.Key, Value: e.Value, Version: e.Version, Deleted: e.Deleted, Source: e.Source}
+	if err := d.Check(); err != nil {
+		return state.Entry{}, err
+	}
+	cur, exists := n.Get(e.Key)
+	switch {
+	case exists && !state.Wins(e.Version, e.Source, cur.Version, cur.Source):
+		return cur, state.ErrStale
+	case !exists && n.Len() >= state.MaxKeys:
+		return state.Entry{}, state.ErrFull
+	}
+	e.Open = false // busbar's notion; every key of a bedrock namespace is writable
+	if e.Deleted {
+		e.Value = nil
+	}
+	n.Merge(state.Snapshot{NS: n.Name(), Entries: []state.Entry{e}})
 	return e, nil
 }
 
@@ -243,18 +277,35 @@ func (s *State) onDelta(e *Envelope) {
 	}
 	s.mu.Lock()
 	n := s.spaces[d.NS]
-	if n == nil {
-		s.mu.Unlock()
-		return // not followed, or its owner not known yet
+	first := n == nil
+	if first {
+		if !s.follow[""] && !s.follow[d.NS] || state.CheckName(d.NS) != nil {
+			s.mu.Unlock()
+			return // not followed
+		}
+		n = state.New(d.NS, "") // its owner is named by its first snapshot
 	}
-	entry, err := n.Apply(state.Delta{NS: d.NS, Key: d.Key, Value: d.Value, Version: d.Ver, Deleted: d.Del, Source: e.Src, Open: d.Open})
-	if err == nil { // only what is stored moves the clock
-		s.clock = max(s.clock, entry.Version)
+	entry, err := put(n, state.Entry{Key: d.Key, Value: d.Value, Version: d.Ver, Source: e.Src, Deleted: d.Del})
+	switch {
+	case err == nil:
+		s.clock = max(s.clock, entry.Version) // only what is stored moves the clock
+		if first {
+			s.spaces[d.NS] = n
+		}
+	case !errors.Is(err, state.ErrStale):
+		s.refused++
 	}
 	s.mu.Unlock()
-	if err == nil {
-		s.changed(d.NS, entry)
+	if err != nil {
+		return
 	}
+	if first {
+		// The first news of a namespace (an add-on that started empty
+		// announces nothing until it writes): ask for the rest of it now
+		// rather than at the next resync.
+		s.request(d.NS)
+	}
+	s.changed(d.NS, entry)
 }
 
 func (s *State) onRequest(e *Envelope) {
@@ -263,23 +314,18 @@ func (s *State) onRequest(e *Envelope) {
 		return
 	}
 	s.mu.Lock()
-	var mine, theirs []string
+	var answer []string
 	for ns, n := range s.spaces {
 		if q.NS != "" && q.NS != ns {
 			continue
 		}
-		switch n.Owner() {
-		case s.bus.SelfID():
-			mine = append(mine, ns)
-		case e.Src: // the owner asks for its own namespace: it restarted
-			theirs = append(theirs, ns)
+		// Ours; or the owner asks for its own namespace: it restarted.
+		if o := n.Owner(); o == s.bus.SelfID() || o != "" && o == e.Src {
+			answer = append(answer, ns)
 		}
 	}
 	s.mu.Unlock()
-	for _, ns := range mine {
-		s.sendSnapshot(ns, e.Src)
-	}
-	for _, ns := range theirs {
+	for _, ns := range answer {
 		s.sendSnapshot(ns, e.Src)
 	}
 }
@@ -305,31 +351,25 @@ func (s *State) onSnapshot(e *Envelope) {
 	case n == nil:
 		n = state.New(snap.NS, e.Src) // the first snapshot heard names the owner
 		s.spaces[snap.NS] = n
-	case n.Owner() == s.bus.SelfID() && e.Src != s.bus.SelfID():
-		// A replica's copy of our namespace, sent because we asked (a
-		// restart): take back what the rules let it hold — our own
-		// writes and writes to open keys.
-		kept := snap.Entries[:0]
-		for _, en := range snap.Entries {
-			if en.Source == s.bus.SelfID() || en.Open {
-				kept = append(kept, en)
-			}
-		}
-		snap.Entries = kept
-	case n.Owner() != e.Src:
-		s.refused++ // another add-on claims the namespace
-		s.mu.Unlock()
-		return
+	case n.Owner() == "":
+		n = s.setOwner(n, e.Src)
 	}
+	var changed []state.Entry
 	for _, en := range snap.Entries {
-		s.clock = max(s.clock, min(en.Version, state.MaxVersion))
+		en, err := put(n, en)
+		switch {
+		case err == nil:
+			s.clock = max(s.clock, en.Version)
+			changed = append(changed, en)
+		case !errors.Is(err, state.ErrStale):
+			s.refused++
+		}
 	}
-	changed := n.Merge(state.Snapshot{NS: snap.NS, Owner: n.Owner(), Entries: snap.Entries})
 	// Writes of ours the owner's snapshot lacks (a delta lost on the way
 	// to the owner): only their writer can send them again, since a
 	// delta's source is its envelope's src.
 	var resend []deltaData
-	if n.Owner() != s.bus.SelfID() {
+	if n.Owner() != s.bus.SelfID() && n.Owner() == e.Src {
 		theirs := make(map[string]state.Entry, len(snap.Entries))
 		for _, en := range snap.Entries {
 			theirs[en.Key] = en
@@ -369,7 +409,6 @@ func (s *State) resync() {
 	}
 	s.mu.Unlock()
 	for _, ns := range follow {
-		body, _ := json.Marshal(requestData{NS: ns})
-		_, _ = s.bus.Send(SendOptions{Type: TypeStateRequest, Data: body})
+		s.request(ns)
 	}
 }

@@ -10,9 +10,11 @@
 //   - add-ons call busbar services through the bridge's own method
 //     RequestMethod, {"target", "channel", "payload"};
 //   - every bedrock namespace is replicated into the busbar namespace
-//     StatePrefix+ns (owned by the bridge's node), and the busbar
-//     namespaces named in Options.ExportState into bedrock namespaces the
-//     bridge owns;
+//     StatePrefix+ns (owned by the bridge's node), holding what the
+//     JavaScript replicas hold (every add-on's writes, by
+//     last-write-wins); the busbar namespaces named in Options.ExportState
+//     are replicated into bedrock namespaces the bridge owns, and keep
+//     busbar's rule: a write to one from the medium is undone;
 //   - bedrock envelopes of other types are emitted on busbar channel
 //     EventPrefix+type, and busbar events on the channels of
 //     Options.ExportEvents are broadcast on the medium with the channel
@@ -24,6 +26,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,6 +77,9 @@ type Bridge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	exportMu sync.Mutex                        // held while writing an exported namespace to the medium
+	exports  map[string]map[string]state.Entry // guarded by exportMu: busbar's entries of each exported namespace
+
 	mu        sync.Mutex
 	announced map[string]bool // add-on ids announced to the broker
 	exported  map[string]bool // bedrock namespaces the bridge owns (exports)
@@ -100,7 +106,8 @@ func New(ctx context.Context, opts Options) (*Bridge, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Bridge{opts: opts, c: opts.Client, bus: opts.Bus, log: opts.Logger,
-		announced: map[string]bool{}, exported: map[string]bool{}, wake: make(chan struct{}, 1)}
+		announced: map[string]bool{}, exported: map[string]bool{}, exports: map[string]map[string]state.Entry{},
+		wake: make(chan struct{}, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.scope = b.c.Scope("bedrock-bridge")
 	if _, err := b.scope.Channel(CallChannel).Handle(ctx, b.call); err != nil {
@@ -417,6 +424,9 @@ func (b *Bridge) stateChanged(c bedrock.StateChange) {
 	exported := b.exported[c.NS]
 	b.mu.Unlock()
 	if exported {
+		if c.Entry.Source != b.bus.SelfID() {
+			b.undo(c.NS, c.Entry)
+		}
 		return // it came from busbar
 	}
 	e := c.Entry
@@ -450,11 +460,13 @@ func (b *Bridge) exportState(ctx context.Context, ns string) error {
 		return fmt.Errorf("bridge: watching %s: %w", ns, err)
 	}
 	put := func(e state.Entry) {
-		if e.Deleted {
-			_, _ = b.state.Delete(ns, e.Key)
-		} else {
-			_, _ = b.state.Set(ns, e.Key, e.Value)
+		b.exportMu.Lock()
+		defer b.exportMu.Unlock()
+		if b.exports[ns] == nil {
+			b.exports[ns] = map[string]state.Entry{}
 		}
+		b.exports[ns][e.Key] = e
+		b.writeExported(ns, e.Key)
 	}
 	for _, e := range w.Initial().Entries {
 		put(e)
@@ -465,6 +477,41 @@ func (b *Bridge) exportState(ctx context.Context, ns string) error {
 		}
 	})
 	return nil
+}
+
+// undo answers an add-on's write to an exported namespace: the namespace
+// is busbar's, and busbar's rule lets only its owner write it (the bridge,
+// for busbar). The JavaScript replicas applied the write, so the bridge
+// writes busbar's entry again; its version is past the add-on's, so every
+// replica takes it back. A write of busbar's value is left alone, so two
+// bridges exporting one namespace do not undo each other forever.
+func (b *Bridge) undo(ns string, e state.Entry) {
+	b.exportMu.Lock()
+	defer b.exportMu.Unlock()
+	if mine, ok := b.exports[ns][e.Key]; ok && mine.Deleted == e.Deleted && bytes.Equal(mine.Value, e.Value) ||
+		!ok && e.Deleted {
+		return
+	}
+	b.writeExported(ns, e.Key)
+}
+
+// writeExported writes busbar's entry of key (a tombstone if busbar has
+// none) to the medium. Called with exportMu held, so a change from busbar
+// and an undo cannot cross.
+func (b *Bridge) writeExported(ns, key string) {
+	var err error
+	if e, ok := b.exports[ns][key]; ok && !e.Deleted {
+		var w state.Entry
+		if w, err = b.state.Set(ns, key, e.Value); err == nil {
+			e.Value = w.Value // as the medium carries it, for undo's comparison
+			b.exports[ns][key] = e
+		}
+	} else {
+		_, err = b.state.Delete(ns, key)
+	}
+	if err != nil {
+		b.log.Warn("exported state not written to the medium", "ns", ns, "key", key, "err", err)
+	}
 }
 
 // exportEvent broadcasts a busbar event on the medium.

@@ -116,7 +116,10 @@ func TestEventsBothWays(t *testing.T) {
 	})
 }
 
-func TestStateExportedToTheMedium(t *testing.T) {
+// exportingWorld is a world whose bridge exports busbar namespace
+// "settings", where node owner has set volume to 7.
+func exportingWorld(t *testing.T) (*world, *client.Client) {
+	t.Helper()
 	var owner *client.Client
 	w := newWorld(t, Options{ExportState: []string{"settings"}}, func(b *broker.Broker) {
 		owner = connect(t, b, "owner")
@@ -126,6 +129,11 @@ func TestStateExportedToTheMedium(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	return w, owner
+}
+
+func TestStateExportedToTheMedium(t *testing.T) {
+	w, owner := exportingWorld(t)
 	st := bedrock.NewState(w.addon(t, "lamp"), bedrock.StateOptions{})
 	st.Follow("settings")
 	testbroker.Eventually(t, 10*time.Second, "the exported namespace", func() bool {
