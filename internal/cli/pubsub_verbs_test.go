@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestSubWildcardAndOutputForms(t *testing.T) {
