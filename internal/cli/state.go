@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"busbar/client"
 	"busbar/state"
@@ -18,8 +20,15 @@ func runState(args []string, stdio IO) int {
 	}
 	op, want := args[0], ops[args[0]]
 	v := newVerb("state "+op, "", func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
+	asString := v.fs.Bool("string", false, "set: take the value as a string, whatever it holds")
 	if !v.parse(args[1:]) {
 		return exitUsage
+	}
+	if op == "set" || op == "del" || op == "open" {
+		// A namespace belongs to the node that creates it, for good: a
+		// write from the CLI owns it as a name that outlives the process
+		// (the principal's), unless --name says which.
+		v.tune = stableWriter(v.conn.name == "")
 	}
 	if op == "watch" {
 		v.reconnecting(stdio)
@@ -53,10 +62,9 @@ func runState(args []string, stdio IO) int {
 		}
 		return show(e, nil)
 	case "set":
-		// The value is JSON; anything else is taken as a string.
-		raw := json.RawMessage(v.arg(2))
-		if !json.Valid(raw) {
-			raw, _ = json.Marshal(v.arg(2))
+		raw, err := stateValue(v.arg(2), *asString)
+		if err != nil {
+			return v.fail(stdio, err, exitUsage)
 		}
 		return show(c.State(v.arg(0)).Set(ctx, v.arg(1), raw))
 	case "del":
@@ -95,4 +103,42 @@ func runState(args []string, stdio IO) int {
 		return exitOK
 	}
 	return exitUsage
+}
+
+// stateValue is the value of `state set`: JSON as given, or with --string
+// the text as a JSON string. Text that is not JSON is refused rather than
+// guessed at: `20.5` and `"20.5"` are different values.
+func stateValue(arg string, asString bool) (json.RawMessage, error) {
+	if asString {
+		return json.Marshal(arg)
+	}
+	if !json.Valid([]byte(arg)) {
+		return nil, fmt.Errorf("value %q is not JSON: quote a string as JSON (%s) or give --string", clipText(arg), strconv.Quote(arg))
+	}
+	return json.RawMessage(arg), nil
+}
+
+// clipText shortens s for an error message.
+func clipText(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// stableWriter names a state writer after its principal when on is set:
+// the principal's name with '_' and '.' as '-', a node name that the next
+// run of the CLI, as the same principal, uses too.
+func stableWriter(on bool) func(*client.Options) {
+	if !on {
+		return nil
+	}
+	return func(o *client.Options) {
+		o.Node = strings.Trim(strings.Map(func(r rune) rune {
+			if r == '_' || r == '.' {
+				return '-'
+			}
+			return r
+		}, o.Credential.Principal), "-")
+	}
 }
