@@ -8,11 +8,13 @@ import (
 	"slices"
 )
 
-// ErrPrincipalExists and ErrNoPrincipal are AddPrincipal's and
-// RemovePrincipal's refusals.
+// The refusals of AddPrincipal and RemovePrincipal.
 var (
 	ErrPrincipalExists = errors.New("auth: a principal of that name exists")
 	ErrNoPrincipal     = errors.New("auth: no principal of that name")
+	// ErrBadPrincipal: the entry to add is invalid (its name, node
+	// patterns or permission patterns); the message names the field.
+	ErrBadPrincipal = errors.New("auth: invalid principal")
 )
 
 // editFile is the principals file as edit sees it: every entry kept as
@@ -36,6 +38,9 @@ func AddPrincipal(path string, p Principal) (Credential, error) {
 		return Credential{}, err
 	}
 	p.SecretHash = hash
+	if _, err := newEntry(p); err != nil {
+		return Credential{}, fmt.Errorf("%w %q: %v", ErrBadPrincipal, p.Name, err)
+	}
 	entry, err := marshalNoEscape(p)
 	if err != nil {
 		return Credential{}, err
