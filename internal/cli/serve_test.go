@@ -399,7 +399,7 @@ func TestServeState(t *testing.T) {
 	if e := entry(out); code != 0 || e["v"] != 20.5 || e["src"] != "thermostat" {
 		t.Fatalf("set: %d %q %s", code, out, errOut)
 	}
-	if code, out, _ := s.busbar(t, "", "state", "set", "home", "mode", "eco mode", "--name", "thermostat"); code != 0 || entry(out)["v"] != "eco mode" {
+	if code, out, _ := s.busbar(t, "", "state", "set", "home", "mode", "eco mode", "--string", "--name", "thermostat"); code != 0 || entry(out)["v"] != "eco mode" {
 		t.Fatalf("a non-JSON value is a string: %d %q", code, out)
 	}
 	if code, _, errOut := s.busbar(t, "", "state", "set", "home", "target", "23", "--name", "phone"); code != exitRejected || !strings.Contains(errOut, "belongs to thermostat") {
