@@ -30,6 +30,7 @@ import (
 type server struct {
 	cmd    *exec.Cmd
 	data   string
+	stdout syncBuffer // every line serve printed, the listeners' included
 	stderr syncBuffer
 	exited chan error
 	once   sync.Once
@@ -53,6 +54,7 @@ func startServe(t *testing.T, data string, args ...string) *server {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
+			fmt.Fprintln(&s.stdout, sc.Text())
 			if strings.HasPrefix(sc.Text(), "busbar: listening on tcp://") {
 				ready <- strings.Join(lines, "\n")
 			}
