@@ -103,6 +103,8 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		return b.durable(c, m, s)
 	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
 		return b.stateControl(c, m, s)
+	case wire.CmdStateDrop, wire.CmdStateOwner:
+		return b.stateAdmin(c, m, s)
 	default:
 		return rejectf("unknown control command %s", s.command)
 	}

@@ -13,9 +13,9 @@ import (
 
 // runState is `busbar state`: one verb per operation on a namespace.
 func runState(args []string, stdio IO) int {
-	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1}
+	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1, "drop": 1, "owner": 2}
 	if len(args) == 0 || ops[args[0]] == 0 {
-		fmt.Fprintln(stdio.Stderr, "usage: busbar state get NS KEY | set NS KEY JSON | del NS KEY | open NS KEY | dump [NS] | watch NS")
+		fmt.Fprintln(stdio.Stderr, "usage: busbar state get NS KEY | set NS KEY JSON | del NS KEY | open NS KEY | dump [NS] | watch NS | drop NS | owner NS NODE")
 		return exitUsage
 	}
 	op, want := args[0], ops[args[0]]
@@ -71,6 +71,18 @@ func runState(args []string, stdio IO) int {
 		return show(c.State(v.arg(0)).Delete(ctx, v.arg(1)))
 	case "open":
 		return show(c.State(v.arg(0)).Open(ctx, v.arg(1)))
+	case "drop":
+		if err := c.State(v.arg(0)).Drop(ctx); err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		return exitOK
+	case "owner":
+		snap, err := c.State(v.arg(0)).SetOwner(ctx, v.arg(1))
+		if err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		_ = enc.Encode(snap)
+		return exitOK
 	case "dump":
 		if len(v.args) == 0 {
 			all, err := c.Snapshots(ctx)

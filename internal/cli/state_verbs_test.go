@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"busbar/internal/testbroker"
 )
 
 // TestStateSetFromTheCLIOwnsAsThePrincipal: two runs of `busbar state
@@ -43,5 +47,67 @@ func TestStateSetFromTheCLIOwnsAsThePrincipal(t *testing.T) {
 	}
 	if code, out, _ := s.busbar(t, "", "state", "set", "cfg", "n", "20.5"); code != 0 || entry(out)["v"] != 20.5 {
 		t.Fatalf("a JSON number: exit %d %s", code, out)
+	}
+}
+
+// TestStateOwnerAndDrop: a namespace left to a node that is gone is given
+// to another owner or dropped by a principal with state_admin on it, both
+// kept across a restart; one without state_admin is refused.
+func TestStateOwnerAndDrop(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+	if code, _, errOut := s.busbar(t, "", "state", "set", "home", "target", "20", "--name", "cli-4242"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "set", "home", "target", "21"); code != exitRejected || !strings.Contains(errOut, "belongs to cli-4242") {
+		t.Fatalf("a write after the owner died: exit %d %s", code, errOut)
+	}
+	code, out, errOut := s.busbar(t, "", "state", "owner", "home", "local")
+	if code != 0 || !strings.Contains(out, `"owner":"local"`) || !strings.Contains(out, `"v":20`) {
+		t.Fatalf("state owner: exit %d %s%s", code, out, errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "set", "home", "target", "21"); code != 0 {
+		t.Fatalf("a write by the new owner: %s", errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "set", "attic", "lamp", "1", "--name", "cli-4243"); code != 0 {
+		t.Fatal(errOut)
+	}
+
+	// Without state_admin: refused.
+	limited := filepath.Join(t.TempDir(), "limited.json")
+	if code, _, errOut := s.busbar(t, "", "principal", "add", "limited", "--state-read", ">", "--state-write", ">", "--out", limited); code != 0 {
+		t.Fatal(errOut)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	asLimited := []string{"--credentials", limited, "--name", "limited-1"}
+	testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, "the limited principal", func() error {
+		code, _, errOut := s.busbar(t, "", append([]string{"state", "drop", "attic"}, asLimited...)...)
+		if code == exitRejected && strings.Contains(errOut, "not permitted to state-admin namespace attic") {
+			return nil
+		}
+		return &waitErr{errOut}
+	})
+	if code, _, errOut := s.busbar(t, "", append([]string{"state", "owner", "attic", "limited-1"}, asLimited...)...); code != exitRejected {
+		t.Fatalf("owner without state_admin: exit %d %s", code, errOut)
+	}
+
+	if code, _, errOut := s.busbar(t, "", "state", "drop", "attic"); code != 0 {
+		t.Fatalf("state drop: %s", errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "drop", "attic"); code != exitRejected || !strings.Contains(errOut, `no namespace "attic"`) {
+		t.Fatalf("dropping twice: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "state", "owner", "home", "Not_A_Node"); code != exitRejected || !strings.Contains(errOut, "new owner") {
+		t.Fatalf("an invalid owner: exit %d %s", code, errOut)
+	}
+
+	// Both are on disk.
+	s.stop(t)
+	s2 := startServe(t, data)
+	code, out, _ = s2.busbar(t, "", "state", "dump")
+	if code != 0 || !strings.Contains(out, `"ns":"home","owner":"local"`) || strings.Contains(out, "attic") {
+		t.Fatalf("after a restart: %s", out)
 	}
 }
