@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"busbar/client"
@@ -29,6 +28,13 @@ func runState(args []string, stdio IO) int {
 		// write from the CLI owns it as a name that outlives the process
 		// (the principal's), unless --name says which.
 		v.tune = stableWriter(v.conn.name == "")
+	}
+	var value json.RawMessage // set's, checked before connecting
+	if op == "set" {
+		var err error
+		if value, err = stateValue(v.arg(2), *asString); err != nil {
+			return v.fail(stdio, err, exitUsage)
+		}
 	}
 	if op == "watch" {
 		v.reconnecting(stdio)
@@ -62,11 +68,7 @@ func runState(args []string, stdio IO) int {
 		}
 		return show(e, nil)
 	case "set":
-		raw, err := stateValue(v.arg(2), *asString)
-		if err != nil {
-			return v.fail(stdio, err, exitUsage)
-		}
-		return show(c.State(v.arg(0)).Set(ctx, v.arg(1), raw))
+		return show(c.State(v.arg(0)).Set(ctx, v.arg(1), value))
 	case "del":
 		return show(c.State(v.arg(0)).Delete(ctx, v.arg(1)))
 	case "open":
@@ -125,7 +127,8 @@ func stateValue(arg string, asString bool) (json.RawMessage, error) {
 		return json.Marshal(arg)
 	}
 	if !json.Valid([]byte(arg)) {
-		return nil, fmt.Errorf("value %q is not JSON: quote a string as JSON (%s) or give --string", clipText(arg), strconv.Quote(arg))
+		quoted, _ := json.Marshal(clipText(arg))
+		return nil, fmt.Errorf("value %q is not JSON: give --string to store it as text, or write it as JSON ('%s')", clipText(arg), quoted)
 	}
 	return json.RawMessage(arg), nil
 }
