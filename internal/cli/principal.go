@@ -26,8 +26,8 @@ func runPrincipal(args []string, stdio IO) int {
 
 // principalFlags are the flags every principal operation takes.
 type principalFlags struct {
-	v          *verbSetup
-	data, file string
+	v    *verbSetup
+	file string // --principals
 }
 
 func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
