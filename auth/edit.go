@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The refusals of AddPrincipal and RemovePrincipal.
@@ -82,18 +83,8 @@ func ListPrincipals(path string) ([]Principal, error) {
 	for _, e := range t.byName {
 		out = append(out, e.p)
 	}
-	slices.SortFunc(out, func(a, b Principal) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Principal) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // editPrincipals reads the file at path (as Load does: not readable by

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"busbar/auth"
-	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -104,16 +103,7 @@ func benchRouteAmong(b *testing.B, n int) {
 	if got := br.dir.subscribers("orders.created"); len(got) != 1 || got[0].node != "sub" {
 		b.Fatalf("orders.created reaches %d connections, want sub alone", len(got))
 	}
-	c := br.dir.lookup("pub")
-	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, "0190f3a2-5b7c-7d1e-9f00-0123456789ab").
-		WithHeader(wire.HeaderTTL, "30000").WithBody(make([]byte, 128)).ToBytes()
-	var v hotpath.View
-	b.SetBytes(int64(len(frame)))
-	b.ReportAllocs()
-	for b.Loop() {
-		br.dispatch(c, frame, &v)
-	}
-	b.ReportMetric(float64(br.Stats().Dropped)/float64(b.N), "drops/op")
+	loopStream(b, br, "pub")
 }
 
 func BenchmarkRouteWildcardAmong(b *testing.B) {
