@@ -21,13 +21,13 @@ func edSign(k ed25519.PrivateKey, msg []byte) []byte { return ed25519.Sign(k, ms
 // subscription once. Without patterns it is the stored slice itself.
 func (c *Client) subscribersLocked(channel string) []*Subscription {
 	subs := c.subs[channel]
-	if c.subPats == 0 {
+	if len(c.subPats) == 0 {
 		return subs
 	}
 	subs = slices.Clip(subs)
-	for name, list := range c.subs {
-		if auth.IsPattern(name) && auth.Pattern(name).Match(channel) {
-			subs = append(subs, list...)
+	for _, p := range c.subPats {
+		if auth.Pattern(p).Match(channel) {
+			subs = append(subs, c.subs[p]...)
 		}
 	}
 	return subs

@@ -157,7 +157,7 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 		}
 		w = c.subReg[ch.name]
 		if len(c.subs[ch.name]) == 0 && auth.IsPattern(ch.name) {
-			c.subPats++
+			c.subPats = append(slices.Clip(c.subPats), ch.name)
 		}
 		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
 		ch.s.subs = append(ch.s.subs, sub)
@@ -212,7 +212,7 @@ func (s *Subscription) Close() {
 	left := slices.DeleteFunc(slices.Clone(c.subs[name]), func(x *Subscription) bool { return x == s })
 	if len(left) == 0 {
 		if _, ok := c.subs[name]; ok && auth.IsPattern(name) {
-			c.subPats--
+			c.subPats = slices.DeleteFunc(slices.Clone(c.subPats), func(p string) bool { return p == name })
 		}
 		delete(c.subs, name)
 		delete(c.subReg, name)
