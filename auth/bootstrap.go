@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,23 +58,23 @@ func Bootstrap(dir string) (BootstrapResult, error) {
 	if err != nil {
 		return r, fmt.Errorf("auth: bootstrap: %w", err)
 	}
-	creds, err := json.MarshalIndent(Credential{Principal: "local", Secret: secret}, "", "  ")
+	creds, err := indentNoEscape(Credential{Principal: "local", Secret: secret})
 	if err != nil {
 		return r, err
 	}
-	store, err := json.MarshalIndent(principalsFile{Principals: []Principal{{
+	store, err := indentNoEscape(principalsFile{Principals: []Principal{{
 		Name:        "local",
 		SecretHash:  hash,
 		Nodes:       []Pattern{"*"},
 		Permissions: AllPermissions(),
-	}}}, "", "  ")
+	}}})
 	if err != nil {
 		return r, err
 	}
-	if err := writeFileAtomic(r.CredentialsPath, append(creds, '\n')); err != nil {
+	if err := writeFileAtomic(r.CredentialsPath, creds); err != nil {
 		return r, fmt.Errorf("auth: bootstrap: %w", err)
 	}
-	if err := writeFileAtomic(r.PrincipalsPath, append(store, '\n')); err != nil {
+	if err := writeFileAtomic(r.PrincipalsPath, store); err != nil {
 		return r, fmt.Errorf("auth: bootstrap: %w", err)
 	}
 	r.Created = true
@@ -120,3 +119,19 @@ func PrepareDataDir(dir string) error {
 	}
 	return nil
 }
+
+// WriteCredential writes c as a credentials file at path (mode 0600,
+// atomically); an existing file is refused (fs.ErrExist), never replaced.
+func WriteCredential(path string, c Credential) error {
+	data, err := CredentialJSON(c)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("auth: %s: %w", path, fs.ErrExist)
+	}
+	return writeFileAtomic(path, data)
+}
+
+// CredentialJSON is the content of a credentials file holding c.
+func CredentialJSON(c Credential) ([]byte, error) { return indentNoEscape(c) }

@@ -84,6 +84,12 @@ func loadTable(path string) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseTable(path, data)
+}
+
+// parseTable validates the content of the principals file path as Load
+// does.
+func parseTable(path string, data []byte) (*table, error) {
 	var f principalsFile
 	if err := decodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("auth: %s: %w", path, err)

@@ -150,7 +150,7 @@ type cluster struct {
 	// services' nodes by service, and their brokers by subscribed channel.
 	nodes   map[string]shareNode
 	svcs    map[string][]string
-	subbers map[string][]string
+	subbers *subIndex[string]
 
 	view hotpath.View // owned by onLink, the links' one reader
 

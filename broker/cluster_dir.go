@@ -257,7 +257,7 @@ func (cl *cluster) expire(now time.Time) {
 func (cl *cluster) indexLocked() {
 	cl.nodes = map[string]shareNode{}
 	cl.svcs = map[string][]string{}
-	cl.subbers = map[string][]string{}
+	cl.subbers = newSubIndex[string]()
 	for _, pr := range cl.peers {
 		for name, n := range pr.nodes {
 			if o, ok := cl.nodes[name]; !ok || newerClaim(n.Since, n.Broker, o.Since, o.Broker) {
@@ -272,9 +272,7 @@ func (cl *cluster) indexLocked() {
 	}
 	for _, n := range cl.nodes {
 		for _, ch := range n.Subscriptions {
-			if !slices.Contains(cl.subbers[ch], n.Broker) {
-				cl.subbers[ch] = append(cl.subbers[ch], n.Broker)
-			}
+			cl.subbers.add(ch, n.Broker)
 		}
 	}
 	for _, pr := range cl.peers {
@@ -315,9 +313,15 @@ func (cl *cluster) serviceNodes(service string) []string {
 }
 
 // subscribedBrokers returns the other brokers with a subscriber of
-// channel; the caller must not modify it. Safe on nil.
+// channel, by name or by wildcard pattern; the caller must not modify it.
+// Safe on nil.
 func (cl *cluster) subscribedBrokers(channel string) []string {
-	return cl.indexed(func() []string { return cl.subbers[channel] })
+	return cl.indexed(func() []string {
+		if cl.subbers == nil {
+			return nil
+		}
+		return cl.subbers.match(channel)
+	})
 }
 
 // indexed reads an index under the read lock. Safe on nil.

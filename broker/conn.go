@@ -62,7 +62,8 @@ type conn struct {
 
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
-	subs    map[string]struct{} // channels with subscribers on this node
+	subs    map[string]struct{} // channels and patterns with subscribers on this node
+	pats    int                 // how many of subs are wildcard patterns
 	handles map[string]struct{} // channels this node handles
 }
 
@@ -159,8 +160,16 @@ func (c *conn) hasSub(channel string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.subs[channel]
-	return ok
+	if _, ok := c.subs[channel]; ok || c.pats == 0 {
+		return ok
+	}
+	// At most MaxRegistrations patterns, and only on nodes that have any.
+	for name := range c.subs {
+		if auth.IsPattern(name) && auth.Pattern(name).Match(channel) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) hasHandler(channel string) bool {

@@ -103,6 +103,8 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		return b.durable(c, m, s)
 	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
 		return b.stateControl(c, m, s)
+	case wire.CmdStateDrop, wire.CmdStateOwner:
+		return b.stateAdmin(c, m, s)
 	default:
 		return rejectf("unknown control command %s", s.command)
 	}
@@ -122,33 +124,48 @@ func (b *Broker) replyJSON(c *conn, s subject, v any, what, hint string) *refusa
 
 // register records a subscription or handler after checking the receive
 // permission, which is independent of the sending ones.
+//
+// A subscription may be a wildcard pattern (auth.ValidSubscription); it is
+// accepted when one of the principal's subscribe patterns overlaps it, and
+// then receives, message by message, only the channels the principal may
+// receive (deliverStream, candidates). A handler is one channel.
 func (b *Broker) register(c *conn, cmd, channel string) *refusal {
-	if err := auth.ValidChannel(channel); err != nil {
-		return rejectf("%v", err)
-	}
 	set, action := c.subs, auth.ActionSubscribe
 	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
 		set, action = c.handles, auth.ActionHandle
 	}
-	adding := cmd == wire.CmdSubscribe || cmd == wire.CmdHandle
-	if adding {
-		if r := permit(c, action, channel); r != nil {
-			return r
-		}
+	valid := auth.ValidChannel
+	if action == auth.ActionSubscribe {
+		valid = auth.ValidSubscription
 	}
+	if err := valid(channel); err != nil {
+		return rejectf("%v", err)
+	}
+	adding := cmd == wire.CmdSubscribe || cmd == wire.CmdHandle
+	if adding && c.perms != nil && !c.perms.MayReceive(action, channel) {
+		return rejectf("not permitted to %s on %s", action, channel)
+	}
+	pattern := action == auth.ActionSubscribe && auth.IsPattern(channel)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, had := set[channel]
 	if !adding {
 		delete(set, channel)
 		if action == auth.ActionSubscribe {
 			b.dir.unsubscribe(c, channel)
 		}
+		if had && pattern {
+			c.pats--
+		}
 		return nil
 	}
-	if _, ok := set[channel]; !ok && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
+	if !had && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
 		return rejectf("too many registrations on this connection (limit %d)", b.opts.MaxRegistrations)
 	}
 	set[channel] = struct{}{}
+	if !had && pattern {
+		c.pats++
+	}
 	if action == auth.ActionSubscribe {
 		b.dir.subscribe(c, channel)
 	}

@@ -17,26 +17,25 @@ type directory struct {
 	nodes  map[string]*conn
 	iids   map[string]*conn  // instance id → its live connection
 	epochs map[string]uint64 // last epoch handed out per node name
-	// subscribed lists, per channel, the connections with subscribers. A
-	// slice is replaced on change, never modified, so a reader may range
-	// over what it got after releasing the lock.
-	subscribed map[string][]*conn
+	// subscribed finds the connections with subscribers on a channel,
+	// directly or by a wildcard pattern. A slice is replaced on change,
+	// never modified, so a reader may range over what it got after
+	// releasing the lock.
+	subscribed *subIndex[*conn]
 }
 
 func (d *directory) init() {
 	d.nodes = map[string]*conn{}
 	d.iids = map[string]*conn{}
 	d.epochs = map[string]uint64{}
-	d.subscribed = map[string][]*conn{}
+	d.subscribed = newSubIndex[*conn]()
 }
 
 // subscribe and unsubscribe keep the per-channel index.
 func (d *directory) subscribe(c *conn, channel string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !slices.Contains(d.subscribed[channel], c) {
-		d.subscribed[channel] = append(slices.Clip(d.subscribed[channel]), c)
-	}
+	d.subscribed.add(channel, c)
 }
 
 func (d *directory) unsubscribe(c *conn, channel string) {
@@ -46,24 +45,15 @@ func (d *directory) unsubscribe(c *conn, channel string) {
 }
 
 func (d *directory) unsubscribeLocked(c *conn, channel string) {
-	list := d.subscribed[channel]
-	i := slices.Index(list, c)
-	if i < 0 {
-		return
-	}
-	if len(list) == 1 {
-		delete(d.subscribed, channel)
-		return
-	}
-	d.subscribed[channel] = slices.Delete(slices.Clone(list), i, i+1)
+	d.subscribed.remove(channel, c)
 }
 
-// subscribers returns the connections with subscribers on channel; the
-// caller must not modify the slice.
+// subscribers returns the connections with subscribers on channel, by
+// name or by pattern, each once; the caller must not modify the slice.
 func (d *directory) subscribers(channel string) []*conn {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return d.subscribed[channel]
+	return d.subscribed.match(channel)
 }
 
 // register makes c the node's connection and sets its epoch. queued

@@ -389,6 +389,26 @@ func (st *store) put(ns, owner string, seq uint64, e state.Entry) error {
 	})
 }
 
+// drop deletes namespace ns and its entries, durably.
+func (st *store) drop(ns string) error {
+	return st.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Delete([]byte(ns)); err != nil {
+			return err
+		}
+		entries := tx.Bucket(bucketEntries)
+		if entries.Bucket([]byte(ns)) == nil {
+			return nil
+		}
+		return entries.DeleteBucket([]byte(ns))
+	})
+}
+
+// setOwner rewrites namespace ns's record with a new owner, durably.
+func (st *store) setOwner(ns, owner string, seq uint64) error {
+	meta := encodeRecord(storedMeta{NS: ns, Owner: owner, Seq: seq})
+	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(ns), meta) })
+}
+
 // open loads the store at path ("" keeps state in memory); log hears of a
 // fall-back to the previous transaction.
 func (s *stateService) open(path string, log *slog.Logger) error {

@@ -49,7 +49,8 @@ type Client struct {
 	mu       sync.Mutex
 	calls    map[string]*pending // every open call: messaging, discovery and state
 	scopes   map[*Scope]struct{}
-	subs     map[string][]*Subscription // copy-on-write: a slice read under mu may be used after
+	subs     map[string][]*Subscription // by channel or pattern; copy-on-write: a slice read under mu may be used after
+	subPats  []string                   // the keys of subs that are wildcard patterns; copy-on-write
 	subReg   map[string]*regWait        // the broker's verdict on the current subscriber set of a channel
 	handlers map[string]*Registration
 	up       chan struct{} // while cur is nil: closed when a connection is live again

@@ -5,14 +5,33 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
+	"busbar/auth"
 	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
 func edSign(k ed25519.PrivateKey, msg []byte) []byte { return ed25519.Sign(k, msg) }
+
+// subscribersLocked returns the subscribers of channel: those of the
+// channel itself, then those of every wildcard pattern matching it, each
+// subscription once. Without patterns it is the stored slice itself.
+func (c *Client) subscribersLocked(channel string) []*Subscription {
+	subs := c.subs[channel]
+	if len(c.subPats) == 0 {
+		return subs
+	}
+	subs = slices.Clip(subs)
+	for _, p := range c.subPats {
+		if auth.Pattern(p).Match(channel) {
+			subs = append(subs, c.subs[p]...)
+		}
+	}
+	return subs
+}
 
 // deliverEvent hands an event to the node's subscribers through the
 // executor and answers the broker's receipt: ACCEPTED once queued for
@@ -21,7 +40,7 @@ func edSign(k ed25519.PrivateKey, msg []byte) []byte { return ed25519.Sign(k, ms
 func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 	channel := m.Value(wire.HeaderCommand)
 	c.mu.Lock()
-	subs := c.subs[channel] // copy-on-write: safe to use after unlock
+	subs := c.subscribersLocked(channel) // copy-on-write: safe to use after unlock
 	c.mu.Unlock()
 	result := wire.NoSubscriber
 	// The receipt must be queued before the callback can run: a callback
@@ -51,7 +70,7 @@ func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 // no receipt; a full dispatch queue drops it (counted in Dropped).
 func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
 	c.mu.Lock()
-	subs := c.subs[v.Value(wire.HeaderCommand)]
+	subs := c.subscribersLocked(v.Value(wire.HeaderCommand))
 	c.mu.Unlock()
 	if len(subs) == 0 {
 		return

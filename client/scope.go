@@ -117,8 +117,17 @@ func (s *Subscription) active() bool { return !s.closed.Load() }
 // a *RequestError matching ErrRejected, and no verdict before ctx's
 // deadline one matching ErrTimeout. Refusals made before asking are plain
 // errors (see Channel).
+//
+// The channel's name may be a wildcard pattern, in the grammar of the
+// permissions file: "orders.*" (one token), "orders.>" (one or more),
+// "myplugin:*" (every channel of a namespace), "*:events", ">" (every
+// channel). h then receives the events of every matching channel
+// (Message.Channel names it) that the principal may receive; a
+// subscription on a channel and one on a pattern matching it each get the
+// event once. A pattern is only for Subscribe: the other calls refuse it
+// as a malformed channel.
 func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription, error) {
-	if err := auth.ValidChannel(ch.name); err != nil {
+	if err := auth.ValidSubscription(ch.name); err != nil {
 		return nil, err
 	}
 	if err := ch.usable(); err != nil {
@@ -147,6 +156,9 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 			c.subReg[ch.name] = &regWait{done: make(chan struct{})}
 		}
 		w = c.subReg[ch.name]
+		if len(c.subs[ch.name]) == 0 && auth.IsPattern(ch.name) {
+			c.subPats = append(slices.Clip(c.subPats), ch.name)
+		}
 		c.subs[ch.name] = append(slices.Clip(c.subs[ch.name]), sub) // copy-on-write for deliverEvent
 		ch.s.subs = append(ch.s.subs, sub)
 		return false
@@ -199,6 +211,9 @@ func (s *Subscription) Close() {
 	defer c.mu.Unlock()
 	left := slices.DeleteFunc(slices.Clone(c.subs[name]), func(x *Subscription) bool { return x == s })
 	if len(left) == 0 {
+		if _, ok := c.subs[name]; ok && auth.IsPattern(name) {
+			c.subPats = slices.DeleteFunc(slices.Clone(c.subPats), func(p string) bool { return p == name })
+		}
 		delete(c.subs, name)
 		delete(c.subReg, name)
 		if !c.closing() {

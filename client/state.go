@@ -103,6 +103,9 @@ func (s *State) stateCall(ctx context.Context, cmd string, body any, out any) er
 	if err := controlResult(a, err); err != nil {
 		return err
 	}
+	if out == nil {
+		return nil
+	}
 	if err := json.Unmarshal(a.Body(), out); err != nil {
 		return fmt.Errorf("client: malformed %s answer: %w", cmd, err)
 	}
@@ -173,6 +176,27 @@ func (s *State) Open(ctx context.Context, key string) (state.Entry, error) {
 	}
 	s.c.state.seen(s.ns, r.Entry.Version)
 	return r.Entry, nil
+}
+
+// Drop deletes the whole namespace, whoever owns it: the way out when
+// its owner is gone for good. It needs state_admin on the namespace
+// (docs/state.md#administration); watchers resync and find it empty, and
+// the next write creates it again, owned by its writer. A broker on a bus
+// refuses it (REJECTED).
+func (s *State) Drop(ctx context.Context) error {
+	return s.stateCall(ctx, wire.CmdStateDrop, state.Query{NS: s.ns}, nil)
+}
+
+// SetOwner makes node the namespace's owner, whoever owns it now; its
+// entries stay as they are. It needs state_admin on the namespace and
+// returns the namespace's snapshot under its new owner. A broker on a bus
+// refuses it (REJECTED).
+func (s *State) SetOwner(ctx context.Context, node string) (state.Snapshot, error) {
+	var snap state.Snapshot
+	if err := s.stateCall(ctx, wire.CmdStateOwner, state.Transfer{NS: s.ns, Owner: node}, &snap); err != nil {
+		return state.Snapshot{}, err
+	}
+	return snap, nil
 }
 
 // Snapshot returns every entry of the namespace, tombstones included.

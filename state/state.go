@@ -310,6 +310,12 @@ type Query struct {
 	Key string `json:"key,omitempty"`
 }
 
+// Transfer asks the broker to make Owner the owner of namespace NS.
+type Transfer struct {
+	NS    string `json:"ns"`
+	Owner string `json:"owner"`
+}
+
 // Result answers a write, an open or a get of one key: the entry now
 // stored (Found false: the key was never written), and for a write whether
 // it applied (false: a newer or equal version won; Entry is the winner).

@@ -130,6 +130,8 @@ const (
 	CmdStateGet     = "bus.state.get"     // request: one key (state.Result), one namespace (state.Snapshot), or all ([]state.Snapshot)
 	CmdStateWatch   = "bus.state.watch"   // request: a namespace's snapshot, then a bus.state.delta event per applied delta
 	CmdStateUnwatch = "bus.state.unwatch" // request: stop those events
+	CmdStateDrop    = "bus.state.drop"    // request, state-admin: delete a whole namespace (state.Query) → no body
+	CmdStateOwner   = "bus.state.owner"   // request, state-admin: give a namespace to another node (state.Transfer) → state.Snapshot
 	CmdStateDelta   = "bus.state.delta"   // event, broker → watcher: a numbered state.Delta
 	// CmdStateReset is an event, broker → watcher (body: state.Query): deltas
 	// of the namespace were dropped for it (its queue was full) and it no

@@ -189,7 +189,25 @@ func benchPubSub(args []string, stdio IO) int {
 		r.Name = "sub-" + strconv.Itoa(i)
 		results = append(results, r)
 	}
-	return f.print(stdio, results)
+	code := f.print(stdio, results)
+	for _, line := range shortfalls(res, results[1:]) {
+		fmt.Fprintf(stdio.Stderr, "busbar bench pubsub: %s\n", line)
+		code = exitFail
+	}
+	return code
+}
+
+// shortfalls says, per subscriber that received fewer messages than the
+// publishers sent, how many it missed: a stream is best effort, and a
+// run that lost messages must not read as a clean one.
+func shortfalls(sent loadgen.Result, subs []loadgen.Result) []string {
+	var out []string
+	for _, r := range subs {
+		if r.Msgs < sent.Msgs {
+			out = append(out, fmt.Sprintf("%s received %d of the %d messages sent (%d missing)", r.Name, r.Msgs, sent.Msgs, sent.Msgs-r.Msgs))
+		}
+	}
+	return out
 }
 
 func benchReq(args []string, stdio IO) int {

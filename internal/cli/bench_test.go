@@ -99,3 +99,13 @@ func TestBenchEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// A subscriber that received fewer messages than were sent is named, with
+// what it missed; one that received them all is not.
+func TestBenchShortfallsNameWhoMissedMessages(t *testing.T) {
+	sent := loadgen.Result{Name: "pub", Msgs: 200000}
+	got := shortfalls(sent, []loadgen.Result{{Name: "sub-0", Msgs: 200000}, {Name: "sub-1", Msgs: 199986}})
+	if want := []string{"sub-1 received 199986 of the 200000 messages sent (14 missing)"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("shortfalls %q, want %q", got, want)
+	}
+}

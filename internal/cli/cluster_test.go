@@ -50,7 +50,7 @@ func TestServeJoinsABusThroughNATS(t *testing.T) {
 	}
 
 	// State written through one broker is read through the other.
-	if code, _, errOut := s1.busbar(t, "", "state", "set", "home", "lamp", "on", "--name", "switch"); code != 0 {
+	if code, _, errOut := s1.busbar(t, "", "state", "set", "home", "lamp", "on", "--string", "--name", "switch"); code != 0 {
 		t.Fatalf("state set on b1: %s", errOut)
 	}
 	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b2 to read the lamp", func() error {

@@ -3,6 +3,8 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +33,7 @@ const (
 	envServer      = "BUSBAR_SERVER"
 	envName        = "BUSBAR_NAME"
 	envCredentials = "BUSBAR_CREDENTIALS"
+	envCA          = "BUSBAR_CA"
 )
 
 // defaultDataDir is $BUSBAR_DATA, else $XDG_STATE_HOME/busbar, else
@@ -52,6 +55,7 @@ func defaultDataDir() string {
 // connFlags are the flags every client verb takes.
 type connFlags struct {
 	data, server, name, credentials string
+	ca                              string // PEM file of the CAs trusted for tls:// servers
 	timeout                         time.Duration
 }
 
@@ -61,6 +65,24 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "name", os.Getenv(envName), "node name to register as (env "+envName+"; default cli-<pid>)")
 	fs.StringVar(&f.credentials, "credentials", os.Getenv(envCredentials), "credentials file (env "+envCredentials+"; default <data>/credentials.json)")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "deadline of the operation, queueing included")
+	fs.StringVar(&f.ca, "ca", os.Getenv(envCA), "PEM file of the certificate authorities trusted for tls:// servers, instead of the system's (env "+envCA+")")
+}
+
+// tlsConfig is nil (the system's roots), or trusts exactly the
+// certificates of --ca.
+func (f *connFlags) tlsConfig() (*tls.Config, error) {
+	if f.ca == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(f.ca)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", f.ca)
+	}
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }
 
 // options fills client options from the flags, with defaults from the
@@ -75,7 +97,12 @@ func (f *connFlags) options() (client.Options, error) {
 	if err != nil {
 		return client.Options{}, err
 	}
+	tc, err := f.tlsConfig()
+	if err != nil {
+		return client.Options{}, err
+	}
 	return client.Options{
+		TLS:        tc,
 		Server:     cmp.Or(f.server, "unix://"+filepath.Join(data, socketName)),
 		Node:       cmp.Or(f.name, fmt.Sprintf("cli-%d", os.Getpid())),
 		Credential: cred,

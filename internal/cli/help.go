@@ -115,7 +115,7 @@ reconnects like sub). --json: JSON (with --watch one object a line).`,
 		exit:    exitCommon,
 		example: "$ busbar ls\n$ busbar ls --services --json"},
 
-	{path: "state", summary: "replicated state: get, set, del, open, dump, watch",
+	{path: "state", summary: "replicated state: get, set, del, open, dump, watch, drop, owner",
 		text: `Reads and writes the broker's replicated, namespaced key-value state
 (docs/state.md). Every entry prints as one JSON object a line:
 {"k":KEY,"v":VALUE,"ver":VERSION,"src":NODE} (the protocol's field names).`,
@@ -134,6 +134,30 @@ reconnects like sub). --json: JSON (with --watch one object a line).`,
 		text: "Prints the snapshot of NS, or of every namespace, as JSON.", example: "$ busbar state dump home"},
 	{path: "state watch", args: "NS", summary: "print the entries, then each change",
 		text: "Prints NS's entries, then one line per change until interrupted; it reconnects like sub.", example: "$ busbar state watch home"},
+	{path: "state drop", args: "NS", summary: "delete a whole namespace (state_admin)",
+		text: `Deletes namespace NS with every entry, whoever owns it; watchers are told
+to resync. Needs the state_admin permission on NS; refused on a bus of
+brokers (docs/state.md#administration).`, example: "$ busbar state drop home"},
+	{path: "state owner", args: "NS NODE", summary: "give a namespace to another owner (state_admin)",
+		text: `Makes NODE the owner of namespace NS, whoever owns it now (say, a
+cli-<pid> long gone). Needs the state_admin permission on NS; refused on a
+bus of brokers (docs/state.md#administration).`, example: "$ busbar state owner home thermostat"},
+
+	{path: "principal", summary: "the broker's principals: add, list, remove (edits principals.json)",
+		text: `Edits the broker's principals file (--principals, else
+<data>/principals.json): checked before and after the change, written
+atomically, other entries untouched. A running busbar serve reloads it on
+SIGHUP without dropping connections.`,
+		exit:    "0  done\n1  the file could not be read or written, or NAME does not exist\n2  usage",
+		example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>' --out sensor.json\n$ kill -HUP $(pidof busbar)"},
+	{path: "principal add", args: "NAME", summary: "add a principal and print its credentials file",
+		text: `Adds principal NAME with a fresh secret and the permissions the flags give,
+and prints the credentials file a client presents (or writes it, 0600, with
+--out).`, example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>'"},
+	{path: "principal list", summary: "list the principals and their permissions",
+		text: "Prints one principal a line (--json: a JSON array); secrets are never shown.", example: "$ busbar principal list"},
+	{path: "principal remove", args: "NAME", summary: "remove a principal",
+		text: "Removes principal NAME; its connections end at the broker's next reload.", example: "$ busbar principal remove sensor"},
 
 	{path: "bench", summary: "generate load on a running broker and measure it: pub, sub, pubsub, req",
 		text: `Load generators in the spirit of nats bench. Every run is bounded by

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -51,8 +52,16 @@ func runServe(args []string, stdio IO) int {
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
 	natsRelays := fs.String("nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
+	var limits broker.Options
+	fs.IntVar(&limits.MaxPayload, "max-payload", broker.DefaultMaxPayload, "bytes of body in one message; past it the message is refused")
+	fs.IntVar(&limits.MaxQueueBytes, "max-queue-bytes", broker.DefaultMaxQueueBytes, "outbound bytes queued per connection (at least --max-payload)")
+	fs.IntVar(&limits.MaxQueueMessages, "max-queue-messages", broker.DefaultMaxQueueMessages, "outbound messages queued per connection")
+	fs.IntVar(&limits.MaxConnections, "max-connections", broker.DefaultMaxConnections, "connections served at once, logging-in ones included")
 	if !parseNoArgs(stdio, "serve", fs, args) {
 		return exitUsage
+	}
+	if err := checkLimits(fs); err != nil {
+		return usageError(stdio, "serve", "%v", err)
 	}
 	if *natsRelays != "" {
 		bus.Relays = strings.Split(*natsRelays, ",")
@@ -104,8 +113,10 @@ func runServe(args []string, stdio IO) int {
 	for _, note := range store.Notes() { // entries older than the state permissions
 		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
 	}
-	b, err := broker.New(broker.Options{Name: *name, Auth: store, Logger: log, StatePath: filepath.Join(dir, "state.db"),
-		RelayDir: filepath.Join(dir, "relay"), Relay: relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}, Cluster: bus})
+	opts := limits
+	opts.Name, opts.Auth, opts.Logger, opts.StatePath, opts.Cluster = *name, store, log, filepath.Join(dir, "state.db"), bus
+	opts.RelayDir, opts.Relay = filepath.Join(dir, "relay"), relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}
+	b, err := broker.New(opts)
 	if err != nil {
 		// As it is, not as a log attribute: it names the file, what is
 		// wrong and what to do (a state store the broker cannot trust).
@@ -144,6 +155,12 @@ func runServe(args []string, stdio IO) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var wg sync.WaitGroup
+	// Registered before the listeners are announced: a SIGHUP from then
+	// on reloads, never kills.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() { reloadOnHangup(ctx, hup, store, principalsPath, log) })
 	// Before the stream listeners: a script that waits for the tcp line
 	// has the ws line too.
 	for _, h := range hls {
@@ -183,6 +200,43 @@ func runServe(args []string, stdio IO) int {
 	}
 	log.Info("stopped")
 	return exitOK
+}
+
+// serveLimits are the serve flags that set a broker limit; each takes a
+// positive number.
+var serveLimits = []string{"max-payload", "max-queue-bytes", "max-queue-messages", "max-connections"}
+
+// checkLimits refuses a limit flag of 0 or less: a limit that is off is
+// not a limit, and 0 would silently mean the default.
+func checkLimits(fs *flag.FlagSet) error {
+	for _, name := range serveLimits {
+		if n := fs.Lookup(name).Value.(flag.Getter).Get().(int); n <= 0 {
+			return fmt.Errorf("--%s %d: want a positive number", name, n)
+		}
+	}
+	return nil
+}
+
+// reloadOnHangup reloads the principals file on each hup until ctx
+// ends. A file that does not load leaves the principals in force.
+// Connections keep the permissions they logged in with; the reloaded file
+// applies to the connections that log in after it.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, store *auth.Store, path string, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := store.Reload(path); err != nil {
+				log.Error("principals not reloaded; the previous ones stay in force", "file", path, "err", err)
+				continue
+			}
+			for _, note := range store.Notes() {
+				log.Warn("principal given default state permissions", "file", path, "detail", note)
+			}
+			log.Info("principals reloaded", "file", path)
+		}
+	}
 }
 
 type listenSpec struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"busbar/client"
 	"busbar/state"
@@ -11,18 +12,32 @@ import (
 
 // runState is `busbar state`: one verb per operation on a namespace.
 func runState(args []string, stdio IO) int {
-	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1}
+	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1, "drop": 1, "owner": 2}
 	if code, ok := pickSubcommand(stdio, "state", args); !ok {
 		return code
 	}
 	op, want := args[0], ops[args[0]]
 	p, _ := page("state " + op)
 	v := newVerb("state "+op, p.args, func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
+	asString := v.fs.Bool("string", false, "set: take the value as a string, whatever it holds")
 	if !v.parse(args[1:]) {
 		return exitUsage
 	}
 	if err := checkStateArgs(op, v.args); err != nil {
 		return usageError(stdio, "state "+op, "%v", err)
+	}
+	if op == "set" || op == "del" || op == "open" {
+		// A namespace belongs to the node that creates it, for good: a
+		// write from the CLI owns it as a name that outlives the process
+		// (the principal's), unless --name says which.
+		v.tune = stableWriter(v.conn.name == "")
+	}
+	var value json.RawMessage // set's, checked before connecting
+	if op == "set" {
+		var err error
+		if value, err = stateValue(v.arg(2), *asString); err != nil {
+			return usageError(stdio, "state set", "%v", err)
+		}
 	}
 	if op == "watch" {
 		v.reconnecting(stdio)
@@ -56,16 +71,23 @@ func runState(args []string, stdio IO) int {
 		}
 		return show(e, nil)
 	case "set":
-		// The value is JSON; anything else is taken as a string.
-		raw := json.RawMessage(v.arg(2))
-		if !json.Valid(raw) {
-			raw, _ = json.Marshal(v.arg(2))
-		}
-		return show(c.State(v.arg(0)).Set(ctx, v.arg(1), raw))
+		return show(c.State(v.arg(0)).Set(ctx, v.arg(1), value))
 	case "del":
 		return show(c.State(v.arg(0)).Delete(ctx, v.arg(1)))
 	case "open":
 		return show(c.State(v.arg(0)).Open(ctx, v.arg(1)))
+	case "drop":
+		if err := c.State(v.arg(0)).Drop(ctx); err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		return exitOK
+	case "owner":
+		snap, err := c.State(v.arg(0)).SetOwner(ctx, v.arg(1))
+		if err != nil {
+			return v.fail(stdio, err, requestExit(err))
+		}
+		_ = enc.Encode(snap)
+		return exitOK
 	case "dump":
 		if len(v.args) == 0 {
 			all, err := c.Snapshots(ctx)
@@ -98,4 +120,43 @@ func runState(args []string, stdio IO) int {
 		return exitOK
 	}
 	return exitUsage
+}
+
+// stateValue is the value of `state set`: JSON as given, or with --string
+// the text as a JSON string. Text that is not JSON is refused rather than
+// guessed at: `20.5` and `"20.5"` are different values.
+func stateValue(arg string, asString bool) (json.RawMessage, error) {
+	if asString {
+		return json.Marshal(arg)
+	}
+	if !json.Valid([]byte(arg)) {
+		quoted, _ := json.Marshal(clipText(arg))
+		return nil, fmt.Errorf("value %q is not JSON: give --string to store it as text, or write it as JSON ('%s')", clipText(arg), quoted)
+	}
+	return json.RawMessage(arg), nil
+}
+
+// clipText shortens s for an error message.
+func clipText(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// stableWriter names a state writer after its principal when on is set:
+// the principal's name with '_' and '.' as '-', a node name that the next
+// run of the CLI, as the same principal, uses too.
+func stableWriter(on bool) func(*client.Options) {
+	if !on {
+		return nil
+	}
+	return func(o *client.Options) {
+		o.Node = strings.Trim(strings.Map(func(r rune) rune {
+			if r == '_' || r == '.' {
+				return '-'
+			}
+			return r
+		}, o.Credential.Principal), "-")
+	}
 }

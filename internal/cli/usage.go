@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"busbar/auth"
 	"busbar/state"
 )
 
@@ -293,6 +294,12 @@ func checkStateArgs(op string, args []string) error {
 		if len(args) > 1 {
 			if err := state.CheckKey(args[1]); err != nil {
 				return fmt.Errorf("key %q: %w", args[1], err)
+			}
+		}
+	case "owner":
+		if len(args) > 1 {
+			if err := auth.ValidNodeName(args[1]); err != nil {
+				return fmt.Errorf("node %q: %w", args[1], err)
 			}
 		}
 	}

@@ -10,11 +10,14 @@ import (
 	"io"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"busbar/auth"
 	"busbar/client"
@@ -230,16 +233,67 @@ func (v *verbSetup) call(args []string, stdio IO, payloadArg int, do func(c *cli
 
 func runPub(args []string, stdio IO) int {
 	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	quiet := v.fs.Bool("quiet", false, "print nothing; the exit status says whether any node accepted")
+	verbose := v.fs.Bool("verbose", false, "also print the publisher's own node")
 	return v.call(args, stdio, 1, func(c *client.Client, ctx context.Context, payload []byte) int {
 		res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
 		if err != nil {
 			return v.failCall(stdio, err)
 		}
-		for _, r := range res.Results {
-			fmt.Fprintf(stdio.Stdout, "%s %s\n", r.Node, r.Result)
+		if !*quiet {
+			printPublished(stdio.Stdout, res, c.Node(), *verbose, isTerminal(stdio.Stdout))
+		}
+		if publishAccepted(res) == 0 {
+			return exitFail
 		}
 		return exitOK
 	})
+}
+
+// publishAccepted counts the nodes that accepted a publication.
+func publishAccepted(res client.PublishResult) int {
+	n := 0
+	for _, r := range res.Results {
+		if r.Result == wire.Accepted {
+			n++
+		}
+	}
+	return n
+}
+
+// printPublished prints one line per candidate node, NODE RESULT; the
+// publisher's own node (a candidate too, which never receives what it
+// publishes unless it subscribes) only when verbose. On a terminal a
+// summary line follows.
+func printPublished(w io.Writer, res client.PublishResult, self string, verbose, summary bool) {
+	counts := map[wire.Result]int{}
+	var order []wire.Result
+	shown := 0
+	for _, r := range res.Results {
+		if r.Node == self && !verbose {
+			continue
+		}
+		fmt.Fprintf(w, "%s %s\n", r.Node, r.Result)
+		if counts[r.Result] == 0 {
+			order = append(order, r.Result)
+		}
+		counts[r.Result]++
+		shown++
+	}
+	if !summary {
+		return
+	}
+	var parts []string
+	for _, r := range order {
+		if r != wire.Accepted {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+		}
+	}
+	line := fmt.Sprintf("accepted by %d of %d nodes", counts[wire.Accepted], shown)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintln(w, line)
 }
 
 func runSend(args []string, stdio IO) int {
@@ -277,30 +331,87 @@ func runReq(args []string, stdio IO) int {
 	})
 }
 
-// messageJSON is how `busbar sub --json` prints a message.
+// messageJSON is how `busbar sub --json` prints a message: the payload
+// as a string when it is UTF-8, else in base64 as payload_base64.
 type messageJSON struct {
-	ID      string `json:"id"`
-	Kind    string `json:"kind"`
-	Channel string `json:"channel"`
-	From    string `json:"from"`
-	To      string `json:"to,omitempty"`
-	Payload string `json:"payload"`
+	ID            string  `json:"id"`
+	Kind          string  `json:"kind"`
+	Channel       string  `json:"channel"`
+	From          string  `json:"from"`
+	To            string  `json:"to,omitempty"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 []byte  `json:"payload_base64,omitempty"`
+}
+
+func newMessageJSON(m *client.Message) messageJSON {
+	j := messageJSON{ID: m.ID(), Kind: string(m.Kind()), Channel: m.Channel(), From: m.From(), To: m.To()}
+	if p := m.Payload(); utf8.Valid(p) {
+		s := string(p)
+		j.Payload = &s
+	} else {
+		j.PayloadBase64 = p
+	}
+	return j
+}
+
+// subLine is the default form of a received message, one line each: the
+// payload as it is when it is one printable line of UTF-8 not starting
+// with a double quote, else quoted (strconv.Quote: \n, \t, \xff), so a
+// multi-line or binary payload never reads as several messages. A
+// wildcard subscription puts the channel first.
+func subLine(m *client.Message, withChannel bool) string {
+	p := string(m.Payload())
+	if !plainLine(p) {
+		p = strconv.Quote(p)
+	}
+	if withChannel {
+		return m.Channel() + " " + p + "\n"
+	}
+	return p + "\n"
+}
+
+// plainLine reports whether s prints as itself on one line, unmistakably.
+func plainLine(s string) bool {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 func runSub(args []string, stdio IO) int {
-	v := newVerb("sub", "CHANNEL", func(n int) bool { return n == 1 }, stdio)
+	v := newVerb("sub", "CHANNEL|PATTERN", func(n int) bool { return n == 1 }, stdio)
 	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
+	raw := v.fs.Bool("raw", false, "write each payload's bytes as they are, nothing added")
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
 	v.tune = func(o *client.Options) { o.Workers = 1 } // print in arrival order
 	v.reconnecting(stdio)
 	if !v.parse(args) {
 		return exitUsage
 	}
+	if *asJSON && *raw {
+		return v.fail(stdio, errors.New("--json and --raw are exclusive"), exitUsage)
+	}
+	if *count < 0 {
+		return v.fail(stdio, fmt.Errorf("--count %d: want 0 or more", *count), exitUsage)
+	}
+	timed := false // --timeout bounds a subscription only when it is given
+	v.fs.Visit(func(f *flag.Flag) { timed = timed || f.Name == "timeout" })
 	c, ctx, done, err := v.session(stdio, true)
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
 	defer done()
+	var expired <-chan time.Time
+	if timed {
+		t := time.NewTimer(v.conn.timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	msgs := make(chan *client.Message, 1024)
 	if _, err := c.Scope("cli").Channel(v.arg(0)).Subscribe(ctx, func(hctx context.Context, m *client.Message) {
 		select { // printed one at a time, in arrival order, by the loop below
@@ -311,17 +422,26 @@ func runSub(args []string, stdio IO) int {
 		return v.fail(stdio, err, requestExit(err))
 	}
 	enc := json.NewEncoder(stdio.Stdout)
+	wild := auth.IsPattern(v.arg(0))
 	for n := 0; *count == 0 || n < *count; n++ {
 		select {
 		case <-ctx.Done():
 			return exitOK
 		case <-c.Done():
 			return v.fail(stdio, c.Err(), exitFail)
+		case <-expired:
+			if *count > 0 {
+				return v.fail(stdio, fmt.Errorf("--timeout %v passed with %d of %d messages", v.conn.timeout, n, *count), exitFail)
+			}
+			return exitOK
 		case m := <-msgs:
-			if *asJSON {
-				_ = enc.Encode(messageJSON{m.ID(), string(m.Kind()), m.Channel(), m.From(), m.To(), string(m.Payload())})
-			} else {
-				fmt.Fprintf(stdio.Stdout, "%s\n", m.Payload())
+			switch {
+			case *asJSON:
+				_ = enc.Encode(newMessageJSON(m))
+			case *raw:
+				_, _ = stdio.Stdout.Write(m.Payload())
+			default:
+				_, _ = io.WriteString(stdio.Stdout, subLine(m, wild))
 			}
 		}
 	}

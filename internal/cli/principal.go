@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"busbar/auth"
+)
+
+// runPrincipal is `busbar principal add|list|remove`: the broker's
+// principals file, edited in place (auth.AddPrincipal). A running broker
+// takes the change on SIGHUP.
+func runPrincipal(args []string, stdio IO) int {
+	ops := map[string]func([]string, IO) int{"add": principalAdd, "list": principalList, "remove": principalRemove}
+	if code, ok := pickSubcommand(stdio, "principal", args); !ok {
+		return code
+	}
+	return ops[args[0]](args[1:], stdio)
+}
+
+// principalFlags are the flags every principal operation takes.
+type principalFlags struct {
+	v    *verbSetup
+	file string // --principals
+}
+
+func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
+	v := newVerb("principal "+op, usage, func(n int) bool { return n == nargs }, stdio)
+	// The connection flags do not apply: this edits a file. --data is
+	// already one of them and is read here.
+	return &principalFlags{v: v}
+}
+
+// path is the principals file: --principals, else <data>/principals.json.
+func (f *principalFlags) path() string {
+	return cmp.Or(f.file, filepath.Join(cmp.Or(f.v.conn.data, defaultDataDir()), auth.PrincipalsFile))
+}
+
+// patternList is a comma-separated list of patterns, repeatable.
+type patternList []auth.Pattern
+
+func (l *patternList) String() string { return fmt.Sprint(*l) }
+func (l *patternList) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		*l = append(*l, auth.Pattern(strings.TrimSpace(part)))
+	}
+	return nil
+}
+
+func principalAdd(args []string, stdio IO) int {
+	f := newPrincipalVerb("add", "NAME", 1, stdio)
+	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
+	nodes := patternList{}
+	f.v.fs.Var(&nodes, "nodes", `node names the principal may connect as: "*", "prefix-*" or a name (comma-separated, repeatable; default "*")`)
+	var p auth.Permissions
+	lists := []struct {
+		flag string
+		list *[]auth.Pattern
+	}{
+		{"send", &p.Send}, {"request", &p.Request}, {"publish", &p.Publish}, {"subscribe", &p.Subscribe}, {"handle", &p.Handle},
+		{"state-read", &p.StateRead}, {"state-write", &p.StateWrite}, {"state-admin", &p.StateAdmin},
+	}
+	for _, l := range lists {
+		f.v.fs.Var((*patternList)(l.list), l.flag, "patterns the principal may "+strings.ReplaceAll(l.flag, "-", " ")+" (comma-separated, repeatable)")
+	}
+	all := f.v.fs.Bool("all", false, `every channel and every namespace (">" in every list)`)
+	out := f.v.fs.String("out", "", "write the credentials file here (0600; never replaced) instead of printing it")
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	if *all {
+		p = auth.AllPermissions()
+	}
+	for _, l := range lists {
+		if *l.list == nil {
+			*l.list = []auth.Pattern{} // written as [], which the file format reads as "nothing", never as a default
+		}
+	}
+	if len(nodes) == 0 {
+		nodes = patternList{"*"}
+	}
+	path := f.path()
+	cred, err := auth.AddPrincipal(path, auth.Principal{Name: f.v.arg(0), Nodes: nodes, Permissions: p})
+	switch {
+	case errors.Is(err, auth.ErrPrincipalExists):
+		return f.v.fail(stdio, err, exitFail)
+	case errors.Is(err, auth.ErrBadPrincipal):
+		return f.v.fail(stdio, err, exitUsage)
+	case err != nil:
+		return f.v.fail(stdio, err, exitFail)
+	}
+	if *out != "" {
+		if err := auth.WriteCredential(*out, cred); err != nil {
+			// The principal is in the file; its secret only here.
+			_ = auth.RemovePrincipal(path, cred.Principal)
+			return f.v.fail(stdio, fmt.Errorf("%w (the principal was not added)", err), exitFail)
+		}
+	} else {
+		data, _ := auth.CredentialJSON(cred)
+		_, _ = stdio.Stdout.Write(data)
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar principal add: %s added to %s; a running broker takes it on SIGHUP (kill -HUP <pid of busbar serve>)\n", cred.Principal, path)
+	return exitOK
+}
+
+// principalJSON is one principal in `busbar principal list --json`.
+type principalJSON struct {
+	Name        string           `json:"name"`
+	Auth        string           `json:"auth"` // "secret" or "key"
+	Nodes       []auth.Pattern   `json:"nodes"`
+	Permissions auth.Permissions `json:"permissions"`
+}
+
+func principalList(args []string, stdio IO) int {
+	f := newPrincipalVerb("list", "", 0, stdio)
+	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
+	asJSON := f.v.fs.Bool("json", false, "print a JSON array")
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	ps, err := auth.ListPrincipals(f.path())
+	if err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	var out []principalJSON
+	for _, p := range ps {
+		kind := "secret"
+		if p.PublicKey != "" {
+			kind = "key"
+		}
+		out = append(out, principalJSON{p.Name, kind, p.Nodes, p.Permissions})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(out)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tAUTH\tNODES\tPERMISSIONS")
+	for _, p := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, p.Auth, joinPatterns(p.Nodes), permissionSummary(p.Permissions))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// permissionSummary is a principal's non-empty lists, "publish=a.>,b
+// subscribe=c", or "-".
+func permissionSummary(p auth.Permissions) string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		list []auth.Pattern
+	}{
+		{"send", p.Send}, {"request", p.Request}, {"publish", p.Publish}, {"subscribe", p.Subscribe}, {"handle", p.Handle},
+		{"state_read", p.StateRead}, {"state_write", p.StateWrite}, {"state_admin", p.StateAdmin},
+	} {
+		if len(l.list) > 0 {
+			parts = append(parts, l.name+"="+joinPatterns(l.list))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func joinPatterns(ps []auth.Pattern) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ",")
+}
+
+func principalRemove(args []string, stdio IO) int {
+	f := newPrincipalVerb("remove", "NAME", 1, stdio)
+	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
+	if !f.v.parse(args) {
+		return exitUsage
+	}
+	path := f.path()
+	if err := auth.RemovePrincipal(path, f.v.arg(0)); err != nil {
+		return f.v.fail(stdio, err, exitFail)
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar principal remove: %s removed from %s; a running broker refuses its new connections after SIGHUP (its open ones stay until they end)\n", f.v.arg(0), path)
+	return exitOK
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"busbar/internal/testbroker"
+)
+
+// TestPrincipalVerbsAndReloadOnHangup: a principal added with the CLI can
+// connect once busbar serve got SIGHUP, a connection open across the
+// reload keeps working, and a removed one is refused after the next.
+func TestPrincipalVerbsAndReloadOnHangup(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+	keeper, keeperWait := s.background(t, "sub", "news", "--name", "keeper", "--count", "1")
+	s.waitLs(t, "keeper", hasNode("keeper", "subscriptions", "news"))
+
+	bob := filepath.Join(t.TempDir(), "bob.json")
+	code, out, errOut := s.busbar(t, "", "principal", "add", "bob", "--nodes", "bob-*", "--publish", "orders.>", "--subscribe", "orders.>,news", "--out", bob)
+	if code != 0 || out != "" || !strings.Contains(errOut, "SIGHUP") {
+		t.Fatalf("principal add: exit %d\n%s%s", code, out, errOut)
+	}
+	file, _ := os.ReadFile(filepath.Join(data, "principals.json"))
+	if strings.Contains(string(file), `\u003e`) || !strings.Contains(string(file), `"orders.>"`) {
+		t.Fatalf("principals.json:\n%s", file)
+	}
+	if fi, err := os.Stat(bob); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v %v", err, fi)
+	}
+	asBob := []string{"--credentials", bob, "--name", "bob-1"}
+	if code, _, _ := s.busbar(t, "", append([]string{"ls"}, asBob...)...); code == 0 {
+		t.Fatal("bob connected before the broker reloaded its principals")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, "bob to connect", func() error {
+		if code, _, errOut := s.busbar(t, "", append([]string{"ls"}, asBob...)...); code != 0 {
+			return &waitErr{errOut}
+		}
+		return nil
+	})
+	// The connection opened before the reload is still there.
+	if code, out, _ := s.busbar(t, "", append([]string{"pub", "news", "hi"}, asBob...)...); code != exitRejected {
+		t.Fatalf("bob may not publish news: exit %d %s", code, out)
+	}
+	if code, out, errOut := s.busbar(t, "", "pub", "news", "still here"); code != 0 || !strings.Contains(out, "keeper ACCEPTED") {
+		t.Fatalf("pub after the reload: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := keeperWait(); err != nil || keeper.String() != "still here\n" {
+		t.Fatalf("keeper: %v %q", err, keeper)
+	}
+
+	code, out, _ = s.busbar(t, "", "principal", "list")
+	if code != 0 || !strings.Contains(out, "bob    secret  bob-*  publish=orders.> subscribe=orders.>,news\n") || !strings.Contains(out, "local  secret  *") {
+		t.Fatalf("principal list: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := s.busbar(t, "", "principal", "add", "bob"); code != exitFail || !strings.Contains(errOut, "exists") {
+		t.Fatalf("adding bob twice: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := s.busbar(t, "", "principal", "add", "Bob"); code != exitUsage || !strings.Contains(errOut, "name") {
+		t.Fatalf("an invalid name: exit %d %s", code, errOut)
+	}
+	if code, out, _ := s.busbar(t, "", "principal", "add", "carol", "--all"); code != 0 || !strings.Contains(out, `"principal": "carol"`) || !strings.Contains(out, `"secret": "`) {
+		t.Fatalf("principal add printing the credentials: exit %d %s", code, out)
+	}
+
+	if code, _, errOut := s.busbar(t, "", "principal", "remove", "bob"); code != 0 {
+		t.Fatalf("principal remove: %s", errOut)
+	}
+	if code, _, _ := s.busbar(t, "", "principal", "remove", "bob"); code != exitFail {
+		t.Fatalf("removing bob twice: exit %d", code)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, "bob to be refused", func() error {
+		if code, _, _ := s.busbar(t, "", append([]string{"ls"}, asBob...)...); code == 0 {
+			return &waitErr{"bob still connects"}
+		}
+		return nil
+	})
+	// A file that does not load leaves the principals in force.
+	if err := os.WriteFile(filepath.Join(data, "principals.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the failed reload's log line", func() bool {
+		return strings.Contains(s.stderr.String(), "principals not reloaded")
+	})
+	if code, _, errOut := s.busbar(t, "", "ls"); code != 0 {
+		t.Fatalf("ls after a failed reload: %s", errOut)
+	}
+}
+
+type waitErr struct{ s string }
+
+func (e *waitErr) Error() string { return e.s }
+
+// TestServeLimitFlagsAtTheirEdges: --max-payload and --max-connections
+// hold at their values and refuse one past them; a limit of 0 or less is
+// bad input, and the queue must hold a whole payload.
+func TestServeLimitFlagsAtTheirEdges(t *testing.T) {
+	for _, args := range [][]string{{"--max-payload", "0"}, {"--max-connections", "-1"}, {"--max-queue-messages", "0"}, {"--max-queue-bytes", "0"}} {
+		if code, _, errOut := runEnv(t, nil, "", append([]string{"serve", "--data", filepath.Join(t.TempDir(), "d")}, args...)...); code != exitUsage || !strings.Contains(errOut, "positive") {
+			t.Errorf("serve %v: exit %d %s", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--max-payload", "1000", "--max-queue-bytes", "999"); code != exitFail || !strings.Contains(errOut, "MaxQueueBytes 999") {
+		t.Errorf("queue smaller than a payload: exit %d %s", code, errOut)
+	}
+
+	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--max-payload", "1000", "--max-connections", "2", "--log-level", "debug")
+	if code, out, errOut := s.busbar(t, strings.Repeat("x", 1000), "pub", "news", "-"); code != exitFail || out != "broker NO_SUBSCRIBER\n" {
+		t.Fatalf("1000 bytes: exit %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := s.busbar(t, strings.Repeat("x", 1001), "pub", "news", "-"); code != exitRejected || !strings.Contains(errOut, "1001 bytes exceeds the broker's limit of 1000") {
+		t.Fatalf("1001 bytes: exit %d %s", code, errOut)
+	}
+	// Two connections held: a third is refused; once one ends, the second
+	// slot is free again.
+	logged := func(what string) {
+		testbroker.Eventually(t, 10*time.Second, what, func() bool { return strings.Contains(s.stderr.String(), what) })
+	}
+	s.background(t, "sub", "news", "--name", "one")
+	logged(`msg="node connected" node=one`)
+	_, twoWait := s.background(t, "sub", "news", "--name", "two", "--timeout", "2s")
+	logged(`msg="node connected" node=two`)
+	if code, _, errOut := s.busbar(t, "", "ls"); code != exitFail || !strings.Contains(errOut, "limit of 2 connections") {
+		t.Fatalf("a third connection: exit %d %s", code, errOut)
+	}
+	if err := twoWait(); err != nil {
+		t.Fatal(err)
+	}
+	logged(`msg="node disconnected" node=two`)
+	// The log line may precede the release of the slot by a moment.
+	testbroker.AwaitEvery(t, 10*time.Second, 50*time.Millisecond, "a second connection", func() error {
+		if code, out, errOut := s.busbar(t, "", "ls"); code != 0 || !strings.Contains(out, "one") {
+			return &waitErr{out + errOut}
+		}
+		return nil
+	})
+}
