@@ -186,8 +186,8 @@ func TestReqEndsWithANewlineOnATerminal(t *testing.T) {
 func TestBrokerLogsNodeConnectsAtDebug(t *testing.T) {
 	for _, level := range []string{"info", "debug"} {
 		s := startServe(t, filepath.Join(t.TempDir(), "d"), "--log-level", level)
-		if code, _, errOut := s.busbar(t, "", "pub", "news", "x", "--name", "visitor"); code != 0 {
-			t.Fatalf("pub: exit %d %s", code, errOut)
+		if code, _, errOut := s.busbar(t, "", "ls", "--name", "visitor"); code != 0 {
+			t.Fatalf("ls: exit %d %s", code, errOut)
 		}
 		s.stop(t)
 		logged := strings.Contains(s.stderr.String(), `msg="node connected" node=visitor`) &&

@@ -116,7 +116,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"serve", "extra"}, `busbar serve: unexpected argument "extra"`},
 		{[]string{"frame", "validate", "x"}, `busbar frame validate: unexpected argument "x"`},
 		{[]string{"addr"}, `busbar addr: missing ADDRESS`},
-		{[]string{"state"}, `busbar state: missing subcommand (get, set, del, open, dump or watch)`},
+		{[]string{"state"}, `busbar state: missing subcommand (get, set, del, open, dump, watch, drop or owner)`},
 		{[]string{"state", "sett"}, `busbar state: unknown subcommand "sett" (did you mean "set"?)`},
 		{[]string{"bench", "pubsbu"}, `busbar bench: unknown subcommand "pubsbu" (did you mean "pubsub"?)`},
 		{[]string{"frame", "lint"}, `busbar frame: unknown subcommand "lint"`},

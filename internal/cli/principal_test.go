@@ -121,7 +121,7 @@ func TestServeLimitFlagsAtTheirEdges(t *testing.T) {
 	if code, out, errOut := s.busbar(t, strings.Repeat("x", 1000), "pub", "news", "-"); code != exitFail || out != "broker NO_SUBSCRIBER\n" {
 		t.Fatalf("1000 bytes: exit %d %q %s", code, out, errOut)
 	}
-	if code, _, errOut := s.busbar(t, strings.Repeat("x", 1001), "pub", "news", "-"); code != exitRejected || !strings.Contains(errOut, "1001 bytes exceeds the broker's limit of 1000") {
+	if code, _, errOut := s.busbar(t, strings.Repeat("x", 1001), "pub", "news", "-"); code != exitUsage || !strings.Contains(errOut, "1001 bytes exceeds the broker's limit of 1000") {
 		t.Fatalf("1001 bytes: exit %d %s", code, errOut)
 	}
 	// Two connections held: a third is refused; once one ends, the second

@@ -99,7 +99,7 @@ func TestStateOwnerAndDrop(t *testing.T) {
 	if code, _, errOut := s.busbar(t, "", "state", "drop", "attic"); code != exitRejected || !strings.Contains(errOut, `no namespace "attic"`) {
 		t.Fatalf("dropping twice: exit %d %s", code, errOut)
 	}
-	if code, _, errOut := s.busbar(t, "", "state", "owner", "home", "Not_A_Node"); code != exitRejected || !strings.Contains(errOut, "new owner") {
+	if code, _, errOut := s.busbar(t, "", "state", "owner", "home", "Not_A_Node"); code != exitUsage || !strings.Contains(errOut, "invalid node name") {
 		t.Fatalf("an invalid owner: exit %d %s", code, errOut)
 	}
 
