@@ -18,6 +18,7 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
+	"busbar/ops"
 	"busbar/relay"
 	"busbar/transport"
 )
@@ -109,7 +110,13 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins)
+	token, _, err := ops.LoadToken(dir)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve: the HTTP token:", err)
+		_ = b.Shutdown(context.Background())
+		return exitFail
+	}
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
@@ -139,6 +146,7 @@ func runServe(args []string, stdio IO) int {
 	// has the ws line too.
 	for _, h := range hls {
 		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", h.url)
+		fmt.Fprintf(stdio.Stdout, "busbar: status at %s\n", h.statusURL(token))
 		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
 		wg.Go(func() {
 			if err := h.serve(); err != nil {
