@@ -246,4 +246,3 @@ func TestTapEndsWithItsConnection(t *testing.T) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }
-
