@@ -42,6 +42,7 @@ func init() {
 		"req":     {"send a request and print the reply", runReq},
 		"reply":   {"answer requests on a channel (--echo or --exec CMD)", runReply},
 		"ls":      {"list nodes with their leases, subscriptions and handlers (--services: the registry)", runLs},
+		"tap":     {"print the traffic the broker routes (needs the tap permission; docs/operations.md)", runTap},
 		"state":   {"replicated state: get NS KEY, set NS KEY JSON, del NS KEY, open NS KEY, dump [NS], watch NS", runState},
 		"bench":   {"generate load and measure it: pub, sub, pubsub, req", runBench},
 		"bedrock": {"bedrock bridge: join a bedrock add-on world on stdin/stdout to the broker", runBedrock},
