@@ -38,7 +38,7 @@ type collector struct {
 
 	counters                                      []*prometheus.Desc
 	dropped, connections, nodes, services, ready  *prometheus.Desc
-	namespaces, keys                              *prometheus.Desc
+	namespaces, keys, tappers, tapMissed          *prometheus.Desc
 	relayInboxes, relayBlobs, relayBytes          *prometheus.Desc
 	relayPushes, relayFsyncs, relayAcks           *prometheus.Desc
 	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
@@ -57,6 +57,8 @@ func newCollector(b *broker.Broker) *collector {
 		services:       desc("services", "Service instances in the registry (all brokers of a bus)."),
 		ready:          desc("ready", "1 while the broker takes new work (0 once it is shutting down); /readyz also probes the data directory."),
 		namespaces:     desc("state_namespaces", "State namespaces held."),
+		tappers:        desc("tappers", "Connections running busbar tap."),
+		tapMissed:      desc("tap_missed_total", "Tap copies lost because a tapper's queue was full."),
 		keys:           desc("state_keys", "Keys in all state namespaces."),
 		relayInboxes:   desc("relay_inboxes", "Devices whose durable inbox holds a blob."),
 		relayBlobs:     desc("relay_blobs", "Blobs in all durable inboxes."),
@@ -78,7 +80,7 @@ func newCollector(b *broker.Broker) *collector {
 }
 
 func (c *collector) all() []*prometheus.Desc {
-	return append([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys,
+	return append([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
 		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters...)
 }
@@ -120,6 +122,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.namespaces, float64(len(spaces)))
 	gauge(c.keys, float64(keys))
+	gauge(c.tappers, float64(c.b.Tappers()))
+	count(c.tapMissed, float64(c.b.TapMissed()))
 	if rs, ok := c.b.RelayStats(); ok {
 		c.collectRelay(&rs, gauge, count)
 	}

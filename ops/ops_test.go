@@ -19,6 +19,7 @@ import (
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
 	"busbar/ops"
+	"busbar/wire"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -118,7 +119,7 @@ func TestMetricsReadTheBrokersCountersAtScrape(t *testing.T) {
 		t.Errorf("exposition lacks TYPE lines or the Go collector:\n%s", before)
 	}
 
-	testclient.Connect(t, e, "alpha")
+	alpha := testclient.Connect(t, e, "alpha")
 	if _, err := testclient.DialClient(e, "intruder", func(o *client.Options) { o.Credential = auth.Credential{Principal: "local", Secret: "wrong"} }); err == nil {
 		t.Fatal("a wrong secret connected")
 	}
@@ -128,10 +129,13 @@ func TestMetricsReadTheBrokersCountersAtScrape(t *testing.T) {
 	if _, err := owner.State("inventory").Set(ctx, "widgets", 3); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := alpha.Tap(ctx, wire.TapRequest{}); err != nil {
+		t.Fatal(err)
+	}
 	after := scrape()
 	for series, want := range map[string]string{
 		"busbar_nodes": "2", "busbar_connections": "2", "busbar_refused_total": "1",
-		"busbar_state_namespaces": "1", "busbar_state_keys": "1",
+		"busbar_state_namespaces": "1", "busbar_state_keys": "1", "busbar_tappers": "1", "busbar_tap_missed_total": "0",
 	} {
 		if got := metric(after, series); got != want {
 			t.Errorf("%s = %q, want %s", series, got, want)
