@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -52,8 +53,18 @@ func runServe(args []string, stdio IO) int {
 	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
+	configPath := fs.String(flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
+	printCfg := fs.Bool(flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
+	}
+	if err := applyConfig(fs, *configPath, os.LookupEnv); err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		return exitUsage
+	}
+	if *printCfg {
+		printConfig(stdio.Stdout, fs, map[string]string{"data": cmp.Or(*data, defaultDataDir())})
+		return exitOK
 	}
 	if *natsURLs != "" {
 		bus.URLs = strings.Split(*natsURLs, ",")
