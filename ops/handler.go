@@ -1,12 +1,15 @@
 package ops
 
 import (
+	"bytes"
 	"crypto/subtle"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,7 +24,12 @@ const (
 	HealthPath  = "/healthz"
 	ReadyPath   = "/readyz"
 	StatusPath  = "/api/status"
+	// DashboardPath is the dashboard: a page that shows the status live.
+	DashboardPath = "/"
 )
+
+//go:embed dashboard.html
+var dashboardHTML []byte
 
 // TokenParam is the query parameter that carries the token in a URL a
 // person opens (a browser sends no Authorization header of its own).
@@ -56,6 +64,18 @@ func Register(mux *http.ServeMux, o Options) {
 	mux.Handle("GET "+MetricsPath, o.guard(metrics))
 	mux.Handle("GET "+ReadyPath, o.guard(http.HandlerFunc(o.ready)))
 	mux.Handle("GET "+StatusPath, o.guard(http.HandlerFunc(o.status)))
+	mux.Handle("GET "+DashboardPath+"{$}", o.guard(http.HandlerFunc(serveDashboard)))
+}
+
+func serveDashboard(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// Its script is inline and only talks to this listener.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
+	h.Set("Referrer-Policy", "no-referrer")
+	http.ServeContent(w, r, "dashboard.html", time.Time{}, bytes.NewReader(dashboardHTML))
 }
 
 // guard refuses a request without the token: 401, with the scheme named

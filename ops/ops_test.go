@@ -58,7 +58,7 @@ func get(t *testing.T, srv *httptest.Server, path, authorization string) (int, s
 func TestEndpointsRefuseRequestsWithoutTheToken(t *testing.T) {
 	e := testbroker.Start(t, "inproc", broker.Options{})
 	srv := opsServer(t, e, t.TempDir())
-	for _, p := range []string{ops.MetricsPath, ops.ReadyPath, ops.StatusPath} {
+	for _, p := range []string{ops.MetricsPath, ops.ReadyPath, ops.StatusPath, ops.DashboardPath} {
 		for _, a := range []struct{ path, auth string }{
 			{p, ""},
 			{p, "Bearer wrong"},

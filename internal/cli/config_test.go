@@ -94,11 +94,11 @@ func TestServeRunsWithAConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--config", cfg)
-	m := regexp.MustCompile(`busbar: status at (\S+)`).FindStringSubmatch(s.banner)
+	m := regexp.MustCompile(`busbar: dashboard at (\S+)/\?token=(\S+)`).FindStringSubmatch(s.banner)
 	if m == nil {
-		t.Fatalf("no status URL:\n%s", s.banner)
+		t.Fatalf("no dashboard URL:\n%s", s.banner)
 	}
-	code, js := httpGet(t, m[1], "")
+	code, js := httpGet(t, m[1]+ops.StatusPath, m[2])
 	var st ops.Status
 	if err := json.Unmarshal([]byte(js), &st); code != 200 || err != nil || st.Broker != "configured" {
 		t.Fatalf("status: %d %v %+v", code, err, st)

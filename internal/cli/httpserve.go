@@ -113,10 +113,10 @@ func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string, operator ops
 	return listenHTTP(httpAddr, httpsAddr, cfg, origins, operator)
 }
 
-// statusURL is the URL serve prints for a person to open: the status with
-// the token in it (docs/operations.md#access).
-func (h *httpListener) statusURL(token string) string {
-	return h.page + ops.StatusPath + "?" + ops.TokenParam + "=" + token
+// dashboardURL is the URL serve prints for a person to open: the
+// dashboard with the token in it (docs/operations.md#access).
+func (h *httpListener) dashboardURL(token string) string {
+	return h.page + ops.DashboardPath + "?" + ops.TokenParam + "=" + token
 }
 
 func closeHTTP(ctx context.Context, hls []*httpListener) {

@@ -157,7 +157,7 @@ func runServe(args []string, stdio IO) int {
 	// has the ws line too.
 	for _, h := range hls {
 		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", h.url)
-		fmt.Fprintf(stdio.Stdout, "busbar: status at %s\n", h.statusURL(token))
+		fmt.Fprintf(stdio.Stdout, "busbar: dashboard at %s\n", h.dashboardURL(token))
 		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
 		wg.Go(func() {
 			if err := h.serve(); err != nil {

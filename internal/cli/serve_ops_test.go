@@ -36,11 +36,12 @@ func httpGet(t *testing.T, url, bearer string) (int, string) {
 
 func TestServePrintsATokenURLAndServesMetricsWithTheToken(t *testing.T) {
 	s := startServe(t, filepath.Join(t.TempDir(), "state"))
-	m := regexp.MustCompile(`busbar: status at (http://127\.0\.0\.1:\d+)(/api/status)\?token=([0-9a-f]+)\n`).FindStringSubmatch(s.banner + "\n")
+	m := regexp.MustCompile(`busbar: dashboard at (http://127\.0\.0\.1:\d+)/\?token=([0-9a-f]+)\n`).FindStringSubmatch(s.banner + "\n")
 	if m == nil {
-		t.Fatalf("serve printed no status URL:\n%s", s.banner)
+		t.Fatalf("serve printed no dashboard URL:\n%s", s.banner)
 	}
-	base, statusURL, token := m[1], m[1]+m[2]+"?token="+m[3], m[3]
+	base, token := m[1], m[2]
+	statusURL := base + ops.StatusPath + "?token=" + token
 	fi, err := os.Stat(filepath.Join(s.data, ops.TokenFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v %v, want mode 0600", fi, err)
@@ -53,7 +54,10 @@ func TestServePrintsATokenURLAndServesMetricsWithTheToken(t *testing.T) {
 	s.background(t, "reply", "math", "--exec", "tr a-z A-Z", "--name", "upper")
 	s.waitLs(t, "handler", hasNode("upper", "handlers", "math"))
 
-	// What a person opens.
+	// What a person opens, and what it reads.
+	if code, page := httpGet(t, base+"/?token="+token, ""); code != 200 || !strings.Contains(page, "<title>busbar</title>") {
+		t.Fatalf("GET the printed URL: %d %.200s", code, page)
+	}
 	code, js := httpGet(t, statusURL, "")
 	var st ops.Status
 	if err := json.Unmarshal([]byte(js), &st); code != 200 || err != nil {
@@ -67,7 +71,7 @@ func TestServePrintsATokenURLAndServesMetricsWithTheToken(t *testing.T) {
 	if code != 200 || !regexp.MustCompile(`(?m)^busbar_nodes 1$`).MatchString(text) || !strings.Contains(text, "busbar_relay_fsyncs_total") {
 		t.Fatalf("metrics with the token: %d\n%s", code, text)
 	}
-	for _, p := range []string{ops.MetricsPath, ops.StatusPath, ops.ReadyPath} {
+	for _, p := range []string{ops.MetricsPath, ops.StatusPath, ops.ReadyPath, ops.DashboardPath} {
 		if code, _ := httpGet(t, base+p, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token: %d, want 401", p, code)
 		}
