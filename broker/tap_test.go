@@ -41,8 +41,7 @@ func TestTapShowsEveryKindOfMessageWithItsHeadersAndPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	alpha, beta := connect(t, e, "alpha"), connect(t, e, "beta")
-	got := make(chan string, 4)
-	if _, err := beta.Scope("p").Channel("orders.new").Subscribe(ctx, func(_ context.Context, m *client.Message) { got <- string(m.Payload()) }); err != nil {
+	if _, err := beta.Scope("p").Channel("orders.new").Subscribe(ctx, func(context.Context, *client.Message) {}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := beta.Scope("p").Channel("math.upper").Handle(ctx, echo); err != nil {
