@@ -52,13 +52,7 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 	e := testbroker.Start(t, "tcp", broker.Options{})
 	base := serveOps(t, e.Broker)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1200, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel)
+	tctx := browserTab(t, exe, chromedp.WindowSize(1200, 900))
 
 	text := func(sel string) (string, error) {
 		return chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("`+sel+`")?.textContent ?? ""`))
