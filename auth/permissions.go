@@ -12,6 +12,10 @@ const (
 	ActionPublish   Action = "publish"   // fan-out event
 	ActionSubscribe Action = "subscribe" // receive events
 	ActionHandle    Action = "handle"    // receive requests
+	// ActionTap is seeing copies of other nodes' messages on a channel
+	// (busbar tap). The broker shows a message only to a tapper that could
+	// also have received it (docs/operations.md#busbar-tap).
+	ActionTap Action = "tap"
 
 	// The state actions apply to namespace names (see AllowsNamespace).
 	ActionStateRead  Action = "state-read"  // get a key or snapshot, dump, watch
@@ -34,6 +38,7 @@ type Permissions struct {
 	Publish   []Pattern `json:"publish,omitempty"`
 	Subscribe []Pattern `json:"subscribe,omitempty"`
 	Handle    []Pattern `json:"handle,omitempty"`
+	Tap       []Pattern `json:"tap,omitempty"`
 
 	StateRead  []Pattern `json:"state_read"`
 	StateWrite []Pattern `json:"state_write"`
@@ -54,6 +59,8 @@ func (p *Permissions) list(a Action) []Pattern {
 		return p.Subscribe
 	case ActionHandle:
 		return p.Handle
+	case ActionTap:
+		return p.Tap
 	}
 	return nil
 }
@@ -112,7 +119,7 @@ func (p *Permissions) AllowsNamespace(a Action, ns string) bool {
 func AllPermissions() Permissions {
 	all := func() []Pattern { return []Pattern{">"} }
 	return Permissions{
-		Send: all(), Request: all(), Publish: all(), Subscribe: all(), Handle: all(),
+		Send: all(), Request: all(), Publish: all(), Subscribe: all(), Handle: all(), Tap: all(),
 		StateRead: all(), StateWrite: all(), StateAdmin: all(),
 	}
 }
@@ -140,6 +147,7 @@ func (p Permissions) clone() Permissions {
 		Publish:    clonePatterns(p.Publish),
 		Subscribe:  clonePatterns(p.Subscribe),
 		Handle:     clonePatterns(p.Handle),
+		Tap:        clonePatterns(p.Tap),
 		StateRead:  clonePatterns(p.StateRead),
 		StateWrite: clonePatterns(p.StateWrite),
 		StateAdmin: clonePatterns(p.StateAdmin),

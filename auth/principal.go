@@ -96,6 +96,7 @@ func newEntry(p Principal) (*entry, error) {
 		{"publish", p.Permissions.Publish},
 		{"subscribe", p.Permissions.Subscribe},
 		{"handle", p.Permissions.Handle},
+		{"tap", p.Permissions.Tap},
 		{"state_read", p.Permissions.StateRead},
 		{"state_write", p.Permissions.StateWrite},
 		{"state_admin", p.Permissions.StateAdmin},

@@ -30,6 +30,7 @@ type Broker struct {
 	hs    handshakes
 	relay relayRole
 	cl    *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
+	taps  taps     // busbar tap (tap.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.
@@ -211,6 +212,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 // running it twice is harmless.
 func (b *Broker) retire(c *conn) {
 	b.leave(c)
+	b.taps.remove(c)
 	b.state.leave(c)
 	c.stopDelivery()
 }

@@ -101,6 +101,8 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		b.reply(c, *s, nil)
 	case wire.CmdDurablePush, wire.CmdDurableReceive, wire.CmdDurableAck, wire.CmdDurableInbox:
 		return b.durable(c, m, s)
+	case wire.CmdTap, wire.CmdUntap:
+		return b.tapControl(c, m, s)
 	case wire.CmdStateSet, wire.CmdStateOpen, wire.CmdStateGet, wire.CmdStateWatch, wire.CmdStateUnwatch:
 		return b.stateControl(c, m, s)
 	case wire.CmdStateDrop, wire.CmdStateOwner:

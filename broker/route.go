@@ -42,6 +42,9 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 		b.control(c, v, cmd)
 		return
 	}
+	if b.taps.list.Load() != nil {
+		b.tap(c, v, cmd)
+	}
 	switch v.Value(wire.HeaderType) {
 	case wire.TypeStream:
 		b.routeStream(c, v, cmd)

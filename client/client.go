@@ -59,6 +59,7 @@ type Client struct {
 	state     stateClient // replicated state's watches and clocks: its own locks
 
 	durable atomic.Pointer[DurableSession] // the relay receive session, if any (durable.go)
+	tap     atomic.Pointer[Tap]            // the live tap, if any (tap.go)
 
 	// Atomics, shared without a lock.
 	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
@@ -279,6 +280,8 @@ func (c *Client) dispatch(cn *conn, m *wire.Message) {
 			c.state.reset(cn, m)
 		case wire.CmdDurableDeliver:
 			c.durableDeliver(m)
+		case wire.CmdTapEvent:
+			c.tapEvent(cn, m)
 		default:
 			c.deliverEvent(cn, m)
 		}

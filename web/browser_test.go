@@ -108,17 +108,11 @@ func startBrowserWith(t *testing.T, cfg browserConfig) *browserEnv {
 		pageURL = strings.Replace(pageURL, "127.0.0.1", cfg.pageHost, 1)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("host-resolver-rules", "MAP "+foreignHost+" 127.0.0.1"))
+	extra := []chromedp.ExecAllocatorOption{chromedp.Flag("host-resolver-rules", "MAP "+foreignHost+" 127.0.0.1")}
 	if cfg.tls {
-		opts = append(opts, chromedp.Flag("ignore-certificate-errors", true)) // the test's own certificate
+		extra = append(extra, chromedp.Flag("ignore-certificate-errors", true)) // the test's own certificate
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel)
+	tctx := browserTab(t, exe, extra...)
 	if _, err := chromedp.Run(tctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatalf("loading the test page: %v", err)
 	}
@@ -127,6 +121,20 @@ func startBrowserWith(t *testing.T, cfg browserConfig) *browserEnv {
 	}
 	wsURL := "ws" + strings.TrimPrefix(httpURL, "http") + transport.WebSocketPath // https: -> wss:
 	return &browserEnv{bus: e, wsURL: wsURL, ctx: tctx, secret: e.Secrets["web"]}
+}
+
+// browserTab opens a tab in a fresh headless Chromium (exe), closed at
+// cleanup; its context ends after 90 s.
+func browserTab(t *testing.T, exe string, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return tctx
 }
 
 // serveBus runs the broker's HTTP listener as busbar serve does, on a real

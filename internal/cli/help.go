@@ -114,6 +114,16 @@ registry instead; --watch prints the registry and then each change (it
 reconnects like sub). --json: JSON (with --watch one object a line).`,
 		exit:    exitCommon,
 		example: "$ busbar ls\n$ busbar ls --services --json"},
+	{path: "tap", args: "[CHANNEL-PATTERN...]", summary: "print the traffic the broker routes (needs the tap permission)",
+		text: `Prints every message the broker routes, or those on channels matching the
+patterns (orders.*, orders.>, myplugin:*) and, with --node, from or to those
+nodes: one line each with kind, id, from, to, channel, size, headers and a
+preview of the body (--json: one object a line). The principal needs the
+tap permission, and sees only what it could have received itself; a tapper
+that reads too slowly misses copies, counted and reported on the next line
+(docs/operations.md#busbar-tap).`,
+		exit:    exitCommon,
+		example: "$ busbar tap 'orders.>'\n$ busbar tap --node billing --json --count 10"},
 
 	{path: "state", summary: "replicated state: get, set, del, open, dump, watch, drop, owner",
 		text: `Reads and writes the broker's replicated, namespaced key-value state

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"busbar/ops"
 	"busbar/transport"
 	"busbar/web"
 )
@@ -29,15 +30,17 @@ var errHTTPSNeedsCert = errors.New("--https needs --tls-cert and --tls-key")
 // httpListener is one HTTP server of serve (plain or TLS) and the
 // WebSocketListener the broker serves behind it.
 type httpListener struct {
-	url string // what a page connects to: ws://host:port/bus
-	bus *transport.WebSocketListener
-	srv *http.Server
-	ln  net.Listener
+	url  string // what a page connects to: ws://host:port/bus
+	page string // the listener's own base URL: http://host:port
+	bus  *transport.WebSocketListener
+	srv  *http.Server
+	ln   net.Listener
 }
 
 // listenHTTP opens the HTTP listeners --http and --https ask for ("off" or
-// empty: none). origins is --ws-origin's comma list.
-func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string) ([]*httpListener, error) {
+// empty: none). origins is --ws-origin's comma list; the operator's
+// endpoints (package ops) are served on each listener.
+func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string, operator ops.Options) ([]*httpListener, error) {
 	var out []*httpListener
 	fail := func(err error) ([]*httpListener, error) {
 		for _, h := range out {
@@ -63,11 +66,15 @@ func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string) 
 			return fail(fmt.Errorf("%s: %w", a.flag, err))
 		}
 		h := &httpListener{ln: ln, bus: transport.NewWebSocketListener(ln.Addr(), opts)}
-		h.srv = &http.Server{Handler: web.Handler(h.bus), ReadHeaderTimeout: httpReadHeaderTimeout}
+		mux := web.Handler(h.bus)
+		ops.Register(mux, operator)
+		h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
 		h.url = "ws://" + ln.Addr().String() + transport.WebSocketPath
+		h.page = "http://" + ln.Addr().String()
 		if a.tls {
 			h.ln = tls.NewListener(ln, tlsCfg)
 			h.url = "wss://" + ln.Addr().String() + transport.WebSocketPath
+			h.page = "https://" + ln.Addr().String()
 		}
 		out = append(out, h)
 	}
@@ -92,7 +99,7 @@ func (h *httpListener) close(ctx context.Context) {
 }
 
 // serveHTTPFlags opens what serve's --http, --https and --ws-origin ask for.
-func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string) ([]*httpListener, error) {
+func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string, operator ops.Options) ([]*httpListener, error) {
 	var cfg *tls.Config
 	if httpsAddr != "" && httpsAddr != "off" {
 		if cert == "" || key == "" {
@@ -103,7 +110,13 @@ func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string) ([]*httpList
 			return nil, err
 		}
 	}
-	return listenHTTP(httpAddr, httpsAddr, cfg, origins)
+	return listenHTTP(httpAddr, httpsAddr, cfg, origins, operator)
+}
+
+// dashboardURL is the URL serve prints for a person to open: the
+// dashboard with the token in it (docs/operations.md#access).
+func (h *httpListener) dashboardURL(token string) string {
+	return h.page + ops.DashboardPath + "?" + ops.TokenParam + "=" + token
 }
 
 func closeHTTP(ctx context.Context, hls []*httpListener) {

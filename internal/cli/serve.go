@@ -19,6 +19,7 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
+	"busbar/ops"
 	"busbar/relay"
 	"busbar/transport"
 )
@@ -57,11 +58,20 @@ func runServe(args []string, stdio IO) int {
 	fs.IntVar(&limits.MaxQueueBytes, "max-queue-bytes", broker.DefaultMaxQueueBytes, "outbound bytes queued per connection (at least --max-payload)")
 	fs.IntVar(&limits.MaxQueueMessages, "max-queue-messages", broker.DefaultMaxQueueMessages, "outbound messages queued per connection")
 	fs.IntVar(&limits.MaxConnections, "max-connections", broker.DefaultMaxConnections, "connections served at once, logging-in ones included")
+	configPath := fs.String(flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
+	printCfg := fs.Bool(flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
 	if !parseNoArgs(stdio, "serve", fs, args) {
 		return exitUsage
 	}
+	if err := applyConfig(fs, *configPath, os.LookupEnv); err != nil {
+		return usageError(stdio, "serve", "%v", err)
+	}
 	if err := checkLimits(fs); err != nil {
 		return usageError(stdio, "serve", "%v", err)
+	}
+	if *printCfg {
+		printConfig(stdio.Stdout, fs, map[string]string{"data": cmp.Or(*data, defaultDataDir())})
+		return exitOK
 	}
 	if *natsRelays != "" {
 		bus.Relays = strings.Split(*natsRelays, ",")
@@ -129,7 +139,13 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins)
+	token, _, err := ops.LoadToken(dir)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve: the HTTP token:", err)
+		_ = b.Shutdown(context.Background())
+		return exitFail
+	}
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
@@ -165,6 +181,7 @@ func runServe(args []string, stdio IO) int {
 	// has the ws line too.
 	for _, h := range hls {
 		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", h.url)
+		fmt.Fprintf(stdio.Stdout, "busbar: dashboard at %s\n", h.dashboardURL(token))
 		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
 		wg.Go(func() {
 			if err := h.serve(); err != nil {

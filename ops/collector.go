@@ -1,0 +1,150 @@
+package ops
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"busbar/broker"
+	"busbar/relay"
+)
+
+// namespace is every metric's prefix.
+const namespace = "busbar"
+
+// counter is one of the broker's monotonic counters (broker.Stats): the
+// metric busbar_<name>_total and the status API's counters[<name>].
+type counter struct {
+	name, help string
+	get        func(*broker.Stats) int64
+}
+
+var counters = []counter{
+	{"messages_expired_in_queue", "Messages dropped because their deadline passed while queued.", func(s *broker.Stats) int64 { return s.ExpiredInQueue }},
+	{"frames_malformed", "Frames refused as malformed.", func(s *broker.Stats) int64 { return s.Malformed }},
+	{"refused", "Messages and commands refused by permissions or limits (REJECTED, AMBIGUOUS).", func(s *broker.Stats) int64 { return s.Refused }},
+	{"slow_consumer_disconnects", "Connections closed because they stopped reading.", func(s *broker.Stats) int64 { return s.SlowConsumers }},
+	{"write_failures", "Connections whose writes failed because the peer was gone.", func(s *broker.Stats) int64 { return s.WriteFailures }},
+	{"lease_expiries", "Nodes removed because their lease expired (silence).", func(s *broker.Stats) int64 { return s.LeaseExpired }},
+	{"connections_over_capacity", "Connections closed at once because MaxConnections were served.", func(s *broker.Stats) int64 { return s.OverCapacity }},
+	{"handshakes_evicted", "Connections closed while logging in to make room for newer ones.", func(s *broker.Stats) int64 { return s.HandshakesEvicted }},
+	{"state_writes_refused", "State writes refused: foreign writes to closed keys, opens by non-owners.", func(s *broker.Stats) int64 { return s.StateRefused }},
+	{"stream_stalls", "Times a stream message waited for room in a subscriber's full queue.", func(s *broker.Stats) int64 { return s.StreamStalls }},
+}
+
+// collector reads the broker's figures at each scrape.
+type collector struct {
+	b *broker.Broker
+
+	counters                                      []*prometheus.Desc
+	dropped, connections, nodes, services, ready  *prometheus.Desc
+	namespaces, keys, tappers, tapMissed          *prometheus.Desc
+	relayInboxes, relayBlobs, relayBytes          *prometheus.Desc
+	relayPushes, relayFsyncs, relayAcks           *prometheus.Desc
+	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
+	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
+}
+
+func newCollector(b *broker.Broker) *collector {
+	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
+	desc := func(n, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name(n), help, labels, nil)
+	}
+	c := &collector{b: b,
+		dropped:        desc("dropped_total", "Messages discarded with nobody told, by reason (broker.DropReason).", "reason"),
+		connections:    desc("connections", "Connections being served, logging in or registered."),
+		nodes:          desc("nodes", "Nodes registered at this broker."),
+		services:       desc("services", "Service instances in the registry (all brokers of a bus)."),
+		ready:          desc("ready", "1 while the broker takes new work (0 once it is shutting down); /readyz also probes the data directory."),
+		namespaces:     desc("state_namespaces", "State namespaces held."),
+		tappers:        desc("tappers", "Connections running busbar tap."),
+		tapMissed:      desc("tap_missed_total", "Tap copies lost because a tapper's queue was full."),
+		keys:           desc("state_keys", "Keys in all state namespaces."),
+		relayInboxes:   desc("relay_inboxes", "Devices whose durable inbox holds a blob."),
+		relayBlobs:     desc("relay_blobs", "Blobs in all durable inboxes."),
+		relayBytes:     desc("relay_blob_bytes", "Bytes of the blobs in all durable inboxes."),
+		relayPushes:    desc("relay_pushes_total", "Durable pushes committed (synced)."),
+		relayFsyncs:    desc("relay_fsyncs_total", "Group commits synced by the relay store; pushes_total / fsyncs_total is the batch size."),
+		relayAcks:      desc("relay_acks_total", "Durable blobs deleted by an acknowledgement."),
+		relayExpired:   desc("relay_expired_total", "Durable blobs deleted past their TTL."),
+		relayDamaged:   desc("relay_damaged_total", "Durable blobs dropped because their record failed its check."),
+		relayRefused:   desc("relay_refused_total", "Durable pushes refused, by code.", "code"),
+		relaySegments:  desc("relay_segments", "Segment files of the relay's log."),
+		relayDiskBytes: desc("relay_disk_bytes", "Bytes of the relay's segment files."),
+		relayLiveBytes: desc("relay_live_bytes", "Bytes of the relay's records still needed."),
+	}
+	for _, k := range counters {
+		c.counters = append(c.counters, desc(k.name+"_total", k.help))
+	}
+	return c
+}
+
+func (c *collector) all() []*prometheus.Desc {
+	return append([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
+		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters...)
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.all() {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	count := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	st := c.b.Stats()
+	for i, k := range counters {
+		count(c.counters[i], float64(k.get(&st)))
+	}
+	for _, r := range broker.DropReasons() {
+		count(c.dropped, float64(st.Drops[r]), r.String())
+	}
+	gauge(c.connections, float64(c.b.Connections()))
+	gauge(c.nodes, float64(st.Nodes))
+	gauge(c.services, float64(len(c.b.Services())))
+	ready := 1.0
+	if c.b.Ready() != nil {
+		ready = 0
+	}
+	gauge(c.ready, ready)
+	spaces := c.b.Namespaces()
+	keys := 0
+	for _, n := range spaces {
+		keys += n.Keys
+	}
+	gauge(c.namespaces, float64(len(spaces)))
+	gauge(c.keys, float64(keys))
+	gauge(c.tappers, float64(c.b.Tappers()))
+	count(c.tapMissed, float64(c.b.TapMissed()))
+	if rs, ok := c.b.RelayStats(); ok {
+		c.collectRelay(&rs, gauge, count)
+	}
+}
+
+func (c *collector) collectRelay(rs *relay.Stats, gauge, count func(*prometheus.Desc, float64, ...string)) {
+	gauge(c.relayInboxes, float64(rs.Inboxes))
+	gauge(c.relayBlobs, float64(rs.Blobs))
+	gauge(c.relayBytes, float64(rs.Bytes))
+	count(c.relayPushes, float64(rs.Pushes))
+	count(c.relayFsyncs, float64(rs.Fsyncs))
+	count(c.relayAcks, float64(rs.Acks))
+	count(c.relayExpired, float64(rs.Expired))
+	count(c.relayDamaged, float64(rs.Damaged))
+	for code := relay.TooLarge; code <= relay.Internal; code++ {
+		count(c.relayRefused, float64(rs.Refused[code]), codeLabel(code))
+	}
+	gauge(c.relaySegments, float64(rs.Segments))
+	gauge(c.relayDiskBytes, float64(rs.DiskBytes))
+	gauge(c.relayLiveBytes, float64(rs.LiveBytes))
+}
+
+// codeLabel is a relay refusal's name as a label value ("inbox_full").
+func codeLabel(c relay.Code) string { return strings.ReplaceAll(c.String(), " ", "_") }

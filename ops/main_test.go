@@ -1,0 +1,9 @@
+package ops_test
+
+import (
+	"testing"
+
+	"busbar/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }

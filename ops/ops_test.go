@@ -1,0 +1,251 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"busbar/auth"
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
+	"busbar/ops"
+	"busbar/wire"
+)
+
+const testToken = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// opsServer serves the operator's endpoints of e's broker on a real
+// loopback socket.
+func opsServer(t *testing.T, e *testbroker.Env, dataDir string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	ops.Register(mux, ops.Options{Broker: e.Broker, Token: testToken, DataDir: dataDir})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// get requests path with auth ("" for none: "Bearer X" or "?token=X" in
+// the path) and returns the status and body.
+func get(t *testing.T, srv *httptest.Server, path, authorization string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("GET", srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+
+func TestEndpointsRefuseRequestsWithoutTheToken(t *testing.T) {
+	e := testbroker.Start(t, "inproc", broker.Options{})
+	srv := opsServer(t, e, t.TempDir())
+	for _, p := range []string{ops.MetricsPath, ops.ReadyPath, ops.StatusPath, ops.DashboardPath} {
+		for _, a := range []struct{ path, auth string }{
+			{p, ""},
+			{p, "Bearer wrong"},
+			{p, "Bearer " + testToken[:len(testToken)-1]},
+			{p, "Basic " + testToken},
+			{p + "?token=wrong", ""},
+		} {
+			code, body, h := get(t, srv, a.path, a.auth)
+			if code != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" || strings.Contains(body, "busbar_") {
+				t.Errorf("GET %s with %q: %d %q, want 401 with a WWW-Authenticate", a.path, a.auth, code, body)
+			}
+		}
+		if code, body, _ := get(t, srv, p, "Bearer "+testToken); code != http.StatusOK {
+			t.Errorf("GET %s with the bearer token: %d %s", p, code, body)
+		}
+		if code, body, h := get(t, srv, p+"?token="+testToken, ""); code != http.StatusOK || h.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s?token=: %d %v %s", p, code, h, body)
+		}
+	}
+	// Liveness is for anyone who can reach the port: it says nothing.
+	if code, body, _ := get(t, srv, ops.HealthPath, ""); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("GET %s: %d %q", ops.HealthPath, code, body)
+	}
+}
+
+// metric returns the value of the sample named by series (name{labels})
+// in a text exposition, or "" when it is absent.
+func metric(exposition, series string) string {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(exposition)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func TestMetricsReadTheBrokersCountersAtScrape(t *testing.T) {
+	e := testbroker.Start(t, "tcp", broker.Options{RelayDir: filepath.Join(t.TempDir(), "relay")})
+	srv := opsServer(t, e, "")
+	scrape := func() string {
+		code, body, h := get(t, srv, ops.MetricsPath, "Bearer "+testToken)
+		if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+			t.Fatalf("scrape: %d %v", code, h)
+		}
+		return body
+	}
+	before := scrape()
+	for series, want := range map[string]string{
+		"busbar_nodes": "0", "busbar_ready": "1", "busbar_refused_total": "0",
+		`busbar_dropped_total{reason="queue_full"}`: "0", `busbar_dropped_total{reason="peer_refused"}`: "0",
+		`busbar_relay_refused_total{code="inbox_full"}`: "0",
+	} {
+		if got := metric(before, series); got != want {
+			t.Errorf("%s = %q before any traffic, want %s", series, got, want)
+		}
+	}
+	if !strings.Contains(before, "# TYPE busbar_refused_total counter") || !strings.Contains(before, "# TYPE busbar_nodes gauge") ||
+		!strings.Contains(before, "go_goroutines") {
+		t.Errorf("exposition lacks TYPE lines or the Go collector:\n%s", before)
+	}
+
+	alpha := testclient.Connect(t, e, "alpha")
+	if _, err := testclient.DialClient(e, "intruder", func(o *client.Options) { o.Credential = auth.Credential{Principal: "local", Secret: "wrong"} }); err == nil {
+		t.Fatal("a wrong secret connected")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	owner := testclient.Connect(t, e, "owner")
+	if _, err := owner.State("inventory").Set(ctx, "widgets", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alpha.Tap(ctx, wire.TapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	after := scrape()
+	for series, want := range map[string]string{
+		"busbar_nodes": "2", "busbar_connections": "2", "busbar_refused_total": "1",
+		"busbar_state_namespaces": "1", "busbar_state_keys": "1", "busbar_tappers": "1", "busbar_tap_missed_total": "0",
+	} {
+		if got := metric(after, series); got != want {
+			t.Errorf("%s = %q, want %s", series, got, want)
+		}
+	}
+}
+
+func TestReadyzIsNotReadyWhenTheDataDirectoryCannotBeWritten(t *testing.T) {
+	e := testbroker.Start(t, "inproc", broker.Options{})
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	srv := opsServer(t, e, data)
+	if code, body, _ := get(t, srv, ops.ReadyPath, "Bearer "+testToken); code != 200 || body != "ready\n" {
+		t.Fatalf("readyz: %d %q", code, body)
+	}
+	if left, _ := os.ReadDir(data); len(left) != 0 {
+		t.Fatalf("the probe left %v behind", left)
+	}
+	// The directory gone (an unmounted disk): whatever the user, nothing
+	// can be written in it.
+	if err := os.Remove(data); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := get(t, srv, ops.ReadyPath, "Bearer "+testToken)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "data directory cannot be written") {
+		t.Fatalf("readyz with no data directory: %d %q", code, body)
+	}
+	_, js, _ := get(t, srv, ops.StatusPath, "Bearer "+testToken)
+	var st ops.Status
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Ready || !strings.Contains(st.NotReady, "data directory") {
+		t.Fatalf("status: %v %+v", err, st)
+	}
+}
+
+func TestReadyzIsNotReadyOnceShutdownBegins(t *testing.T) {
+	e := testbroker.Start(t, "inproc", broker.Options{})
+	srv := opsServer(t, e, "")
+	if code, _, _ := get(t, srv, ops.ReadyPath, "Bearer "+testToken); code != 200 {
+		t.Fatalf("readyz before shutdown: %d", code)
+	}
+	if err := e.Broker.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := get(t, srv, ops.ReadyPath, "Bearer "+testToken); code != http.StatusServiceUnavailable || !strings.Contains(body, "closed") {
+		t.Fatalf("readyz after shutdown: %d %q", code, body)
+	}
+	if code, body, _ := get(t, srv, ops.HealthPath, ""); code != 200 {
+		t.Fatalf("healthz after shutdown: %d %q (alive until the process ends)", code, body)
+	}
+	if got := metric(func() string { _, b, _ := get(t, srv, ops.MetricsPath, "Bearer "+testToken); return b }(), "busbar_ready"); got != "0" {
+		t.Fatalf("busbar_ready after shutdown = %q", got)
+	}
+}
+
+func TestStatusListsNodesNamespacesAndCounters(t *testing.T) {
+	e := testbroker.Start(t, "tcp", broker.Options{})
+	srv := opsServer(t, e, "")
+	c := testclient.Connect(t, e, "alpha")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Scope("p").Channel("orders.new").Subscribe(ctx, func(context.Context, *client.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.State("cfg").Set(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	code, js, _ := get(t, srv, ops.StatusPath, "Bearer "+testToken)
+	var st ops.Status
+	if err := json.Unmarshal([]byte(js), &st); code != 200 || err != nil {
+		t.Fatalf("status: %d %v\n%s", code, err, js)
+	}
+	if st.Broker != e.Broker.Name() || !st.Ready || st.Connections != 1 || len(st.Nodes) != 1 || st.Nodes[0].Node != "alpha" ||
+		!strings.Contains(strings.Join(st.Nodes[0].Subscriptions, ","), "orders.new") {
+		t.Fatalf("status: %+v", st)
+	}
+	if len(st.Namespaces) != 1 || st.Namespaces[0] != (broker.NamespaceInfo{Name: "cfg", Owner: "alpha", Keys: 1, Seq: st.Namespaces[0].Seq}) || st.Namespaces[0].Seq == 0 {
+		t.Fatalf("namespaces: %+v", st.Namespaces)
+	}
+	if _, ok := st.Counters["refused"]; !ok || len(st.Dropped) != len(broker.DropReasons()) {
+		t.Fatalf("counters %v, dropped %v", st.Counters, st.Dropped)
+	}
+}
+
+func TestLoadTokenCreatesAPrivateFileOnceAndRefusesAShortOne(t *testing.T) {
+	dir := t.TempDir()
+	tok, created, err := ops.LoadToken(dir)
+	if err != nil || !created || len(tok) != 64 {
+		t.Fatalf("first load: %q %v %v", tok, created, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, ops.TokenFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v, want mode 0600", fi, err)
+	}
+	again, created, err := ops.LoadToken(dir)
+	if err != nil || created || again != tok {
+		t.Fatalf("second load: %q %v %v, want the same token", again, created, err)
+	}
+	// At the edge: 32 characters are taken, 31 are not.
+	for _, c := range []struct {
+		tok string
+		ok  bool
+	}{{strings.Repeat("a", 32), true}, {strings.Repeat("a", 31), false}} {
+		if err := os.WriteFile(filepath.Join(dir, ops.TokenFile), []byte(c.tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := ops.LoadToken(dir)
+		if c.ok && (err != nil || got != c.tok) || !c.ok && err == nil {
+			t.Errorf("a %d-character token: %q %v", len(c.tok), got, err)
+		}
+	}
+}

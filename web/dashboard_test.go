@@ -1,0 +1,121 @@
+package web_test
+
+// The operator's dashboard (package ops) in headless Chromium: it loads
+// with the token, shows a node that connects during the test, updates a
+// counter live, and is refused without the token. A screenshot is left in
+// the test's temporary directory, or in $BUSBAR_SCREENSHOTS, for a person
+// to look at.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"busbar/auth"
+	"busbar/broker"
+	"busbar/client"
+	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
+	"busbar/ops"
+)
+
+const dashToken = "dashboard-test-token-0123456789abcdef0123456789"
+
+// serveOps serves web.Handler's paths and the operator's on a loopback
+// port, as busbar serve's HTTP listener does, and returns its URL.
+func serveOps(t *testing.T, b *broker.Broker) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	ops.Register(mux, ops.Options{Broker: b, Token: dashToken})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	t.Cleanup(func() { _ = srv.Close(); wg.Wait() })
+	return "http://" + ln.Addr().String()
+}
+
+func TestDashboardShowsTheBusLive(t *testing.T) {
+	exe := chromium(t)
+	e := testbroker.Start(t, "tcp", broker.Options{})
+	base := serveOps(t, e.Broker)
+
+	tctx := browserTab(t, exe, chromedp.WindowSize(1200, 900))
+
+	text := func(sel string) (string, error) {
+		return chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("`+sel+`")?.textContent ?? ""`))
+	}
+	await := func(what, sel, want string) {
+		t.Helper()
+		testbroker.Await(t, 20*time.Second, what, func() error {
+			s, err := text(sel)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(s, want) {
+				return errors.New(sel + " shows " + s)
+			}
+			return nil
+		})
+	}
+
+	// Without the token: refused, nothing of the bus shown.
+	if _, err := chromedp.Run(tctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	await("the refusal", "body", "needs the token")
+
+	if _, err := chromedp.Run(tctx, chromedp.Navigate(base+"/?token="+dashToken)); err != nil {
+		t.Fatal(err)
+	}
+	await("the first status", "#ready", "ready")
+	if loc, err := chromedp.Run(tctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
+		t.Fatalf("the address bar keeps the token: %q %v", loc, err)
+	}
+
+	// A node connects: the page shows it, with its subscription.
+	c := testclient.Connect(t, e, "gonode")
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if _, err := c.Scope("p").Channel("orders.new").Subscribe(cctx, func(context.Context, *client.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	await("the node", "#nodes tbody", "gonode")
+	await("its subscription", "#nodes tbody", "orders.new")
+
+	// Refused logins: the counter changes without a reload.
+	for range 3 {
+		if _, err := testclient.DialClient(e, "intruder", func(o *client.Options) { o.Credential = auth.Credential{Principal: "local", Secret: "wrong"} }); err == nil {
+			t.Fatal("a wrong secret connected")
+		}
+	}
+	await("the refusals", "#counters tbody", "refused3")
+
+	png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The temporary directory goes with the test; BUSBAR_SCREENSHOTS
+	// names one that stays.
+	dir := os.Getenv("BUSBAR_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+}
