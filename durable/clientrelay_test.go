@@ -2,7 +2,6 @@ package durable_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -42,9 +41,7 @@ func TestDevicesExchangeThroughABrokerRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- b.Run(ctx, rb) }()
+	stop := runDevice(t, b, rb)
 	expectBodies(t, got, bodies)
 	// A new handler opens a new session on the same client.
 	cancel()
@@ -67,9 +64,6 @@ func TestDevicesExchangeThroughABrokerRelay(t *testing.T) {
 		t.Fatal("nothing arrived on the second session")
 	}
 	stop()
-	if err := <-ran; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run ended with %v", err)
-	}
 }
 
 // Through a real broker relay: a manifest whose signer the receiving
@@ -112,15 +106,7 @@ func TestManifestsOutOfOrderThroughABrokerRelay(t *testing.T) {
 	if _, err := a.OnMessage(func(_ context.Context, m durable.Message) error { got <- m; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- a.Run(ctx, ra) }()
-	defer func() {
-		stop()
-		if err := <-ran; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run ended with %v", err)
-		}
-	}()
+	defer runDevice(t, a, ra)()
 	change := func(d *durable.Device, r durable.Relay, m *seal.Manifest) {
 		t.Helper()
 		if _, err := d.ChangeGroup(testclient.Ctx(t, 5*time.Second), seal.KindGroupManifest, m); err != nil {

@@ -105,15 +105,8 @@ func TestPipelinedFlushKeepsOrderAcrossRefusals(t *testing.T) {
 	if _, err := b.OnMessage(func(_ context.Context, m durable.Message) error { got <- string(m.Body); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- b.Run(ctx, rb) }()
-	defer func() {
-		stop()
-		if err := <-ran; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run ended with %v", err)
-		}
-	}()
+	stop := runDevice(t, b, rb)
+	defer stop()
 	expectBodies(t, got, want)
 	t.Logf("%d messages, %d pushes refused and retried", n, retries)
 }
@@ -130,6 +123,21 @@ func expectBodies(t *testing.T, got <-chan string, want []string) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%q never arrived", w)
+		}
+	}
+}
+
+// runDevice runs d on r until the returned stop is called, which checks
+// that Run ended because it was stopped.
+func runDevice(t *testing.T, d *durable.Device, r durable.Relay) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx, r) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-ran; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run ended with %v", err)
 		}
 	}
 }
