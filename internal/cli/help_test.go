@@ -5,6 +5,7 @@ package cli
 // usage error is one line on stderr with exit 2.
 
 import (
+	"busbar/wire"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,16 +53,26 @@ func TestEveryVerbAndSubcommandHasHelp(t *testing.T) {
 	}
 }
 
+// pub and send name every result a publication or a receipt can carry
+// (wire's vocabulary), so no line they print is left unexplained.
 func TestPubHelpExplainsItsOutput(t *testing.T) {
+	results := []wire.Result{wire.Accepted, wire.NoSubscriber, wire.NotConnected, wire.Backpressured, wire.Rejected, wire.TimedOut, wire.Failed}
 	_, out, _ := runEnv(t, nil, "", "help", "pub")
-	for _, want := range []string{"ACCEPTED", "NO_SUBSCRIBER", "OVERLOAD", "REJECTED", "3  NO_HANDLER", "--server URL[,URL...]", "--timeout DURATION"} {
+	for _, want := range []string{"0  at least one node accepted", "1  no node accepted", "--server URL[,URL...]", "--timeout DURATION"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("busbar help pub lacks %q:\n%s", want, out)
 		}
 	}
+	for _, r := range results {
+		if !strings.Contains(out, "\n  "+string(r)+" ") {
+			t.Errorf("busbar help pub does not explain %s:\n%s", r, out)
+		}
+	}
 	_, out, _ = runEnv(t, nil, "", "send", "--help")
-	if !strings.Contains(out, "ACCEPTED") || !strings.Contains(out, "NO_SUBSCRIBER") {
-		t.Errorf("busbar send --help does not say what the receipt means:\n%s", out)
+	for _, r := range results {
+		if !strings.Contains(out, string(r)) {
+			t.Errorf("busbar send --help does not name the receipt %s:\n%s", r, out)
+		}
 	}
 }
 
