@@ -171,3 +171,19 @@ func TestClosestIsATypoOrAPrefix(t *testing.T) {
 		}
 	}
 }
+
+// Every flag's value is named for what it is (FILE, ADDR, PATTERN…), never
+// by its Go type, and an empty list has no "(default [])".
+func TestFlagValuesAreNamedForWhatTheyAre(t *testing.T) {
+	for _, p := range helpPages {
+		_, out, _ := runEnv(t, nil, "", append(strings.Fields(p.path), "--help")...)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "  --") && (strings.HasSuffix(line, " STRING") || strings.HasSuffix(line, " VALUE")) {
+				t.Errorf("busbar %s --help: %q names its value by type", p.path, line)
+			}
+		}
+		if strings.Contains(out, "(default [])") {
+			t.Errorf("busbar %s --help shows an empty list as a default", p.path)
+		}
+	}
+}
