@@ -35,6 +35,20 @@ type call struct {
 	nodes    []string     // callPublish on a link: the other broker's candidates it answers for
 }
 
+// MaxPublishAnswerLead bounds how long before its deadline a publication
+// still waiting for candidates is answered, TIMED_OUT for those: a tenth of
+// its budget, at most this. The publisher's own deadline is the same, so an
+// answer sent at the deadline would arrive after the publisher gave up, and
+// one slow node would cost it every other node's result
+// (docs/messaging.md#results).
+const MaxPublishAnswerLead = 100 * time.Millisecond
+
+// publishAnswerAt is when a publication with this deadline, routed at now,
+// is answered if some candidates have not answered by then.
+func publishAnswerAt(now, deadline time.Time) time.Time {
+	return deadline.Add(-min(deadline.Sub(now)/10, MaxPublishAnswerLead))
+}
+
 // publication collects one result per candidate node.
 type publication struct {
 	origin    *conn
@@ -43,6 +57,7 @@ type publication struct {
 	results   []wire.NodeResult
 	remaining int
 	done      bool
+	timer     *time.Timer // answers it at publishAnswerAt; stopped once complete
 }
 
 type pendingTable struct {
@@ -91,10 +106,13 @@ func (p *pendingTable) take(dest *conn, id string, kinds ...callKind) *call {
 	return cl
 }
 
-func (p *pendingTable) openPub(pub *publication) {
+// openPub registers pub and arms expire to run at its answer time
+// (publishAnswerAt), unless it completes first.
+func (p *pendingTable) openPub(pub *publication, now time.Time, expire func()) {
 	p.mu.Lock()
 	p.pubs[pub] = struct{}{}
 	pub.origin.inflight.Add(1)
+	pub.timer = time.AfterFunc(publishAnswerAt(now, pub.deadline).Sub(now), expire)
 	p.mu.Unlock()
 }
 
@@ -119,6 +137,9 @@ func (p *pendingTable) record(pub *publication, node string, r wire.Result) bool
 	pub.done = true
 	delete(p.pubs, pub)
 	pub.origin.inflight.Add(-1)
+	if pub.timer != nil {
+		pub.timer.Stop()
+	}
 	return true
 }
 
@@ -149,6 +170,9 @@ func (b *Broker) dropPending(c *conn) {
 		if pub.origin == c { // nobody left to tell
 			delete(p.pubs, pub)
 			pub.done = true
+			if pub.timer != nil {
+				pub.timer.Stop()
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -170,8 +194,8 @@ func (b *Broker) dropPending(c *conn) {
 }
 
 // expirePending closes calls whose deadline passed. The caller already
-// timed out on its side; publications are completed with TIMED_OUT for the
-// candidates that did not answer.
+// timed out on its side. Publications are answered before their deadline
+// by their timer (timeOutPub); this is the backstop.
 func (b *Broker) expirePending(now time.Time) {
 	p := &b.pend
 	var late []*publication
@@ -191,17 +215,24 @@ func (b *Broker) expirePending(now time.Time) {
 	}
 	p.mu.Unlock()
 	for _, pub := range late {
-		p.mu.Lock()
-		var pending []string
-		for _, r := range pub.results {
-			if r.Result == "" {
-				pending = append(pending, r.Node)
-			}
+		b.timeOutPub(pub)
+	}
+}
+
+// timeOutPub completes pub with TIMED_OUT for every candidate that has not
+// answered.
+func (b *Broker) timeOutPub(pub *publication) {
+	p := &b.pend
+	p.mu.Lock()
+	var pending []string
+	for _, r := range pub.results {
+		if r.Result == "" {
+			pending = append(pending, r.Node)
 		}
-		p.mu.Unlock()
-		for _, n := range pending {
-			b.recordPub(pub, n, wire.TimedOut)
-		}
+	}
+	p.mu.Unlock()
+	for _, n := range pending {
+		b.recordPub(pub, n, wire.TimedOut)
 	}
 }
 

@@ -444,7 +444,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		return r
 	}
 	defer f.Release()
-	b.pend.openPub(pub)
+	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
 	b.scatter(c, pub, remote, f)
 	for _, d := range deliver {
 		switch {

@@ -108,6 +108,7 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var sent, errs atomic.Int64
+	var first firstError
 	stop := make(chan struct{})
 	waitProgress := progress(cfg.Progress, &sent, stop)
 	start := time.Now()
@@ -122,6 +123,7 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 				if err := ch.Emit(ctx, payload); err != nil {
 					if ctx.Err() == nil {
 						errs.Add(1)
+						first.keep(err)
 					}
 					return
 				}
@@ -134,7 +136,9 @@ func Publish(ctx context.Context, pubs []*client.Client, cfg Config) (Result, er
 	close(stop)
 	waitProgress()
 	n := sent.Load()
-	return NewResult("pub", n, n*int64(cfg.Size), errs.Load(), elapsed, nil), nil
+	r := NewResult("pub", n, n*int64(cfg.Size), errs.Load(), elapsed, nil)
+	r.FirstError = first.text()
+	return r, nil
 }
 
 // Subscriber counts what arrives on one client.
@@ -197,8 +201,11 @@ wait:
 		case <-ctx.Done():
 			break wait
 		case <-t.C:
+			// Nothing new for a whole idle period ends the wait even when
+			// nothing arrived at all: callers wait once the publishers are
+			// done, and a run that lost everything must end and say so.
 			n := s.got.Load()
-			if n == last && n > 0 {
+			if n == last {
 				break wait
 			}
 			last = n
@@ -221,6 +228,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var done, errs atomic.Int64
+	var first firstError
 	var lat Recorder
 	stop := make(chan struct{})
 	waitProgress := progress(cfg.Progress, &done, stop)
@@ -240,6 +248,7 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 						return
 					}
 					errs.Add(1)
+					first.keep(err)
 					continue
 				}
 				lat.Add(time.Since(t0))
@@ -252,7 +261,24 @@ func Request(ctx context.Context, clients []*client.Client, target string, concu
 	close(stop)
 	waitProgress()
 	n := done.Load()
-	return NewResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.Summary()), nil
+	r := NewResult("req", n, 2*n*int64(cfg.Size), errs.Load(), elapsed, lat.Summary())
+	r.FirstError = first.text()
+	return r, nil
+}
+
+// firstError keeps the first error its goroutines report.
+type firstError struct{ p atomic.Pointer[string] }
+
+func (f *firstError) keep(err error) {
+	s := err.Error()
+	f.p.CompareAndSwap(nil, &s)
+}
+
+func (f *firstError) text() string {
+	if s := f.p.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // Echo registers a handler on c that replies with the request's payload.

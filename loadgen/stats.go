@@ -77,7 +77,10 @@ type Result struct {
 	MsgsPerS float64       `json:"msgs_per_s"`
 	MBPerS   float64       `json:"mb_per_s"`
 	Errors   int64         `json:"errors"`
-	Latency  *Latency      `json:"latency,omitempty"`
+	// FirstError is the text of the first failed operation, so a run
+	// that failed says why and not only how often.
+	FirstError string   `json:"first_error,omitempty"`
+	Latency    *Latency `json:"latency,omitempty"`
 }
 
 // NewResult computes the rates of a run (the side-by-side harness, bench/,

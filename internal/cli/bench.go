@@ -149,7 +149,13 @@ func benchSub(args []string, stdio IO) int {
 	for s.Received() == 0 && wctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	return f.print(stdio, []loadgen.Result{s.Wait(wctx, benchIdle)})
+	r := s.Wait(wctx, benchIdle)
+	code := f.print(stdio, []loadgen.Result{r})
+	if *f.msgs > 0 && r.Msgs < *f.msgs {
+		fmt.Fprintf(stdio.Stderr, "busbar bench sub: received %d of the %d messages expected (--msgs; %d missing)\n", r.Msgs, *f.msgs, *f.msgs-r.Msgs)
+		code = exitFail
+	}
+	return code
 }
 
 func benchPubSub(args []string, stdio IO) int {
@@ -270,6 +276,11 @@ func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
 			fmt.Fprintln(tw)
 		}
 		_ = tw.Flush()
+	}
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(stdio.Stderr, "busbar bench: %s: %d failed, the first with: %s\n", r.Name, r.Errors, r.FirstError)
+		}
 	}
 	for _, r := range results {
 		if r.Errors > 0 {

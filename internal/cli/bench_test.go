@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,6 +98,42 @@ func TestBenchEndToEnd(t *testing.T) {
 		}
 		if code, _, _ := s.busbar(t, "", "bench", "nope"); code != exitUsage {
 			t.Fatal("unknown workload")
+		}
+	})
+}
+
+// TestBenchSaysWhatWentMissingAndWhy: through the binary, `bench sub`
+// that gets fewer messages than --msgs names the shortfall and exits 1, and
+// a publisher whose operations fail names the first failure and exits 1.
+func TestBenchSaysWhatWentMissingAndWhy(t *testing.T) {
+	t.Run("fewer than --msgs", func(t *testing.T) {
+		s := startServe(t, filepath.Join(t.TempDir(), "state"))
+		out, wait := s.background(t, "bench", "sub", "short", "--msgs", "100", "--duration", "20s")
+		s.waitLs(t, "bench subscriber", func(nodes []map[string]any) bool {
+			for _, n := range nodes {
+				if strings.HasPrefix(n["node"].(string), "bench-sub") {
+					return true
+				}
+			}
+			return false
+		})
+		if code, pubOut, errOut := s.busbar(t, "", "bench", "pub", "short", "--msgs", "60", "--size", "32"); code != 0 {
+			t.Fatalf("pub: exit %d: %s %s", code, pubOut, errOut)
+		}
+		err := wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitFail {
+			t.Fatalf("sub: %v, want exit %d: %s", err, exitFail, out.String())
+		}
+		if want := "busbar bench sub: received 60 of the 100 messages expected (--msgs; 40 missing)\n"; !strings.Contains(out.String(), want) {
+			t.Fatalf("sub output %q lacks %q", out.String(), want)
+		}
+	})
+	t.Run("the first failure", func(t *testing.T) {
+		s := startServe(t, filepath.Join(t.TempDir(), "state"), "--max-payload", "64")
+		code, _, errOut := s.busbar(t, "", "bench", "pubsub", "--msgs", "10", "--size", "128")
+		if want := "busbar bench: pub: 1 failed, the first with: client: payload too large: 128 bytes exceeds the broker's limit of 64\n"; code != exitFail || !strings.Contains(errOut, want) {
+			t.Fatalf("exit %d, stderr %q lacks %q", code, errOut, want)
 		}
 	})
 }

@@ -53,35 +53,55 @@ turn TCP off with --tcp off.`,
 $ busbar serve --data /tmp/b2 --tcp 127.0.0.1:0 --log-level debug`},
 
 	{path: "pub", args: "CHANNEL [PAYLOAD|-]", summary: "publish an event to a channel's subscribers: one line per candidate node",
-		text: `Publishes an event on CHANNEL and prints, one line each, what became of it
-at every candidate node: "NODE RESULT", where RESULT is
+		text: `Publishes an event on CHANNEL and prints, one line each and sorted by node,
+what became of it at every candidate node (every connected node permitted
+to receive CHANNEL, the broker included): "NODE RESULT", where RESULT is
   ACCEPTED       queued for the node's subscriber
   NO_SUBSCRIBER  the node has no subscription to CHANNEL
-  OVERLOAD       the node's queue was full: dropped
+  BACKPRESSURED  a queue on the way to the node was full: not delivered
+  TIMED_OUT      the node did not answer before --timeout
+  NOT_CONNECTED  the node left before the event reached it
   REJECTED       the node may not receive on CHANNEL
-PAYLOAD is the event's body (- reads it from stdin; none: empty).
+  FAILED         unknown, e.g. the node left before answering
+The publisher's own line only with --verbose; on a terminal a summary line
+follows (accepted by N of M nodes). PAYLOAD is the event's body (- reads
+it from stdin; none: empty).
 
 ` + connNote,
-		exit:    exitCall,
+		exit: `0  at least one node accepted the event
+1  no node accepted it (nobody listens, or every candidate refused or timed
+   out), or it failed (no broker, refused login)
+2  usage: a bad argument, flag or input (nothing was sent)
+4, 5, 7  the broker refused the whole publication, as for req (OVERLOAD,
+   TIMEOUT, REJECTED)`,
 		example: "$ busbar pub news hello\ncli-4242 ACCEPTED"},
 
-	{path: "sub", args: "CHANNEL", summary: "print the events received on a channel",
-		text: `Subscribes to CHANNEL and prints each event's payload on a line of its own
-(--json: the whole message as one JSON object a line), until interrupted or
---count events. It survives its broker: a lost connection is said on
-stderr and retried until the subscription is back (what was published
-meanwhile is not delivered later).
+	{path: "sub", args: "CHANNEL|PATTERN", summary: "print the events received on a channel",
+		text: `Subscribes to CHANNEL, or to a pattern ('orders.*': one token, 'orders.>':
+one or more; quote it for the shell), and prints each event's payload on a
+line of its own, quoted when it spans lines or is not text, after its
+channel for a pattern (--raw: the bytes as they are; --json: the whole
+message as one JSON object a line). It runs until interrupted, --count
+events, or --timeout if given (a subscription has no deadline otherwise).
+It survives its broker: a lost connection is said on stderr and retried
+until the subscription is back (what was published meanwhile is not
+delivered later).
 
 ` + connNote,
-		exit:    exitCommon,
+		exit: `0  interrupted, --count events received, or --timeout passed without --count
+1  --timeout passed before --count events arrived, or it failed (no broker,
+   refused login)
+2  usage: a bad argument, flag or pattern (nothing was sent)
+7  REJECTED: the broker refused the subscription (not permitted)`,
 		example: "$ busbar sub news --count 1\nhello"},
 
 	{path: "send", args: "TARGET CHANNEL [PAYLOAD|-]", summary: "send an event to one node and print its receipt",
 		text: `Sends an event on CHANNEL to TARGET (a node, service.node, or a service
 name the registry resolves) and prints the receipt on stdout:
 "RESULT id=ID node=NODE [reason=...]", RESULT being ACCEPTED (queued for the
-node's subscriber), NO_SUBSCRIBER, OVERLOAD, REJECTED or NO_HANDLER (the
-target is not connected). PAYLOAD: - reads stdin; none: empty.`,
+node's subscriber), NO_SUBSCRIBER, NOT_CONNECTED (no node of that name),
+BACKPRESSURED (a queue on the way was full), REJECTED, TIMED_OUT or FAILED.
+PAYLOAD: - reads stdin; none: empty.`,
 		exit: `0  ACCEPTED
 1  any other receipt (printed on stdout), or no connection
 2  usage: a bad argument, channel, target or flag (nothing was sent)`,
@@ -128,14 +148,16 @@ that reads too slowly misses copies, counted and reported on the next line
 	{path: "state", summary: "replicated state: get, set, del, open, dump, watch, drop, owner",
 		text: `Reads and writes the broker's replicated, namespaced key-value state
 (docs/state.md). Every entry prints as one JSON object a line:
-{"k":KEY,"v":VALUE,"ver":VERSION,"src":NODE} (the protocol's field names).`,
+{"k":KEY,"v":VALUE,"ver":VERSION,"src":WRITER} (the protocol's field names).
+The CLI writes as its principal's name (local for the broker's own
+credentials), so a namespace it creates outlives the process.`,
 		exit: exitCommon + `
 3-7  as for req, when the broker refuses (7: REJECTED, e.g. not permitted)`,
-		example: "$ busbar state set home target 20.5\n{\"k\":\"target\",\"v\":20.5,\"ver\":1,\"src\":\"cli-4242\"}"},
+		example: "$ busbar state set home target 20.5\n{\"k\":\"target\",\"v\":20.5,\"ver\":1,\"src\":\"local\"}"},
 	{path: "state get", args: "NS KEY", summary: "print one entry",
 		text: "Prints the entry KEY of namespace NS; a missing key exits 1.", example: "$ busbar state get home target"},
 	{path: "state set", args: "NS KEY VALUE", summary: "write an entry (VALUE is JSON)",
-		text: "Writes KEY in NS and prints the entry as written. VALUE is JSON.", example: "$ busbar state set home target 20.5"},
+		text: "Writes KEY in NS and prints the entry as written. VALUE is JSON; a value that\nis not JSON is refused (exit 2) unless --string stores it as text.", example: "$ busbar state set home target 20.5\n$ busbar state set home label 'living room' --string"},
 	{path: "state del", args: "NS KEY", summary: "delete an entry",
 		text: "Deletes KEY in NS and prints the tombstone.", example: "$ busbar state del home target"},
 	{path: "state open", args: "NS KEY", summary: "open an entry (the first writer wins)",
@@ -167,7 +189,7 @@ and prints the credentials file a client presents (or writes it, 0600, with
 	{path: "principal list", summary: "list the principals and their permissions",
 		text: "Prints one principal a line (--json: a JSON array); secrets are never shown.", example: "$ busbar principal list"},
 	{path: "principal remove", args: "NAME", summary: "remove a principal",
-		text: "Removes principal NAME; its connections end at the broker's next reload.", example: "$ busbar principal remove sensor"},
+		text: "Removes principal NAME. After SIGHUP a running broker refuses its new logins;\nconnections already open keep going until they end (a reload drops no connection).", example: "$ busbar principal remove sensor"},
 
 	{path: "bench", summary: "generate load on a running broker and measure it: pub, sub, pubsub, req",
 		text: `Load generators in the spirit of nats bench. Every run is bounded by
@@ -175,14 +197,14 @@ and prints the credentials file a client presents (or writes it, 0600, with
 the send time in the payload, so latency is measured per message. The
 table has one row per role: messages, seconds, rate, errors and latency
 percentiles in µs (--json, --csv for scripts).`,
-		exit:    "0  the run completed\n1  an operation failed, or the run could not start\n2  usage",
+		exit:    "0  the run completed\n1  an operation failed (the first failure is named on stderr), a subscriber\n   received fewer messages than were sent (or, for sub, than --msgs), or\n   the run could not start\n2  usage",
 		example: "$ busbar bench pubsub --subs 2 --msgs 20000\n$ busbar bench req --clients 2 --concurrency 8"},
 	{path: "bench pub", args: "[CHANNEL]", summary: "publishers emit stream messages (fire and forget)",
 		text: "--clients publishers send --msgs messages of --size bytes on CHANNEL (default bench).", example: "$ busbar bench pub --msgs 50000"},
 	{path: "bench sub", args: "[CHANNEL]", summary: "one subscriber counts and times what arrives",
-		text: "Waits for the first message, then reports after --msgs messages or 2 s of silence.", example: "$ busbar bench sub"},
+		text: "Waits for the first message, then reports after --msgs messages or 2 s of silence.\nFewer than --msgs messages is a shortfall: it is named on stderr and the exit status is 1.", example: "$ busbar bench sub"},
 	{path: "bench pubsub", args: "[CHANNEL]", summary: "--subs subscribers, then the publishers, in one command",
-		text: "Starts --subs subscribers, then --clients publishers, and reports both sides.", example: "$ busbar bench pubsub --subs 4"},
+		text: "Starts --subs subscribers, then --clients publishers, and reports both sides.\nA subscriber that received fewer messages than were sent is named on stderr\nand the exit status is 1: a stream is best effort, and a lossy run must not\nread as a clean one.", example: "$ busbar bench pubsub --subs 4"},
 	{path: "bench req", args: "[CHANNEL]", summary: "requesters against --target's handler, or an echo replier it starts",
 		text: "--clients × --concurrency requests in flight; each round trip is timed.", example: "$ busbar bench req --concurrency 8"},
 
@@ -452,6 +474,11 @@ var valueNames = map[string]string{
 	"service": "NAME", "version": "VERSION", "target": "TARGET", "medium": "MEDIUM",
 	"command": "NAME=DESCRIPTION", "announce": "SERVICE", "app": "NAME", "ca": "FILE",
 	"nats-prefix": "PREFIX", "addon-id": "ID", "export-state": "NS[,NS...]", "export-events": "CHANNEL[,CHANNEL...]",
+	"config": "FILE", "http": "ADDR", "https": "ADDR", "nats-relays": "NAME[,NAME...]", "ws-origin": "ORIGIN[,ORIGIN...]",
+	"out": "FILE", "nodes": "NAME[,NAME...]", "node": "NODE[,NODE...]",
+	"send": "PATTERN[,...]", "request": "PATTERN[,...]", "publish": "PATTERN[,...]", "subscribe": "PATTERN[,...]",
+	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
+	"state-admin": "PATTERN[,...]",
 }
 
 func valueName(f *flag.Flag) string {

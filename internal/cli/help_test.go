@@ -5,6 +5,7 @@ package cli
 // usage error is one line on stderr with exit 2.
 
 import (
+	"busbar/wire"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,16 +53,26 @@ func TestEveryVerbAndSubcommandHasHelp(t *testing.T) {
 	}
 }
 
+// pub and send name every result a publication or a receipt can carry
+// (wire's vocabulary), so no line they print is left unexplained.
 func TestPubHelpExplainsItsOutput(t *testing.T) {
+	results := []wire.Result{wire.Accepted, wire.NoSubscriber, wire.NotConnected, wire.Backpressured, wire.Rejected, wire.TimedOut, wire.Failed}
 	_, out, _ := runEnv(t, nil, "", "help", "pub")
-	for _, want := range []string{"ACCEPTED", "NO_SUBSCRIBER", "OVERLOAD", "REJECTED", "3  NO_HANDLER", "--server URL[,URL...]", "--timeout DURATION"} {
+	for _, want := range []string{"0  at least one node accepted", "1  no node accepted", "--server URL[,URL...]", "--timeout DURATION"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("busbar help pub lacks %q:\n%s", want, out)
 		}
 	}
+	for _, r := range results {
+		if !strings.Contains(out, "\n  "+string(r)+" ") {
+			t.Errorf("busbar help pub does not explain %s:\n%s", r, out)
+		}
+	}
 	_, out, _ = runEnv(t, nil, "", "send", "--help")
-	if !strings.Contains(out, "ACCEPTED") || !strings.Contains(out, "NO_SUBSCRIBER") {
-		t.Errorf("busbar send --help does not say what the receipt means:\n%s", out)
+	for _, r := range results {
+		if !strings.Contains(out, string(r)) {
+			t.Errorf("busbar send --help does not name the receipt %s:\n%s", r, out)
+		}
 	}
 }
 
@@ -157,6 +168,22 @@ func TestClosestIsATypoOrAPrefix(t *testing.T) {
 	}{{"kitten", "sitting", 3}, {"tpc", "tcp", 1}, {"", "abc", 3}, {"same", "same", 0}} {
 		if d := editDistance(c.a, c.b); d != c.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, d, c.d)
+		}
+	}
+}
+
+// Every flag's value is named for what it is (FILE, ADDR, PATTERN…), never
+// by its Go type, and an empty list has no "(default [])".
+func TestFlagValuesAreNamedForWhatTheyAre(t *testing.T) {
+	for _, p := range helpPages {
+		_, out, _ := runEnv(t, nil, "", append(strings.Fields(p.path), "--help")...)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "  --") && (strings.HasSuffix(line, " STRING") || strings.HasSuffix(line, " VALUE")) {
+				t.Errorf("busbar %s --help: %q names its value by type", p.path, line)
+			}
+		}
+		if strings.Contains(out, "(default [])") {
+			t.Errorf("busbar %s --help shows an empty list as a default", p.path)
 		}
 	}
 }

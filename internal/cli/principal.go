@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -30,9 +31,11 @@ type principalFlags struct {
 }
 
 func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
-	v := newVerb("principal "+op, usage, func(n int) bool { return n == nargs }, stdio)
-	// The connection flags do not apply: this edits a file. --data is
-	// already one of them and is read here.
+	name := "principal " + op
+	v := &verbSetup{name: name, usage: usage, nargs: func(n int) bool { return n == nargs }, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
+	// This edits a file: of the connection flags only --data applies (it
+	// locates principals.json); the others are not offered at all.
+	v.fs.StringVar(&v.conn.data, "data", "", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
 	return &principalFlags{v: v}
 }
 
@@ -44,7 +47,20 @@ func (f *principalFlags) path() string {
 // patternList is a comma-separated list of patterns, repeatable.
 type patternList []auth.Pattern
 
-func (l *patternList) String() string { return fmt.Sprint(*l) }
+func (l *patternList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(patternStrings(*l), ",")
+}
+
+func patternStrings(ps []auth.Pattern) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
+}
 func (l *patternList) Set(s string) error {
 	for _, part := range strings.Split(s, ",") {
 		*l = append(*l, auth.Pattern(strings.TrimSpace(part)))
@@ -63,10 +79,17 @@ func principalAdd(args []string, stdio IO) int {
 		list *[]auth.Pattern
 	}{
 		{"send", &p.Send}, {"request", &p.Request}, {"publish", &p.Publish}, {"subscribe", &p.Subscribe}, {"handle", &p.Handle},
-		{"state-read", &p.StateRead}, {"state-write", &p.StateWrite}, {"state-admin", &p.StateAdmin},
+		{"tap", &p.Tap}, {"state-read", &p.StateRead}, {"state-write", &p.StateWrite}, {"state-admin", &p.StateAdmin},
+	}
+	what := map[string]string{
+		"send": "channels it may send events on", "request": "channels it may send requests on",
+		"publish": "channels it may publish on", "subscribe": "channels it may subscribe to",
+		"handle": "channels it may handle requests on", "tap": "channels whose traffic it may see with busbar tap",
+		"state-read": "state namespaces it may read", "state-write": "state namespaces it may write",
+		"state-admin": "state namespaces it may drop or give to another owner",
 	}
 	for _, l := range lists {
-		f.v.fs.Var((*patternList)(l.list), l.flag, "patterns the principal may "+strings.ReplaceAll(l.flag, "-", " ")+" (comma-separated, repeatable)")
+		f.v.fs.Var((*patternList)(l.list), l.flag, what[l.flag]+" (patterns such as orders.* or orders.>; comma-separated, repeatable)")
 	}
 	all := f.v.fs.Bool("all", false, `every channel and every namespace (">" in every list)`)
 	out := f.v.fs.String("out", "", "write the credentials file here (0600; never replaced) instead of printing it")
@@ -159,7 +182,7 @@ func permissionSummary(p auth.Permissions) string {
 		list []auth.Pattern
 	}{
 		{"send", p.Send}, {"request", p.Request}, {"publish", p.Publish}, {"subscribe", p.Subscribe}, {"handle", p.Handle},
-		{"state_read", p.StateRead}, {"state_write", p.StateWrite}, {"state_admin", p.StateAdmin},
+		{"tap", p.Tap}, {"state_read", p.StateRead}, {"state_write", p.StateWrite}, {"state_admin", p.StateAdmin},
 	} {
 		if len(l.list) > 0 {
 			parts = append(parts, l.name+"="+joinPatterns(l.list))

@@ -21,7 +21,7 @@ func TestPrincipalVerbsAndReloadOnHangup(t *testing.T) {
 	s.waitLs(t, "keeper", hasNode("keeper", "subscriptions", "news"))
 
 	bob := filepath.Join(t.TempDir(), "bob.json")
-	code, out, errOut := s.busbar(t, "", "principal", "add", "bob", "--nodes", "bob-*", "--publish", "orders.>", "--subscribe", "orders.>,news", "--out", bob)
+	code, out, errOut := s.busbar(t, "", "principal", "add", "bob", "--nodes", "bob-*", "--publish", "orders.>", "--subscribe", "orders.>,news", "--tap", "orders.>", "--out", bob)
 	if code != 0 || out != "" || !strings.Contains(errOut, "SIGHUP") {
 		t.Fatalf("principal add: exit %d\n%s%s", code, out, errOut)
 	}
@@ -57,7 +57,7 @@ func TestPrincipalVerbsAndReloadOnHangup(t *testing.T) {
 	}
 
 	code, out, _ = s.busbar(t, "", "principal", "list")
-	if code != 0 || !strings.Contains(out, "bob    secret  bob-*  publish=orders.> subscribe=orders.>,news\n") || !strings.Contains(out, "local  secret  *") {
+	if code != 0 || !strings.Contains(out, "bob    secret  bob-*  publish=orders.> subscribe=orders.>,news tap=orders.>\n") || !strings.Contains(out, "local  secret  *") {
 		t.Fatalf("principal list: exit %d\n%s", code, out)
 	}
 	if code, _, errOut := s.busbar(t, "", "principal", "add", "bob"); code != exitFail || !strings.Contains(errOut, "exists") {

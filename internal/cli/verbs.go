@@ -390,6 +390,9 @@ func runSub(args []string, stdio IO) int {
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
 	v.tune = func(o *client.Options) { o.Workers = 1 } // print in arrival order
 	v.reconnecting(stdio)
+	if f := v.fs.Lookup("timeout"); f != nil { // a subscription has no deadline unless given one
+		f.Usage, f.DefValue = "end the subscription after this long (none unless given)", ""
+	}
 	if !v.parse(args) {
 		return exitUsage
 	}

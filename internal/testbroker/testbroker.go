@@ -309,15 +309,23 @@ func (p *PausableConn) Resume() {
 	p.mu.Unlock()
 }
 
-// Read waits while the connection is paused, then reads.
+// Read waits while the connection is paused, then reads. Bytes a Read
+// already waiting when Pause came brings in are held until Resume too, so
+// nothing reaches the reader after Pause returns.
 func (p *PausableConn) Read(b []byte) (int, error) {
+	p.wait()
+	n, err := p.Conn.Read(b)
+	p.wait()
+	return n, err
+}
+
+func (p *PausableConn) wait() {
 	p.mu.Lock()
 	paused, ch := p.paused, p.resume
 	p.mu.Unlock()
 	if paused {
 		<-ch
 	}
-	return p.Conn.Read(b)
 }
 
 // Close resumes a paused reader and closes the connection.
