@@ -135,8 +135,8 @@ func TestMaxInflightCountsPublications(t *testing.T) {
 
 // TestMaxRegistrationsKeepsDirectoryBounded: one node may not register
 // unboundedly many channels (MaxRegistrations), so it cannot make the
-// directory too large for others; a directory over the payload limit is a
-// typed refusal.
+// directory too large for others; a directory over the broker's answer
+// limit is a typed refusal.
 // (Registrations used to be unbounded, and an oversize directory a silent
 // timeout.)
 func TestMaxRegistrationsKeepsDirectoryBounded(t *testing.T) {
@@ -165,12 +165,23 @@ func TestMaxRegistrationsKeepsDirectoryBounded(t *testing.T) {
 	if _, err := victim.Directory(ctxT(t, 2*time.Second)); err != nil {
 		t.Fatalf("Directory: %v", err)
 	}
-	// With a payload limit the directory does not fit, the answer says so.
-	e2 := testbroker.Start(t, "unix", broker.Options{MaxPayload: 200})
+	// An answer may be larger than MaxPayload (which bounds what nodes
+	// send), up to what the asker's queue holds: a directory of 200 bytes
+	// past a payload limit of 200 is answered; one past the answer limit
+	// is a typed refusal that names the limit.
+	e2 := testbroker.Start(t, "unix", broker.Options{MaxPayload: 200, MaxQueueBytes: broker.MaxFrameOverhead + 2048})
 	a := connect(t, e2, "alpha")
 	connect(t, e2, "beta")
 	connect(t, e2, "gamma")
-	if _, err := a.Directory(ctxT(t, 2*time.Second)); !errors.Is(err, client.ErrRejected) {
-		t.Fatalf("oversize directory: %v", err)
+	if dir, err := a.Directory(ctxT(t, 2*time.Second)); err != nil || len(dir) != 3 {
+		t.Fatalf("a directory over MaxPayload: %v %v", dir, err)
+	}
+	for i := range 20 {
+		if _, err := a.Scope("s").Channel(fmt.Sprintf("%s%02d", strings.Repeat("c", 100), i)).Subscribe(ctxT(t, 2*time.Second), func(context.Context, *client.Message) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Directory(ctxT(t, 2*time.Second)); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "over the 2048 bytes an answer of the broker may have") {
+		t.Fatalf("a directory over the answer limit: %v", err)
 	}
 }

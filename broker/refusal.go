@@ -190,20 +190,30 @@ func (b *Broker) reply(c *conn, s subject, body []byte) {
 }
 
 // fitAnswer encodes v as the JSON body of an answer, or refuses when the
-// body would not fit a message; hint says what to ask for instead.
+// body would not fit answerLimit; hint says what to ask for instead.
 func (b *Broker) fitAnswer(v any, what, hint string) ([]byte, *refusal) {
 	body, err := wire.JSON(v)
 	if err != nil {
 		return nil, refuse(wire.ResultHandler, "encoding "+what+": "+err.Error())
 	}
-	if len(body) > b.opts.MaxPayload {
-		text := what + " is " + strconv.Itoa(len(body)) + " bytes, over the payload limit"
+	if limit := b.answerLimit(); len(body) > limit {
+		text := what + " is " + strconv.Itoa(len(body)) + " bytes, over the " + strconv.Itoa(limit) + " bytes an answer of the broker may have"
 		if hint != "" {
 			text += "; " + hint
 		}
 		return nil, refuse(wire.ResultRejected, text)
 	}
 	return body, nil
+}
+
+// answerLimit bounds the body of the broker's own answers (the directory,
+// the registry, a state snapshot). MaxPayload bounds what nodes send; an
+// answer may be larger, or a directory of a few thousand nodes could not
+// be listed, up to what the asker's queue can hold with room for the
+// header block (MaxQueueBytes less MaxFrameOverhead) and never past the
+// frame limit. It is never below MaxPayload.
+func (b *Broker) answerLimit() int {
+	return max(b.opts.MaxPayload, min(b.opts.MaxQueueBytes-MaxFrameOverhead, maxPayloadCeiling))
 }
 
 // MaxLoggedString bounds any peer-supplied string the broker writes to its
