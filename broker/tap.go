@@ -89,7 +89,7 @@ func (b *Broker) tapControl(c *conn, m *wire.Message, s *subject) *refusal {
 		return nil
 	}
 	if c.perms != nil && len(c.perms.Tap) == 0 {
-		return rejectf("not permitted to tap: the principal has no tap permission (docs/operations.md#busbar-tap)")
+		return rejectf("not permitted to tap: the principal has no tap permission; give it a \"tap\" list in principals.json (busbar principal add --tap, or edit the file) and send the broker SIGHUP (docs/operations.md#busbar-tap)")
 	}
 	var req wire.TapRequest
 	if body := m.Body(); len(body) > 0 {
