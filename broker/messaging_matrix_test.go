@@ -165,29 +165,65 @@ func TestServiceNameReachesItsOneInstanceAnywhere(t *testing.T) {
 // node, wherever it is connected, and the publisher's broker.
 func TestPublishHasOneResultPerCandidateOfTheBus(t *testing.T) {
 	eachTopology(t, testOpts(), func(t *testing.T, p placement) {
-		alpha := connect(t, p.at(0), "alpha")
-		var in inbox
-		beta := connect(t, p.at(1), "beta")
-		if _, err := beta.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
-			t.Fatal(err)
-		}
+		alpha, in := alphaAndSubscribedBeta(t, p)
 		connect(t, p.at(2), "gamma")
 		p.sees(t, "beta:news", "gamma")
 		res, err := alpha.Scope("s").Channel("news").Publish(ctxT(t, 5*time.Second), []byte("hello"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]wire.Result{}
-		for _, r := range res.Results {
-			got[r.Node] = r.Result
-		}
-		want := map[string]wire.Result{p.at(0).Broker.Name(): wire.NoSubscriber, "alpha": wire.NoSubscriber, "beta": wire.Accepted, "gamma": wire.NoSubscriber}
-		if fmt.Sprint(got) != fmt.Sprint(want) || len(res.Results) != len(want) {
-			t.Fatalf("results %v, want %v", res.Results, want)
-		}
+		wantResults(t, res, map[string]wire.Result{p.at(0).Broker.Name(): wire.NoSubscriber, "alpha": wire.NoSubscriber, "beta": wire.Accepted, "gamma": wire.NoSubscriber})
 		testbroker.Eventually(t, 5*time.Second, "the publication delivered", func() bool { return in.Len() == 1 })
 		if m := in.Get(0); m.From() != "alpha.bus" || string(m.Payload()) != "hello" {
 			t.Fatalf("beta got %q from %q", m.Payload(), m.From())
 		}
 	})
+}
+
+// TestPublicationAnswersBeforeItsDeadline: a candidate that never answers
+// (its client stopped reading) costs the publisher nothing but that
+// candidate's TIMED_OUT. The broker answers a little before the deadline
+// they share (broker.MaxPublishAnswerLead), so the publisher gets every
+// other node's result instead of a TIMEOUT of its own.
+func TestPublicationAnswersBeforeItsDeadline(t *testing.T) {
+	eachTopology(t, testOpts(), func(t *testing.T, p placement) {
+		alpha, _ := alphaAndSubscribedBeta(t, p)
+		gamma, stuck := connectPausable(t, p.at(2), "gamma")
+		if _, err := gamma.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) {}); err != nil {
+			t.Fatal(err)
+		}
+		p.sees(t, "beta:news", "gamma:news")
+		stuck.Pause()
+
+		res, err := alpha.Scope("s").Channel("news").Publish(ctxT(t, time.Second), []byte("hello"))
+		if err != nil {
+			t.Fatalf("publish: %v (want results, gamma's TIMED_OUT among them)", err)
+		}
+		wantResults(t, res, map[string]wire.Result{p.at(0).Broker.Name(): wire.NoSubscriber, "alpha": wire.NoSubscriber, "beta": wire.Accepted, "gamma": wire.TimedOut})
+	})
+}
+
+// alphaAndSubscribedBeta connects alpha on the first broker and beta,
+// subscribed to s/news, on the second.
+func alphaAndSubscribedBeta(t *testing.T, p placement) (*client.Client, *inbox) {
+	t.Helper()
+	alpha := connect(t, p.at(0), "alpha")
+	in := &inbox{}
+	beta := connect(t, p.at(1), "beta")
+	if _, err := beta.Scope("s").Channel("news").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+		t.Fatal(err)
+	}
+	return alpha, in
+}
+
+// wantResults checks a publication's results, one per node.
+func wantResults(t *testing.T, res client.PublishResult, want map[string]wire.Result) {
+	t.Helper()
+	got := map[string]wire.Result{}
+	for _, r := range res.Results {
+		got[r.Node] = r.Result
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(res.Results) != len(want) {
+		t.Fatalf("results %v, want %v", res.Results, want)
+	}
 }
