@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,7 @@ type collector struct {
 	relayPushes, relayFsyncs, relayAcks           *prometheus.Desc
 	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
 	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
+	traffic                                       trafficDescs
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -76,13 +78,14 @@ func newCollector(b *broker.Broker) *collector {
 	for _, k := range counters {
 		c.counters = append(c.counters, desc(k.name+"_total", k.help))
 	}
+	c.traffic = newTrafficDescs(desc)
 	return c
 }
 
 func (c *collector) all() []*prometheus.Desc {
-	return append([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
+	return slices.Concat([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
-		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters...)
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters, c.traffic.all())
 }
 
 // Describe implements prometheus.Collector.
@@ -127,6 +130,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if rs, ok := c.b.RelayStats(); ok {
 		c.collectRelay(&rs, gauge, count)
 	}
+	t := c.b.Traffic()
+	c.traffic.collect(ch, &t, gauge, count)
 }
 
 func (c *collector) collectRelay(rs *relay.Stats, gauge, count func(*prometheus.Desc, float64, ...string)) {

@@ -28,6 +28,62 @@ type Status struct {
 	// Relay is the durable relay store's figures; absent when this broker
 	// is not a relay.
 	Relay *relay.Stats `json:"relay,omitempty"`
+	// Traffic is the per-message metrics (docs/operations.md#the-status-api).
+	Traffic TrafficStatus `json:"traffic"`
+}
+
+// TrafficStatus is the per-message metrics in the status: what the
+// metrics of the same names say, by label value.
+type TrafficStatus struct {
+	In  map[string]broker.Tally `json:"in"`  // busbar_messages_in_total, busbar_bytes_in_total by kind
+	Out map[string]broker.Tally `json:"out"` // busbar_messages_out_total, busbar_bytes_out_total by kind
+	// Receipts, RequestErrors and HandshakeFailures count by result.
+	Receipts          map[string]int64 `json:"receipts"`
+	RequestErrors     map[string]int64 `json:"request_errors"`
+	HandshakeFailures map[string]int64 `json:"handshake_failures"`
+	StateWrites       int64            `json:"state_writes"`
+	Queued            int64            `json:"queued_messages"`
+	QueuedBytes       int64            `json:"queued_bytes"`
+	QueueMax          int64            `json:"queue_messages_max"`
+	QueueBytesMax     int64            `json:"queue_bytes_max"`
+	// Routing and RoundTrip are the sampled latency histograms: Bounds
+	// are the buckets' upper bounds in seconds, Counts the observations
+	// in each (not cumulative; one more for above the last bound).
+	Routing   Latency `json:"routing"`
+	RoundTrip Latency `json:"round_trip"`
+	// Channels estimates the messages routed per channel: the sampled
+	// count times broker.SampleEvery.
+	Channels map[string]int64 `json:"channels"`
+}
+
+// Latency is a histogram in the status.
+type Latency struct {
+	Bounds     []float64 `json:"bounds"`
+	Counts     []int64   `json:"counts"`
+	Count      int64     `json:"count"`
+	SumSeconds float64   `json:"sum_seconds"`
+}
+
+func latency(h broker.HistogramSnapshot) Latency {
+	l := Latency{Counts: h.Counts, Count: h.Count, SumSeconds: h.Sum.Seconds()}
+	for _, b := range broker.HistogramBounds() {
+		l.Bounds = append(l.Bounds, b.Seconds())
+	}
+	return l
+}
+
+func trafficStatus(t *broker.Traffic) TrafficStatus {
+	s := TrafficStatus{In: map[string]broker.Tally{}, Out: map[string]broker.Tally{},
+		Receipts: t.Receipts, RequestErrors: t.RequestErrors, HandshakeFailures: t.HandshakeFailures,
+		StateWrites: t.StateWrites, Queued: t.Queued, QueuedBytes: t.QueuedBytes, QueueMax: t.MaxQueued, QueueBytesMax: t.MaxQueuedBytes,
+		Routing: latency(t.Routing), RoundTrip: latency(t.RoundTrip), Channels: map[string]int64{}}
+	for _, k := range broker.MsgKinds() {
+		s.In[k.String()], s.Out[k.String()] = t.In[k], t.Sent(k)
+	}
+	for ch, n := range t.Channels {
+		s.Channels[ch] = n * broker.SampleEvery
+	}
+	return s
 }
 
 // ReadStatus returns the broker's status.
@@ -48,6 +104,8 @@ func (o Options) ReadStatus() Status {
 	if rs, ok := b.RelayStats(); ok {
 		s.Relay = &rs
 	}
+	t := b.Traffic()
+	s.Traffic = trafficStatus(&t)
 	return s
 }
 

@@ -1,0 +1,451 @@
+package broker
+
+import (
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"busbar/internal/hotpath"
+	"busbar/wire"
+)
+
+// Per-message metrics. Counting a message must not cost the routing path
+// an atomic operation per message, so each connection counts in plain
+// fields owned by whoever dispatches its frames (its reader), and
+// publishes them to atomics once per read batch: while the reader holds
+// more frames in its buffer it sets meter.hold, and dispatch publishes only
+// when it is clear. A dispatcher that never sets hold (a cluster link's
+// NATS callback, a test routing as a node) publishes after every frame.
+// Scrapes sum the published figures of the live connections and those of
+// the retired ones (Broker.Traffic).
+//
+// Latencies are sampled: one routed message in SampleEvery per connection
+// reads the clock once more and lands in a histogram, and so does one
+// request in SampleEvery's round trip.
+
+// SampleEvery is how often a connection's routed messages are timed for
+// the routing-latency histogram, its requests for the round-trip one,
+// and its channels counted for the per-channel rates: one in SampleEvery.
+// A power of two.
+const SampleEvery = 32
+
+// MaxChannelRates bounds the channels whose sampled rates the broker
+// keeps; messages on channels past it are counted under OtherChannels.
+const MaxChannelRates = 256
+
+// OtherChannels is the channel name ChannelRates counts the channels past
+// MaxChannelRates under.
+const OtherChannels = "(other)"
+
+// MsgKind is what a message is, for the traffic counters.
+type MsgKind uint8
+
+// The message kinds. Traffic's arrays are indexed by them.
+const (
+	MsgStream    MsgKind = iota // type stream
+	MsgSend                     // an event to one node
+	MsgPublish                  // an event to every subscriber, with receipts
+	MsgRequest                  // a request
+	MsgResponse                 // a response to a request
+	MsgReceipt                  // bus.receipt: a send's outcome
+	MsgControl                  // any other bus.* command, and the broker's answers
+	MsgHeartbeat                // an empty frame that only keeps a lease
+	numMsgKinds
+)
+
+var msgKindNames = [numMsgKinds]string{
+	MsgStream: "stream", MsgSend: "send", MsgPublish: "publish", MsgRequest: "request",
+	MsgResponse: "response", MsgReceipt: "receipt", MsgControl: "control", MsgHeartbeat: "heartbeat",
+}
+
+// String is the kind's name, fit for a metric label.
+func (k MsgKind) String() string {
+	if k < numMsgKinds {
+		return msgKindNames[k]
+	}
+	return "unknown"
+}
+
+// MsgKinds lists every kind, in order.
+func MsgKinds() []MsgKind {
+	ks := make([]MsgKind, numMsgKinds)
+	for i := range ks {
+		ks[i] = MsgKind(i)
+	}
+	return ks
+}
+
+// tally is a count of messages and their bytes.
+type tally struct{ msgs, bytes int64 }
+
+type atomicTally struct{ msgs, bytes atomic.Int64 }
+
+func (a *atomicTally) add(t tally) {
+	a.msgs.Add(t.msgs)
+	a.bytes.Add(t.bytes)
+}
+
+// meter is one connection's traffic counters.
+type meter struct {
+	// Owned by the goroutine dispatching the connection's frames.
+	in, out           [numMsgKinds]tally
+	dirtyIn, dirtyOut uint16 // bit k: in[k] or out[k] holds counts to publish
+	n                 uint32 // routed messages, for sampling
+	timed             bool   // the frame being dispatched is a sampled one
+	more              bool   // the last value stored in hold
+
+	hold atomic.Bool // the reader holds more frames of this batch: publish later
+
+	pubIn, pubOut [numMsgKinds]atomicTally
+}
+
+// batch tells the meter whether the reader holds more frames of the batch
+// being dispatched. It stores only on a change: a batch costs at most two
+// stores.
+func (m *meter) batch(more bool) {
+	if more != m.more {
+		m.more = more
+		m.hold.Store(more)
+	}
+}
+
+// inKind classifies a frame as dispatch routes it.
+func inKind(v *hotpath.View) MsgKind {
+	if v.IsHeartbeat() {
+		return MsgHeartbeat
+	}
+	if cmd := v.Value(wire.HeaderCommand); strings.HasPrefix(cmd, wire.ControlPrefix) {
+		if cmd == wire.CmdReceipt {
+			return MsgReceipt
+		}
+		return MsgControl
+	}
+	switch v.Value(wire.HeaderType) {
+	case wire.TypeStream:
+		return MsgStream
+	case wire.TypeEvent:
+		if _, ok := v.Get(wire.HeaderTo); ok {
+			return MsgSend
+		}
+		return MsgPublish
+	case wire.TypeRequest:
+		return MsgRequest
+	case wire.TypeResponse:
+		return MsgResponse
+	}
+	return MsgControl
+}
+
+// countIn counts a frame c sent, and decides whether it is timed.
+func (c *conn) countIn(v *hotpath.View, n int) {
+	m := &c.meter
+	k := inKind(v)
+	m.in[k].msgs++
+	m.in[k].bytes += int64(n)
+	m.dirtyIn |= 1 << k
+	if k <= MsgResponse {
+		m.n++
+		if m.timed = m.n&(SampleEvery-1) == 1; m.timed {
+			c.b.traffic.channels.count(v.Value(wire.HeaderCommand))
+		}
+	}
+}
+
+// countOut counts a frame of n bytes c's message put in another
+// connection's queue.
+func (c *conn) countOut(k MsgKind, n int) {
+	c.meter.out[k].msgs++
+	c.meter.out[k].bytes += int64(n)
+	c.meter.dirtyOut |= 1 << k
+}
+
+// dispatched ends a frame's dispatch: it times a sampled one and
+// publishes the counts when the reader's batch is done.
+func (c *conn) dispatched() {
+	m := &c.meter
+	if m.timed {
+		m.timed = false
+		c.b.traffic.routing.observe(time.Since(c.now()))
+	}
+	if m.dirtyIn == 0 || m.hold.Load() {
+		return
+	}
+	for d := m.dirtyIn; d != 0; d &= d - 1 {
+		k := bits.TrailingZeros16(d)
+		m.pubIn[k].add(m.in[k])
+		m.in[k] = tally{}
+	}
+	for d := m.dirtyOut; d != 0; d &= d - 1 {
+		k := bits.TrailingZeros16(d)
+		m.pubOut[k].add(m.out[k])
+		m.out[k] = tally{}
+	}
+	m.dirtyIn, m.dirtyOut = 0, 0
+}
+
+// requestStamp is when a sampled request was forwarded, in ns after
+// b.started, for its round trip; 0 when it is not sampled.
+func (c *conn) requestStamp() int64 {
+	if !c.meter.timed {
+		return 0
+	}
+	return max(1, int64(time.Since(c.b.started)))
+}
+
+// answered counts a response passed on to its requester: its round trip
+// when the request was sampled, and its result when it is an error.
+func (b *Broker) answered(cl *call, v *hotpath.View) {
+	if cl.sent != 0 {
+		b.traffic.rtt.observe(time.Since(b.started) - time.Duration(cl.sent))
+	}
+	if res, ok := v.Get(wire.HeaderResult); ok {
+		b.traffic.requestErrors.add(wire.Result(res))
+	}
+}
+
+// traffic is the broker's side of the meters: the retired connections'
+// totals, the answers it makes itself, the results, the histograms.
+type traffic struct {
+	retiredIn, retiredOut [numMsgKinds]atomicTally
+	answers               [numMsgKinds]atomicTally // what the broker itself queued (post)
+	receipts              resultCounts
+	requestErrors         resultCounts
+	handshakeFailures     resultCounts
+	stateWrites           atomic.Int64
+	routing, rtt          Histogram
+	channels              channelRates
+}
+
+// retire keeps a closing connection's published counts.
+func (t *traffic) retire(m *meter) {
+	for k := range m.pubIn {
+		t.retiredIn[k].add(tally{m.pubIn[k].msgs.Load(), m.pubIn[k].bytes.Load()})
+		t.retiredOut[k].add(tally{m.pubOut[k].msgs.Load(), m.pubOut[k].bytes.Load()})
+	}
+}
+
+// postedKind is the kind of an answer or event the broker queues itself.
+func postedKind(m *wire.Message) MsgKind {
+	switch cmd := m.Value(wire.HeaderCommand); {
+	case cmd == wire.CmdReceipt:
+		return MsgReceipt
+	case m.Value(wire.HeaderType) == wire.TypeResponse && !strings.HasPrefix(cmd, wire.ControlPrefix):
+		return MsgResponse // a request's error, made by the broker
+	}
+	return MsgControl
+}
+
+// callMsgKinds is the kind of message each kind of call forwards.
+var callMsgKinds = [...]MsgKind{callReceipt: MsgSend, callRequest: MsgRequest, callPublish: MsgPublish}
+
+// refusal counts what answer tells a sender or requester.
+func (t *traffic) refusal(k kind, r wire.Result) {
+	switch k {
+	case kindSend:
+		t.receipts.add(receiptResult(r))
+	case kindRequest:
+		t.requestErrors.add(r)
+	}
+}
+
+// handshakeFailed counts a connection that did not log in, by the reason
+// it was closed with.
+func (b *Broker) handshakeFailed(c *conn) {
+	c.mu.Lock()
+	r := c.reason
+	c.mu.Unlock()
+	b.traffic.handshakeFailures.add(r)
+	b.events.add(Event{Kind: EventHandshake, Subject: remote(c.nc), Text: string(r)})
+}
+
+// resultCounts counts outcomes by wire.Result.
+type resultCounts struct {
+	mu sync.Mutex
+	n  map[wire.Result]int64
+}
+
+// maxResults bounds the distinct results counted: they come from the
+// broker's own constants, but a bound keeps a bug from growing the map.
+const maxResults = 64
+
+func (r *resultCounts) add(res wire.Result) {
+	if res == "" {
+		res = wire.Failed
+	}
+	r.mu.Lock()
+	if r.n == nil {
+		r.n = map[wire.Result]int64{}
+	}
+	if _, ok := r.n[res]; ok {
+		r.n[res]++
+	} else if len(r.n) < maxResults {
+		r.n[wire.Result(strings.Clone(string(res)))] = 1 // res may alias a read buffer
+	}
+	r.mu.Unlock()
+}
+
+func (r *resultCounts) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.n))
+	for k, v := range r.n {
+		out[string(k)] = v
+	}
+	return out
+}
+
+// channelRates counts sampled messages per channel.
+type channelRates struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (r *channelRates) count(ch string) {
+	r.mu.Lock()
+	if r.n == nil {
+		r.n = map[string]int64{}
+	}
+	if _, ok := r.n[ch]; ok {
+		r.n[ch]++
+	} else if len(r.n) < MaxChannelRates {
+		r.n[strings.Clone(ch)] = 1 // ch aliases the read buffer
+	} else {
+		r.n[OtherChannels]++
+	}
+	r.mu.Unlock()
+}
+
+// Histogram is a latency histogram with fixed buckets (HistogramBounds),
+// safe for concurrent use.
+type Histogram struct {
+	counts [len(histogramBounds) + 1]atomic.Int64
+	sum    atomic.Int64 // nanoseconds
+}
+
+// histogramBounds are the buckets' upper bounds: 1-2-5 steps from 1 µs to
+// 10 s.
+var histogramBounds = [...]time.Duration{
+	time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond,
+	10 * time.Microsecond, 20 * time.Microsecond, 50 * time.Microsecond,
+	100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+}
+
+// HistogramBounds returns the buckets' upper bounds; a last bucket holds
+// what is above them.
+func HistogramBounds() []time.Duration { return histogramBounds[:] }
+
+func (h *Histogram) observe(d time.Duration) {
+	d = max(d, 0)
+	i := 0
+	for i < len(histogramBounds) && d > histogramBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sum.Add(int64(d))
+}
+
+// HistogramSnapshot is a Histogram's figures: Counts[i] observations at
+// or under HistogramBounds()[i] (not cumulative), the last one above them.
+type HistogramSnapshot struct {
+	Counts []int64       `json:"counts"`
+	Sum    time.Duration `json:"sum_ns"`
+	Count  int64         `json:"count"`
+}
+
+func (h *Histogram) snapshot() HistogramSnapshot {
+	s := HistogramSnapshot{Counts: make([]int64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
+	for i := range h.counts {
+		s.Counts[i] = h.counts[i].Load()
+		s.Count += s.Counts[i]
+	}
+	return s
+}
+
+// Traffic is a snapshot of the per-message metrics.
+type Traffic struct {
+	// In counts what nodes sent this broker, by kind; Out what routing
+	// queued for nodes (once per destination), by kind; Answers what the
+	// broker itself queued (receipts, request errors, command answers).
+	In, Out, Answers [numMsgKinds]Tally
+	// Receipts counts the receipts and publication results the broker
+	// passed on or made, by result; RequestErrors the failed responses
+	// requesters got (the broker's and the handlers'), by result.
+	Receipts, RequestErrors map[string]int64
+	// HandshakeFailures counts connections that did not log in, by the
+	// result they were closed with (AUTH, VERSION, TIMEOUT, …).
+	HandshakeFailures map[string]int64
+	// StateWrites counts state writes applied at this broker.
+	StateWrites int64
+	// Routing is the sampled routing latency: from the start of routing
+	// the read batch that brought a message to its queueing for every
+	// destination. RoundTrip is the sampled request round trip: from the
+	// request's forwarding to its response's.
+	Routing, RoundTrip HistogramSnapshot
+	// Channels counts sampled messages by channel: multiply by
+	// SampleEvery for an estimate.
+	Channels map[string]int64
+	// Queued and QueuedBytes sum the outbound queues; MaxQueued and
+	// MaxQueuedBytes are the longest one's.
+	Queued, QueuedBytes, MaxQueued, MaxQueuedBytes int64
+}
+
+// Tally is a count of messages and their bytes.
+type Tally struct {
+	Msgs  int64 `json:"msgs"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Sent is what the broker queued for nodes of kind k: routed and its own.
+func (t *Traffic) Sent(k MsgKind) Tally {
+	return Tally{t.Out[k].Msgs + t.Answers[k].Msgs, t.Out[k].Bytes + t.Answers[k].Bytes}
+}
+
+func (a *atomicTally) load() Tally { return Tally{a.msgs.Load(), a.bytes.Load()} }
+
+// Traffic returns the per-message metrics, summed over the connections
+// at the time of the call.
+func (b *Broker) Traffic() Traffic {
+	t := &b.traffic
+	var s Traffic
+	b.mu.Lock()
+	for c := range b.conns {
+		for k := range c.meter.pubIn {
+			in, out := c.meter.pubIn[k].load(), c.meter.pubOut[k].load()
+			s.In[k].Msgs += in.Msgs
+			s.In[k].Bytes += in.Bytes
+			s.Out[k].Msgs += out.Msgs
+			s.Out[k].Bytes += out.Bytes
+		}
+		msgs, bytes := c.out.Depth()
+		s.Queued += int64(msgs)
+		s.QueuedBytes += int64(bytes)
+		s.MaxQueued = max(s.MaxQueued, int64(msgs))
+		s.MaxQueuedBytes = max(s.MaxQueuedBytes, int64(bytes))
+	}
+	for k := range s.In {
+		in, out := t.retiredIn[k].load(), t.retiredOut[k].load()
+		s.In[k].Msgs += in.Msgs
+		s.In[k].Bytes += in.Bytes
+		s.Out[k].Msgs += out.Msgs
+		s.Out[k].Bytes += out.Bytes
+		s.Answers[k] = t.answers[k].load()
+	}
+	b.mu.Unlock()
+	s.Receipts, s.RequestErrors = t.receipts.snapshot(), t.requestErrors.snapshot()
+	s.HandshakeFailures = t.handshakeFailures.snapshot()
+	s.StateWrites = t.stateWrites.Load()
+	s.Routing, s.RoundTrip = t.routing.snapshot(), t.rtt.snapshot()
+	t.channels.mu.Lock()
+	s.Channels = make(map[string]int64, len(t.channels.n))
+	for ch, n := range t.channels.n {
+		s.Channels[ch] = n
+	}
+	t.channels.mu.Unlock()
+	return s
+}

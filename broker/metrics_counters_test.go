@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"busbar/internal/hotpath"
+	"busbar/wire"
+)
+
+// A connection's counts reach the figures a scrape reads only when its
+// reader's batch is done: while the reader holds more frames, dispatch
+// keeps counting in the connection's own fields.
+func TestTrafficIsPublishedOncePerReadBatch(t *testing.T) {
+	b, _ := newTestBroker(t, Options{})
+	t.Cleanup(func() { _ = b.Shutdown(t.Context()) })
+	c := newConn(b, nil)
+	var v hotpath.View
+	frame := wire.New(wire.TypeStream, "orders").WithBody([]byte("x")).ToBytes()
+	if err := hotpath.ParseView(frame, &v); err != nil {
+		t.Fatal(err)
+	}
+	route := func() {
+		c.countIn(&v, len(frame))
+		c.dispatched()
+	}
+	c.meter.batch(true) // the reader has more frames buffered
+	route()
+	route()
+	if got := c.meter.pubIn[MsgStream].load(); got != (Tally{}) {
+		t.Fatalf("published mid-batch: %+v", got)
+	}
+	c.meter.batch(false) // the batch's last frame
+	route()
+	if got, want := c.meter.pubIn[MsgStream].load(), (Tally{3, 3 * int64(len(frame))}); got != want {
+		t.Fatalf("published %+v at the batch's end, want %+v", got, want)
+	}
+	// Retired, the connection's counts stay in the broker's.
+	b.traffic.retire(&c.meter)
+	if got := b.Traffic().In[MsgStream]; got.Msgs != 3 {
+		t.Fatalf("after retiring: %+v", got)
+	}
+	// The first routed message of a connection is sampled: its channel is
+	// counted and its latency observed.
+	if got := b.Traffic(); got.Channels["orders"] != 1 || got.Routing.Count != 1 {
+		t.Fatalf("sampled: channels %v, routing %+v", got.Channels, got.Routing)
+	}
+}
+
+func TestChannelRatesKeepAtMostMaxChannelRates(t *testing.T) {
+	var r channelRates
+	for i := range MaxChannelRates {
+		r.count("ch" + strconv.Itoa(i))
+	}
+	if len(r.n) != MaxChannelRates || r.n[OtherChannels] != 0 {
+		t.Fatalf("%d channels kept, other %d", len(r.n), r.n[OtherChannels])
+	}
+	r.count("one-too-many")
+	r.count("ch0")
+	if len(r.n) != MaxChannelRates+1 || r.n[OtherChannels] != 1 || r.n["ch0"] != 2 || r.n["one-too-many"] != 0 {
+		t.Fatalf("past the limit: %d kept, other %d, ch0 %d", len(r.n), r.n[OtherChannels], r.n["ch0"])
+	}
+}
+
+func TestEventsKeepTheLastRecentEvents(t *testing.T) {
+	b, _ := newTestBroker(t, Options{})
+	t.Cleanup(func() { _ = b.Shutdown(t.Context()) })
+	for i := range RecentEvents {
+		b.events.add(Event{Kind: EventRefused, Text: strconv.Itoa(i)})
+	}
+	if got := b.Events(0); len(got) != RecentEvents || got[0].Seq != 1 || got[RecentEvents-1].Seq != RecentEvents {
+		t.Fatalf("at the limit: %d events, first %+v", len(got), got[0])
+	}
+	b.events.add(Event{Kind: EventRefused, Text: "one more", Subject: string(make([]byte, maxEventText+1))})
+	got := b.Events(0)
+	if len(got) != RecentEvents || got[0].Seq != 2 || got[RecentEvents-1].Text != "one more" {
+		t.Fatalf("past the limit: %d events, first seq %d, last %+v", len(got), got[0].Seq, got[len(got)-1])
+	}
+	if s := got[RecentEvents-1].Subject; len(s) != maxEventText+len("…") {
+		t.Fatalf("a subject over %d bytes kept %d", maxEventText, len(s))
+	}
+	if after := b.Events(RecentEvents + 1); len(after) != 0 {
+		t.Fatalf("nothing new, got %d", len(after))
+	}
+	if after := b.Events(RecentEvents); len(after) != 1 || after[0].Seq != RecentEvents+1 {
+		t.Fatalf("one new: %+v", after)
+	}
+}
+
+func TestHistogramBucketsAtTheirBounds(t *testing.T) {
+	var h Histogram
+	h.observe(time.Microsecond)                            // at the first bound: first bucket
+	h.observe(time.Microsecond + 1)                        // just past it: the second
+	h.observe(histogramBounds[len(histogramBounds)-1] + 1) // past the last: the overflow bucket
+	h.observe(-time.Second)                                // a clock step back counts as 0
+	s := h.snapshot()
+	if s.Count != 4 || s.Counts[0] != 2 || s.Counts[1] != 1 || s.Counts[len(s.Counts)-1] != 1 || len(s.Counts) != len(histogramBounds)+1 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestResultCountsKeepAtMostMaxResults(t *testing.T) {
+	var r resultCounts
+	for i := range maxResults {
+		r.add(wire.Result("R" + strconv.Itoa(i)))
+	}
+	r.add("ONE_TOO_MANY")
+	r.add("R0")
+	got := r.snapshot()
+	if len(got) != maxResults || got["R0"] != 2 || got["ONE_TOO_MANY"] != 0 {
+		t.Fatalf("%d results, R0 %d", len(got), got["R0"])
+	}
+}
