@@ -260,10 +260,12 @@ func (b *Broker) handshakeFailed(c *conn) {
 	b.events.add(Event{Kind: EventHandshake, Subject: remote(c.nc), Text: string(r)})
 }
 
-// resultCounts counts outcomes by wire.Result.
+// resultCounts counts outcomes by wire.Result. Its counts are pointers:
+// assigning to an existing string key stores the new key, and a result
+// read from a frame aliases the read buffer; a lookup keeps the clone.
 type resultCounts struct {
 	mu sync.Mutex
-	n  map[wire.Result]int64
+	n  map[wire.Result]*int64
 }
 
 // maxResults bounds the distinct results counted: they come from the
@@ -276,12 +278,12 @@ func (r *resultCounts) add(res wire.Result) {
 	}
 	r.mu.Lock()
 	if r.n == nil {
-		r.n = map[wire.Result]int64{}
+		r.n = map[wire.Result]*int64{}
 	}
-	if _, ok := r.n[res]; ok {
-		r.n[res]++
+	if p, ok := r.n[res]; ok {
+		*p++
 	} else if len(r.n) < maxResults {
-		r.n[wire.Result(strings.Clone(string(res)))] = 1 // res may alias a read buffer
+		r.n[wire.Result(strings.Clone(string(res)))] = new(int64(1))
 	}
 	r.mu.Unlock()
 }
@@ -290,30 +292,33 @@ func (r *resultCounts) snapshot() map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int64, len(r.n))
-	for k, v := range r.n {
-		out[string(k)] = v
+	for k, p := range r.n {
+		out[string(k)] = *p
 	}
 	return out
 }
 
-// channelRates counts sampled messages per channel.
+// channelRates counts sampled messages per channel; pointers for the
+// reason resultCounts has them (the channel aliases the read buffer).
 type channelRates struct {
 	mu sync.Mutex
-	n  map[string]int64
+	n  map[string]*int64
 }
 
 func (r *channelRates) count(ch string) {
 	r.mu.Lock()
 	if r.n == nil {
-		r.n = map[string]int64{}
+		r.n = map[string]*int64{OtherChannels: new(int64)}
 	}
-	if _, ok := r.n[ch]; ok {
-		r.n[ch]++
-	} else if len(r.n) < MaxChannelRates {
-		r.n[strings.Clone(ch)] = 1 // ch aliases the read buffer
-	} else {
-		r.n[OtherChannels]++
+	p, ok := r.n[ch]
+	if !ok {
+		p = r.n[OtherChannels]
+		if len(r.n) <= MaxChannelRates {
+			p = new(int64)
+			r.n[strings.Clone(ch)] = p
+		}
 	}
+	*p++
 	r.mu.Unlock()
 }
 
@@ -443,8 +448,10 @@ func (b *Broker) Traffic() Traffic {
 	s.Routing, s.RoundTrip = t.routing.snapshot(), t.rtt.snapshot()
 	t.channels.mu.Lock()
 	s.Channels = make(map[string]int64, len(t.channels.n))
-	for ch, n := range t.channels.n {
-		s.Channels[ch] = n
+	for ch, p := range t.channels.n {
+		if *p > 0 {
+			s.Channels[ch] = *p
+		}
 	}
 	t.channels.mu.Unlock()
 	return s
