@@ -120,3 +120,29 @@ func TestResultCountsKeepAtMostMaxResults(t *testing.T) {
 		t.Fatalf("%d results, R0 %d", len(got), got["R0"])
 	}
 }
+
+// benchMeter is what counting adds to routing one stream message to one
+// subscriber: classify and count it in, count it out, end its dispatch.
+// held is a reader in the middle of a batch (publishing later); not held,
+// every message publishes, as when the benchmark's goroutine routes.
+func benchMeter(b *testing.B, held bool) {
+	br, _ := newTestBroker(b, Options{})
+	b.Cleanup(func() { _ = br.Shutdown(b.Context()) })
+	c := newConn(br, nil)
+	var v hotpath.View
+	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, "0190f3a2-5b7c-7d1e-9f00-0123456789ab").
+		WithHeader(wire.HeaderTTL, "30000").WithBody(make([]byte, 128)).ToBytes()
+	if err := hotpath.ParseView(frame, &v); err != nil {
+		b.Fatal(err)
+	}
+	c.meter.batch(held)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.countIn(&v, len(frame))
+		c.countOut(MsgStream, len(frame))
+		c.dispatched()
+	}
+}
+
+func BenchmarkMeterPublishEachMessage(b *testing.B) { benchMeter(b, false) }
+func BenchmarkMeterWithinABatch(b *testing.B)       { benchMeter(b, true) }

@@ -138,16 +138,26 @@ func serveHTTPFlags(httpAddr, httpsAddr, sock, cert, key, origins string, operat
 	return listenHTTP(httpAddr, httpsAddr, sock, cfg, origins, operator)
 }
 
+// maxSocketPath is the longest path a Unix socket may have (sun_path is
+// 108 bytes on Linux, with its terminating NUL).
+const maxSocketPath = 107
+
 // httpSocketPath is --http-unix's path: as given, or beside the bus's
 // Unix socket, named after it (the default socket's when that is off).
-func httpSocketPath(flag, unixPath, dir string) string {
+// A default path too long for a socket is "off", with a note saying so:
+// the bus's own socket may just fit where the longer name does not.
+func httpSocketPath(flag, unixPath, dir string) (path, note string) {
 	if flag != "" {
-		return flag
+		return flag, ""
 	}
 	if unixPath == "" || unixPath == "off" {
 		unixPath = filepath.Join(dir, socketName)
 	}
-	return strings.TrimSuffix(unixPath, filepath.Ext(unixPath)) + httpSocketSuffix
+	path = strings.TrimSuffix(unixPath, filepath.Ext(unixPath)) + httpSocketSuffix
+	if len(path) > maxSocketPath {
+		return "off", "no HTTP socket: " + path + " is longer than a socket path may be; set --http-unix"
+	}
+	return path, ""
 }
 
 // announce prints where h listens: a URL a page connects to and the

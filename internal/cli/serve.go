@@ -146,7 +146,11 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitFail
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSocketPath(*httpUnix, *unixPath, dir), *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
+	httpSock, note := httpSocketPath(*httpUnix, *unixPath, dir)
+	if note != "" {
+		log.Warn(note)
+	}
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())

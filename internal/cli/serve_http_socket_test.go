@@ -100,3 +100,25 @@ func isNotFound(err error) bool {
 	var ee *exec.Error
 	return errors.As(err, &ee)
 }
+
+func TestHTTPSocketPathIsBesideTheBusSocketAndFitsASocket(t *testing.T) {
+	for _, c := range []struct{ flag, unix, dir, want string }{
+		{"", "", "/data", "/data/busbar-http.sock"},
+		{"", "off", "/data", "/data/busbar-http.sock"},
+		{"", "/run/b1.sock", "/data", "/run/b1-http.sock"},
+		{"/elsewhere/h.sock", "/run/b1.sock", "/data", "/elsewhere/h.sock"},
+		{"off", "", "/data", "off"},
+	} {
+		if got, note := httpSocketPath(c.flag, c.unix, c.dir); got != c.want || note != "" {
+			t.Errorf("httpSocketPath(%q, %q, %q) = %q %q, want %q", c.flag, c.unix, c.dir, got, note, c.want)
+		}
+	}
+	// At the longest socket path, and one byte past it.
+	fits := "/" + strings.Repeat("a", maxSocketPath-len("/-http.sock")) + ".sock"
+	if got, note := httpSocketPath("", fits, "/data"); len(got) != maxSocketPath || note != "" {
+		t.Errorf("a %d-byte path: %q %q", maxSocketPath, got, note)
+	}
+	if got, note := httpSocketPath("", "/a"+fits[1:], "/data"); got != "off" || !strings.Contains(note, "--http-unix") {
+		t.Errorf("a %d-byte path: %q %q, want off with a note", maxSocketPath+1, got, note)
+	}
+}
