@@ -167,7 +167,7 @@ func (c *conn) dispatched() {
 	m := &c.meter
 	if m.timed {
 		m.timed = false
-		c.b.traffic.routing.observe(time.Since(c.now()))
+		c.b.traffic.routing.observe(int64(time.Since(c.now())), latencyBounds)
 	}
 	if m.dirtyIn == 0 || m.hold.Load() {
 		return
@@ -198,7 +198,7 @@ func (c *conn) requestStamp() int64 {
 // when the request was sampled, and its result when it is an error.
 func (b *Broker) answered(cl *call, v *hotpath.View) {
 	if cl.sent != 0 {
-		b.traffic.rtt.observe(time.Since(b.started) - time.Duration(cl.sent))
+		b.traffic.rtt.observe(int64(time.Since(b.started))-cl.sent, latencyBounds)
 	}
 	if res, ok := v.Get(wire.HeaderResult); ok {
 		b.traffic.requestErrors.add(wire.Result(res))
@@ -214,8 +214,9 @@ type traffic struct {
 	requestErrors         resultCounts
 	handshakeFailures     resultCounts
 	stateWrites           atomic.Int64
-	routing, rtt          Histogram
+	routing, rtt          histogram
 	channels              channelRates
+	relay                 relayMeter
 }
 
 // retire keeps a closing connection's published counts.
@@ -322,50 +323,52 @@ func (r *channelRates) count(ch string) {
 	r.mu.Unlock()
 }
 
-// Histogram is a latency histogram with fixed buckets (HistogramBounds),
-// safe for concurrent use.
-type Histogram struct {
-	counts [len(histogramBounds) + 1]atomic.Int64
-	sum    atomic.Int64 // nanoseconds
+// histogram counts observations in fixed buckets, safe for concurrent
+// use. It does not keep its bounds: its owner passes the same ones each
+// time (latencyBounds, sizeBounds).
+type histogram struct {
+	counts [maxBuckets + 1]atomic.Int64
+	sum    atomic.Int64
 }
 
-// histogramBounds are the buckets' upper bounds: 1-2-5 steps from 1 µs to
-// 10 s.
-var histogramBounds = [...]time.Duration{
-	time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond,
-	10 * time.Microsecond, 20 * time.Microsecond, 50 * time.Microsecond,
-	100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+// maxBuckets bounds a histogram's bounds.
+const maxBuckets = 24
+
+// latencyBounds are the latency histograms' upper bounds in nanoseconds:
+// 1-2-5 steps from 1 µs to 10 s.
+var latencyBounds = []int64{
+	1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5,
+	1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8,
+	1e9, 2e9, 5e9, 1e10,
 }
 
-// HistogramBounds returns the buckets' upper bounds; a last bucket holds
-// what is above them.
-func HistogramBounds() []time.Duration { return histogramBounds[:] }
+// sizeBounds are the relay histograms' upper bounds (blobs): 1-2-5 steps
+// from 1 to 10,000.
+var sizeBounds = []int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
 
-func (h *Histogram) observe(d time.Duration) {
-	d = max(d, 0)
+func (h *histogram) observe(v int64, bounds []int64) {
+	v = max(v, 0)
 	i := 0
-	for i < len(histogramBounds) && d > histogramBounds[i] {
+	for i < len(bounds) && v > bounds[i] {
 		i++
 	}
 	h.counts[i].Add(1)
-	h.sum.Add(int64(d))
+	h.sum.Add(v)
 }
 
-// HistogramSnapshot is a Histogram's figures: Counts[i] observations at
-// or under HistogramBounds()[i] (not cumulative), the last one above them.
+// HistogramSnapshot is a histogram's figures: Counts[i] observations at
+// or under Bounds[i] (not cumulative), the last one above them all. A
+// latency histogram's bounds and sum are in nanoseconds.
 type HistogramSnapshot struct {
-	Counts []int64       `json:"counts"`
-	Sum    time.Duration `json:"sum_ns"`
-	Count  int64         `json:"count"`
+	Bounds []int64 `json:"bounds"`
+	Counts []int64 `json:"counts"`
+	Sum    int64   `json:"sum"`
+	Count  int64   `json:"count"`
 }
 
-func (h *Histogram) snapshot() HistogramSnapshot {
-	s := HistogramSnapshot{Counts: make([]int64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
-	for i := range h.counts {
+func (h *histogram) snapshot(bounds []int64) HistogramSnapshot {
+	s := HistogramSnapshot{Bounds: bounds, Counts: make([]int64, len(bounds)+1), Sum: h.sum.Load()}
+	for i := range s.Counts {
 		s.Counts[i] = h.counts[i].Load()
 		s.Count += s.Counts[i]
 	}
@@ -390,8 +393,12 @@ type Traffic struct {
 	// Routing is the sampled routing latency: from the start of routing
 	// the read batch that brought a message to its queueing for every
 	// destination. RoundTrip is the sampled request round trip: from the
-	// request's forwarding to its response's.
+	// request's forwarding to its response's. Both in nanoseconds.
 	Routing, RoundTrip HistogramSnapshot
+	// RelayInbox is the blobs in a device's inbox once a push to it is
+	// stored; RelayBatch is the pushes per group commit (fsync) of the
+	// relay store. Both empty when the broker is not a relay.
+	RelayInbox, RelayBatch HistogramSnapshot
 	// Channels counts sampled messages by channel: multiply by
 	// SampleEvery for an estimate.
 	Channels map[string]int64
@@ -445,7 +452,8 @@ func (b *Broker) Traffic() Traffic {
 	s.Receipts, s.RequestErrors = t.receipts.snapshot(), t.requestErrors.snapshot()
 	s.HandshakeFailures = t.handshakeFailures.snapshot()
 	s.StateWrites = t.stateWrites.Load()
-	s.Routing, s.RoundTrip = t.routing.snapshot(), t.rtt.snapshot()
+	s.Routing, s.RoundTrip = t.routing.snapshot(latencyBounds), t.rtt.snapshot(latencyBounds)
+	s.RelayInbox, s.RelayBatch = t.relay.inbox.snapshot(sizeBounds), t.relay.batch.snapshot(sizeBounds)
 	t.channels.mu.Lock()
 	s.Channels = make(map[string]int64, len(t.channels.n))
 	for ch, p := range t.channels.n {

@@ -3,10 +3,10 @@ package broker
 import (
 	"strconv"
 	"testing"
-	"time"
 	"unsafe"
 
 	"busbar/internal/hotpath"
+	"busbar/relay"
 	"busbar/wire"
 )
 
@@ -97,14 +97,17 @@ func TestEventsKeepTheLastRecentEvents(t *testing.T) {
 }
 
 func TestHistogramBucketsAtTheirBounds(t *testing.T) {
-	var h Histogram
-	h.observe(time.Microsecond)                            // at the first bound: first bucket
-	h.observe(time.Microsecond + 1)                        // just past it: the second
-	h.observe(histogramBounds[len(histogramBounds)-1] + 1) // past the last: the overflow bucket
-	h.observe(-time.Second)                                // a clock step back counts as 0
-	s := h.snapshot()
-	if s.Count != 4 || s.Counts[0] != 2 || s.Counts[1] != 1 || s.Counts[len(s.Counts)-1] != 1 || len(s.Counts) != len(histogramBounds)+1 {
+	var h histogram
+	h.observe(1e3, latencyBounds)                                   // at the first bound: first bucket
+	h.observe(1e3+1, latencyBounds)                                 // just past it: the second
+	h.observe(latencyBounds[len(latencyBounds)-1]+1, latencyBounds) // past the last: the overflow bucket
+	h.observe(-1, latencyBounds)                                    // a clock step back counts as 0
+	s := h.snapshot(latencyBounds)
+	if s.Count != 4 || s.Counts[0] != 2 || s.Counts[1] != 1 || s.Counts[len(s.Counts)-1] != 1 || len(s.Counts) != len(latencyBounds)+1 {
 		t.Fatalf("%+v", s)
+	}
+	if len(latencyBounds) > maxBuckets || len(sizeBounds) > maxBuckets {
+		t.Fatalf("more bounds than a histogram has buckets")
 	}
 }
 
@@ -146,3 +149,29 @@ func benchMeter(b *testing.B, held bool) {
 
 func BenchmarkMeterPublishEachMessage(b *testing.B) { benchMeter(b, false) }
 func BenchmarkMeterWithinABatch(b *testing.B)       { benchMeter(b, true) }
+
+// The relay histograms read a real store: the inbox's size after each
+// push, and a commit's pushes once the next commit's are answered.
+func TestRelayMeterObservesInboxSizesAndCommitBatches(t *testing.T) {
+	store, err := relay.Open(t.TempDir(), relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var m relayMeter
+	for i := range 3 {
+		if _, err := store.Push(t.Context(), "dev", []byte("blob"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+		m.pushed(store, "dev") // one push per commit: each its own fsync
+	}
+	inbox, batch := m.inbox.snapshot(sizeBounds), m.batch.snapshot(sizeBounds)
+	// Blobs 1, 2, 3: the buckets ≤1, ≤2 and ≤5.
+	if inbox.Count != 3 || inbox.Counts[0] != 1 || inbox.Counts[1] != 1 || inbox.Counts[2] != 1 || inbox.Sum != 6 {
+		t.Fatalf("inbox sizes: %+v", inbox)
+	}
+	// The third commit is observed when a fourth one begins.
+	if batch.Count != 2 || batch.Counts[0] != 2 {
+		t.Fatalf("commit batches: %+v", batch)
+	}
+}

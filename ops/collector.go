@@ -127,11 +127,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.keys, float64(keys))
 	gauge(c.tappers, float64(c.b.Tappers()))
 	count(c.tapMissed, float64(c.b.TapMissed()))
-	if rs, ok := c.b.RelayStats(); ok {
-		c.collectRelay(&rs, gauge, count)
-	}
 	t := c.b.Traffic()
 	c.traffic.collect(ch, &t, gauge, count)
+	if rs, ok := c.b.RelayStats(); ok {
+		c.collectRelay(&rs, gauge, count)
+		c.traffic.collectRelay(ch, &t)
+	}
 }
 
 func (c *collector) collectRelay(rs *relay.Stats, gauge, count func(*prometheus.Desc, float64, ...string)) {

@@ -109,6 +109,8 @@ func TestMetricsReadTheBrokersCountersAtScrape(t *testing.T) {
 		"busbar_nodes": "0", "busbar_ready": "1", "busbar_refused_total": "0",
 		`busbar_dropped_total{reason="queue_full"}`: "0", `busbar_dropped_total{reason="peer_refused"}`: "0",
 		`busbar_relay_refused_total{code="inbox_full"}`: "0",
+		"busbar_relay_inbox_blobs_count":                "0", "busbar_relay_fsync_batch_pushes_count": "0",
+		`busbar_messages_in_total{kind="stream"}`: "0", "busbar_routing_latency_seconds_count": "0",
 	} {
 		if got := metric(before, series); got != want {
 			t.Errorf("%s = %q before any traffic, want %s", series, got, want)

@@ -54,6 +54,10 @@ type TrafficStatus struct {
 	// Channels estimates the messages routed per channel: the sampled
 	// count times broker.SampleEvery.
 	Channels map[string]int64 `json:"channels"`
+	// RelayInbox and RelayBatch are the relay histograms (blobs in an
+	// inbox after a push, pushes per fsync); absent when not a relay.
+	RelayInbox *broker.HistogramSnapshot `json:"relay_inbox,omitempty"`
+	RelayBatch *broker.HistogramSnapshot `json:"relay_batch,omitempty"`
 }
 
 // Latency is a histogram in the status.
@@ -65,9 +69,9 @@ type Latency struct {
 }
 
 func latency(h broker.HistogramSnapshot) Latency {
-	l := Latency{Counts: h.Counts, Count: h.Count, SumSeconds: h.Sum.Seconds()}
-	for _, b := range broker.HistogramBounds() {
-		l.Bounds = append(l.Bounds, b.Seconds())
+	l := Latency{Counts: h.Counts, Count: h.Count, SumSeconds: float64(h.Sum) / 1e9}
+	for _, b := range h.Bounds {
+		l.Bounds = append(l.Bounds, float64(b)/1e9)
 	}
 	return l
 }
@@ -106,6 +110,9 @@ func (o Options) ReadStatus() Status {
 	}
 	t := b.Traffic()
 	s.Traffic = trafficStatus(&t)
+	if s.Relay != nil {
+		s.Traffic.RelayInbox, s.Traffic.RelayBatch = &t.RelayInbox, &t.RelayBatch
+	}
 	return s
 }
 

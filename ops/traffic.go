@@ -30,6 +30,7 @@ type trafficDescs struct {
 	stateWrites                                  *prometheus.Desc
 	queued, queuedBytes, queueMax, queueBytesMax *prometheus.Desc
 	routing, roundTrip                           *prometheus.Desc
+	relayInbox, relayBatch                       *prometheus.Desc
 }
 
 func newTrafficDescs(desc func(n, help string, labels ...string) *prometheus.Desc) trafficDescs {
@@ -48,12 +49,14 @@ func newTrafficDescs(desc func(n, help string, labels ...string) *prometheus.Des
 		queueBytesMax:     desc("queue_bytes_max", "Bytes waiting in the fullest outbound queue."),
 		routing:           desc("routing_latency_seconds", "Sampled routing latency: from the start of routing a message's read batch to its queueing for every destination."),
 		roundTrip:         desc("request_round_trip_seconds", "Sampled request round trip: from the request's forwarding to its response's."),
+		relayInbox:        desc("relay_inbox_blobs", "Blobs in a device's durable inbox once a push to it is stored."),
+		relayBatch:        desc("relay_fsync_batch_pushes", "Durable pushes per group commit (fsync) of the relay store."),
 	}
 }
 
 func (d *trafficDescs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{d.msgsIn, d.bytesIn, d.msgsOut, d.bytesOut, d.receipts, d.requestErrors, d.handshakeFailures,
-		d.stateWrites, d.queued, d.queuedBytes, d.queueMax, d.queueBytesMax, d.routing, d.roundTrip}
+		d.stateWrites, d.queued, d.queuedBytes, d.queueMax, d.queueBytesMax, d.routing, d.roundTrip, d.relayInbox, d.relayBatch}
 }
 
 // collect emits the per-message metrics of t.
@@ -78,8 +81,14 @@ func (d *trafficDescs) collect(ch chan<- prometheus.Metric, t *broker.Traffic, g
 	gauge(d.queuedBytes, float64(t.QueuedBytes))
 	gauge(d.queueMax, float64(t.MaxQueued))
 	gauge(d.queueBytesMax, float64(t.MaxQueuedBytes))
-	ch <- histogram(d.routing, &t.Routing)
-	ch <- histogram(d.roundTrip, &t.RoundTrip)
+	ch <- histogram(d.routing, &t.Routing, 1e-9)
+	ch <- histogram(d.roundTrip, &t.RoundTrip, 1e-9)
+}
+
+// collectRelay emits the relay histograms of t.
+func (d *trafficDescs) collectRelay(ch chan<- prometheus.Metric, t *broker.Traffic) {
+	ch <- histogram(d.relayInbox, &t.RelayInbox, 1)
+	ch <- histogram(d.relayBatch, &t.RelayBatch, 1)
 }
 
 // resultLabels is known and every other result in got, sorted.
@@ -98,15 +107,13 @@ func resultLabels(known []wire.Result, got map[string]int64) []string {
 func label(r string) string { return strings.ToLower(r) }
 
 // histogram converts a broker histogram to Prometheus's cumulative one,
-// in seconds.
-func histogram(d *prometheus.Desc, h *broker.HistogramSnapshot) prometheus.Metric {
+// its bounds and sum multiplied by scale (1e-9: nanoseconds to seconds).
+func histogram(d *prometheus.Desc, h *broker.HistogramSnapshot, scale float64) prometheus.Metric {
 	buckets := map[float64]uint64{}
 	var cum uint64
-	for i, b := range broker.HistogramBounds() {
-		if i < len(h.Counts) {
-			cum += uint64(h.Counts[i])
-		}
-		buckets[b.Seconds()] = cum
+	for i, b := range h.Bounds {
+		cum += uint64(h.Counts[i])
+		buckets[float64(b)*scale] = cum
 	}
-	return prometheus.MustNewConstHistogram(d, uint64(h.Count), h.Sum.Seconds(), buckets)
+	return prometheus.MustNewConstHistogram(d, uint64(h.Count), float64(h.Sum)*scale, buckets)
 }

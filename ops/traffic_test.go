@@ -95,6 +95,7 @@ func TestMetricsCountMessagesByKindAndResult(t *testing.T) {
 		`busbar_request_round_trip_seconds_bucket{le="+Inf"}`:  "1",
 		`busbar_queued_messages`:                               "0",
 		`busbar_state_writes_total`:                            "0",
+		`busbar_relay_inbox_blobs_count`:                       "", // not a relay
 	}
 	testbroker.Await(t, 5*time.Second, "the counts", func() error {
 		_, exp, _ := get(t, srv, ops.MetricsPath, "Bearer "+testToken)
