@@ -34,6 +34,11 @@ const MaxLiveClients = 16
 // namespace is shown by its count only.
 const LiveMaxKeys = 100
 
+// liveProbeEvery is how often a feed probes the data directory for its
+// readiness (a file written and synced: not every second), unless the
+// broker is shutting down, which every frame says at once.
+const liveProbeEvery = 10 * time.Second
+
 // liveWriteTimeout bounds how long a frame may wait for a slow page
 // before its feed is closed.
 const liveWriteTimeout = 5 * time.Second
@@ -77,9 +82,16 @@ func (o Options) live(feeds *liveFeeds) http.HandlerFunc {
 func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 	tick := time.NewTicker(LiveInterval)
 	defer tick.Stop()
-	var after uint64
+	var (
+		after    uint64
+		probed   time.Time
+		notReady error
+	)
 	for {
-		f := o.liveFrame(&after)
+		if err := o.Broker.Ready(); err != nil || time.Since(probed) >= liveProbeEvery {
+			notReady, probed = o.notReady(), time.Now()
+		}
+		f := o.liveFrame(&after, notReady)
 		wctx, cancel := context.WithTimeout(ctx, liveWriteTimeout)
 		err := wsjson.Write(wctx, c, f)
 		cancel()
@@ -99,8 +111,8 @@ func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 }
 
 // liveFrame reads a frame; after is the last event sent, advanced.
-func (o Options) liveFrame(after *uint64) LiveFrame {
-	f := LiveFrame{Time: time.Now(), Status: o.ReadStatus(), Keys: map[string][]broker.KeyInfo{}, Events: o.Broker.Events(*after)}
+func (o Options) liveFrame(after *uint64, notReady error) LiveFrame {
+	f := LiveFrame{Time: time.Now(), Status: o.readStatus(notReady), Keys: map[string][]broker.KeyInfo{}, Events: o.Broker.Events(*after)}
 	if n := len(f.Events); n > 0 {
 		*after = f.Events[n-1].Seq
 	}

@@ -91,13 +91,16 @@ func trafficStatus(t *broker.Traffic) TrafficStatus {
 }
 
 // ReadStatus returns the broker's status.
-func (o Options) ReadStatus() Status {
+func (o Options) ReadStatus() Status { return o.readStatus(o.notReady()) }
+
+// readStatus is the status with notReady, the readiness as last probed.
+func (o Options) readStatus(notReady error) Status {
 	b := o.Broker
 	st := b.Stats()
 	s := Status{Broker: b.Name(), Ready: true, Connections: b.Connections(), Nodes: b.Directory(), Services: b.Services(),
 		Namespaces: b.Namespaces(), Counters: map[string]int64{}, Dropped: map[string]int64{}}
-	if err := o.notReady(); err != nil {
-		s.Ready, s.NotReady = false, err.Error()
+	if notReady != nil {
+		s.Ready, s.NotReady = false, notReady.Error()
 	}
 	for _, k := range counters {
 		s.Counters[k.name] = k.get(&st)
