@@ -407,6 +407,17 @@ type Traffic struct {
 	Queued, QueuedBytes, MaxQueued, MaxQueuedBytes int64
 }
 
+// addMeter adds a connection's published counts.
+func (s *Traffic) addMeter(m *meter) {
+	for k := range m.pubIn {
+		in, out := m.pubIn[k].load(), m.pubOut[k].load()
+		s.In[k].Msgs += in.Msgs
+		s.In[k].Bytes += in.Bytes
+		s.Out[k].Msgs += out.Msgs
+		s.Out[k].Bytes += out.Bytes
+	}
+}
+
 // Tally is a count of messages and their bytes.
 type Tally struct {
 	Msgs  int64 `json:"msgs"`
@@ -425,15 +436,16 @@ func (a *atomicTally) load() Tally { return Tally{a.msgs.Load(), a.bytes.Load()}
 func (b *Broker) Traffic() Traffic {
 	t := &b.traffic
 	var s Traffic
+	if cl := b.cl; cl != nil { // links to other brokers route what those send here
+		cl.lmu.Lock()
+		for _, c := range cl.links {
+			s.addMeter(&c.meter)
+		}
+		cl.lmu.Unlock()
+	}
 	b.mu.Lock()
 	for c := range b.conns {
-		for k := range c.meter.pubIn {
-			in, out := c.meter.pubIn[k].load(), c.meter.pubOut[k].load()
-			s.In[k].Msgs += in.Msgs
-			s.In[k].Bytes += in.Bytes
-			s.Out[k].Msgs += out.Msgs
-			s.Out[k].Bytes += out.Bytes
-		}
+		s.addMeter(&c.meter)
 		msgs, bytes := c.out.Depth()
 		s.Queued += int64(msgs)
 		s.QueuedBytes += int64(bytes)
