@@ -407,14 +407,15 @@ type Traffic struct {
 	Queued, QueuedBytes, MaxQueued, MaxQueuedBytes int64
 }
 
-// addMeter adds a connection's published counts.
-func (s *Traffic) addMeter(m *meter) {
-	for k := range m.pubIn {
-		in, out := m.pubIn[k].load(), m.pubOut[k].load()
-		s.In[k].Msgs += in.Msgs
-		s.In[k].Bytes += in.Bytes
-		s.Out[k].Msgs += out.Msgs
-		s.Out[k].Bytes += out.Bytes
+// add adds published counts in and out: a connection's, or the retired
+// ones'.
+func (s *Traffic) add(in, out *[numMsgKinds]atomicTally) {
+	for k := range in {
+		i, o := in[k].load(), out[k].load()
+		s.In[k].Msgs += i.Msgs
+		s.In[k].Bytes += i.Bytes
+		s.Out[k].Msgs += o.Msgs
+		s.Out[k].Bytes += o.Bytes
 	}
 }
 
@@ -439,25 +440,21 @@ func (b *Broker) Traffic() Traffic {
 	if cl := b.cl; cl != nil { // links to other brokers route what those send here
 		cl.lmu.Lock()
 		for _, c := range cl.links {
-			s.addMeter(&c.meter)
+			s.add(&c.meter.pubIn, &c.meter.pubOut)
 		}
 		cl.lmu.Unlock()
 	}
 	b.mu.Lock()
 	for c := range b.conns {
-		s.addMeter(&c.meter)
+		s.add(&c.meter.pubIn, &c.meter.pubOut)
 		msgs, bytes := c.out.Depth()
 		s.Queued += int64(msgs)
 		s.QueuedBytes += int64(bytes)
 		s.MaxQueued = max(s.MaxQueued, int64(msgs))
 		s.MaxQueuedBytes = max(s.MaxQueuedBytes, int64(bytes))
 	}
-	for k := range s.In {
-		in, out := t.retiredIn[k].load(), t.retiredOut[k].load()
-		s.In[k].Msgs += in.Msgs
-		s.In[k].Bytes += in.Bytes
-		s.Out[k].Msgs += out.Msgs
-		s.Out[k].Bytes += out.Bytes
+	s.add(&t.retiredIn, &t.retiredOut)
+	for k := range s.Answers {
 		s.Answers[k] = t.answers[k].load()
 	}
 	b.mu.Unlock()
