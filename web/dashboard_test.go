@@ -135,6 +135,12 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 	await("the namespace's key", "#namespaces tbody", "widgets = 3")
 	await("the state event", "#events tbody", "inventory")
 
+	// A send nobody hears: a delivery issue, listed from its receipt.
+	if r, err := pub.Scope("p").Channel("nobody.listens").Send(cctx, "gonode", []byte("x")); err != nil || r.Result != "NO_SUBSCRIBER" {
+		t.Fatalf("send: %+v %v", r, err)
+	}
+	await("the delivery issue", "#events tbody", "receipt NO_SUBSCRIBER+1")
+
 	// Refused logins: the counter changes, and the refusals are listed.
 	for range 3 {
 		if _, err := testclient.DialClient(e, "intruder", func(o *client.Options) { o.Credential = auth.Credential{Principal: "local", Secret: "wrong"} }); err == nil {
