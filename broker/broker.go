@@ -53,7 +53,9 @@ type Broker struct {
 	sweeper sync.WaitGroup
 	stop    chan struct{} // closed by Shutdown
 
-	stats stats
+	stats   stats
+	traffic traffic   // per-message metrics (metrics_counters.go)
+	events  eventRing // recent events for the dashboard (metrics_events.go)
 }
 
 // New returns a broker with opts (see Options for defaults).
@@ -185,6 +187,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 		// Debug: a flood of connections that never log in would otherwise
 		// write a line each; evictions and refusals are logged, throttled.
 		b.log.Debug("handshake failed", "remote", remote(nc), "err", clip(err.Error()))
+		b.handshakeFailed(c)
 		c.finish()
 		return
 	}
@@ -254,6 +257,7 @@ func (b *Broker) untrack(c *conn) {
 		b.external--
 	}
 	b.stats.expiredInQueue.Add(c.out.Expired()) // under mu: Stats never counts c twice
+	b.traffic.retire(&c.meter)                  // under mu: Traffic never counts c twice
 	b.mu.Unlock()
 	b.serving.Done()
 }
@@ -269,6 +273,7 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 			c.readAt.Store(0) // the next frame may need a read
 		}
 		frame, err := r.ReadFrame()
+		c.meter.batch(r.FrameReady())
 		switch {
 		case err == nil:
 		case errors.Is(err, wire.ErrMalformed): // the stream is in sync

@@ -51,6 +51,9 @@ func (cl *cluster) link(name string) *conn {
 	nc := &linkConn{cl: cl, subject: cl.linkSubject(name, cl.b.opts.Name), closed: make(chan struct{})}
 	c := newConn(cl.b, nc)
 	c.node, c.addr, c.peer = name, name+".bus", true
+	if old := cl.links[name]; old != nil {
+		cl.b.traffic.retire(&old.meter) // under lmu, as it leaves the map: Traffic never counts it twice
+	}
 	cl.links[name] = c
 	cl.linkWG.Add(2)
 	go func() {
@@ -63,6 +66,7 @@ func (cl *cluster) link(name string) *conn {
 		cl.lmu.Lock()
 		if cl.links[name] == c {
 			delete(cl.links, name)
+			cl.b.traffic.retire(&c.meter)
 		}
 		cl.lmu.Unlock()
 		cl.b.dropPending(c) // calls waiting on that broker fail: DISCONNECT

@@ -519,6 +519,7 @@ func (b *Broker) homePush(from string, m *nats.Msg) *refusal {
 			cl.answerRelay(from, reqID, pushRefusal(err), nil)
 			return
 		}
+		b.traffic.relay.pushed(r.store, id.String())
 		cl.answerRelay(from, reqID, nil, strconv.AppendUint(nil, uint64(seq), 10))
 	})
 	if err != nil {

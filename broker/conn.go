@@ -59,6 +59,7 @@ type conn struct {
 
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
+	meter   meter       // traffic counters (metrics_counters.go)
 
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
@@ -116,6 +117,7 @@ func (c *conn) writeLoop() {
 		return
 	}
 	c.b.stats.slowConsumers.Add(1)
+	c.b.events.add(Event{Kind: EventSlow, Node: node, Text: err.Error()})
 	c.setReason(wire.ResultSlow)
 	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
 }

@@ -42,6 +42,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 		}
 		if now.Sub(time.Unix(0, c.lastRead.Load())) > b.opts.LeaseTimeout {
 			b.stats.leaseExpired.Add(1)
+			b.events.add(Event{Kind: EventLease, Node: c.node})
 			b.log.Warn("lease expired; dropping node", "node", c.node, "epoch", c.epoch)
 			c.closeWith(wire.ResultLease, "no frame within the lease of "+b.opts.LeaseTimeout.String())
 			b.retire(c) // now, not when its writer gives up on the dead peer

@@ -66,3 +66,41 @@ func (b *Broker) RelayStats() (st relay.Stats, ok bool) {
 	}
 	return b.relay.store.Stats(), true
 }
+
+// KeyInfo is one key of a state namespace, as an operator sees it.
+type KeyInfo struct {
+	Key     string `json:"key"`
+	Version uint64 `json:"ver"`
+	Source  string `json:"src"`
+	Deleted bool   `json:"del,omitempty"`
+	Open    bool   `json:"open,omitempty"`
+	// Value is the value's JSON, clipped to maxValuePreview bytes.
+	Value string `json:"value,omitempty"`
+}
+
+// maxValuePreview bounds the value NamespaceKeys shows of each key.
+const maxValuePreview = 120
+
+// NamespaceKeys returns the keys of namespace ns, sorted, when it holds
+// at most limit of them; ok is false when it holds more (or none by that
+// name): listing a large namespace would hold its lock too long.
+func (b *Broker) NamespaceKeys(ns string, limit int) (keys []KeyInfo, ok bool) {
+	s := &b.state
+	s.mu.Lock()
+	n := s.spaces[ns]
+	if n == nil || n.Len() > limit {
+		s.mu.Unlock()
+		return nil, false
+	}
+	snap := n.Snapshot()
+	s.mu.Unlock()
+	keys = make([]KeyInfo, 0, len(snap.Entries))
+	for _, e := range snap.Entries {
+		k := KeyInfo{Key: e.Key, Version: e.Version, Source: e.Source, Deleted: e.Deleted, Open: e.Open, Value: string(e.Value)}
+		if len(k.Value) > maxValuePreview {
+			k.Value = k.Value[:maxValuePreview] + "…"
+		}
+		keys = append(keys, k)
+	}
+	return keys, true
+}

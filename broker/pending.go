@@ -33,6 +33,7 @@ type call struct {
 	deadline time.Time
 	pub      *publication // callPublish
 	nodes    []string     // callPublish on a link: the other broker's candidates it answers for
+	sent     int64        // a sampled request's forwarding, ns after Broker.started; 0: not sampled (metrics_counters.go)
 }
 
 // MaxPublishAnswerLead bounds how long before its deadline a publication
@@ -239,6 +240,7 @@ func (b *Broker) timeOutPub(pub *publication) {
 // recordPub records a result and sends the publication's outcome when it
 // completes.
 func (b *Broker) recordPub(pub *publication, node string, r wire.Result) {
+	b.traffic.receipts.add(r)
 	if b.pend.record(pub, node, r) {
 		b.sendPublished(pub)
 	}

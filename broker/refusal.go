@@ -141,6 +141,7 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 			m.Set(wire.HeaderReplyTo, s.id)
 		}
 	}
+	b.traffic.refusal(s.kind, r.result)
 	if s.kind != kindSend {
 		m.Set(wire.HeaderRC, strconv.Itoa(int(kindRC[s.kind])))
 		m.Set(wire.HeaderResult, string(r.result))
@@ -170,15 +171,19 @@ func receiptResult(r wire.Result) wire.Result {
 // strings are clipped and cloned: they may alias the read buffer.
 func (b *Broker) logRefused(c *conn, op, channel, why string) {
 	b.stats.refused.Add(1)
+	b.events.add(Event{Kind: EventRefused, Node: c.node, Subject: op + " " + channel, Text: strings.Clone(clip(why))})
 	b.log.Warn("refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
 }
 
 // post queues an answer the broker owes c, counting it when c's queue
 // cannot take it.
 func (b *Broker) post(c *conn, m *wire.Message) {
+	k, n := postedKind(m), m.WireLen()
 	if !c.out.Enqueue(m, time.Time{}) {
 		b.stats.drop(DropAnswerUndeliverable)
+		return
 	}
+	b.traffic.answers[k].add(tally{1, int64(n)})
 }
 
 // reply answers the control request s with body (rc 0).

@@ -185,6 +185,7 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 			b.answer(c, answer, pushRefusal(err))
 			return
 		}
+		b.traffic.relay.pushed(b.relay.store, id.String())
 		b.reply(c, answer, strconv.AppendUint(nil, uint64(seq), 10))
 	})
 	if err != nil {

@@ -34,6 +34,8 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 		return
 	}
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
+	c.countIn(v, len(frame))
+	defer c.dispatched()
 	if v.IsHeartbeat() {
 		return
 	}
@@ -147,7 +149,9 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 		}
 		if reason, ok := d.enqueueStream(f, deadline); !ok {
 			b.stats.drop(reason)
+			return
 		}
+		c.countOut(MsgStream, len(f.B))
 	}
 	if !hasTo {
 		for _, d := range b.dir.subscribers(channel) {
@@ -315,13 +319,14 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if dest.peer && !b.cl.frameFits(f) {
 		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.nc.MaxPayload())
 	}
-	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline}) {
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp()}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
 	if !dest.out.EnqueueFrame(f, deadline) {
 		b.pend.take(dest, s.id, k)
 		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
 	}
+	c.countOut(callMsgKinds[k], len(f.B))
 	return nil
 }
 
@@ -510,6 +515,9 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 	}
 	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
 		b.stats.drop(DropAnswerUndeliverable)
+	} else {
+		c.countOut(MsgResponse, len(f.B))
+		b.answered(cl, v)
 	}
 	f.Release()
 }
@@ -604,5 +612,6 @@ func (b *Broker) sendReceipt(to *conn, id, from string, r wire.Result) {
 	if from != "" {
 		m.Set(wire.HeaderFrom, from)
 	}
+	b.traffic.receipts.add(r)
 	b.post(to, m)
 }

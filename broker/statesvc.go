@@ -108,6 +108,7 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *r
 	n.Commit(e)
 	n.Advance()
 	s.notifyLocked(n.Delta(e, seq))
+	b.stateWritten(c, d.NS, d.Key, d.Deleted, seq)
 	b.cl.replicateState(n, e) // to every other broker (cluster_state.go)
 	return state.Result{Applied: true, Found: true, Entry: e}, nil
 }

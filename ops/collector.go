@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,7 @@ type collector struct {
 	relayPushes, relayFsyncs, relayAcks           *prometheus.Desc
 	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
 	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
+	traffic                                       trafficDescs
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -76,13 +78,14 @@ func newCollector(b *broker.Broker) *collector {
 	for _, k := range counters {
 		c.counters = append(c.counters, desc(k.name+"_total", k.help))
 	}
+	c.traffic = newTrafficDescs(desc)
 	return c
 }
 
 func (c *collector) all() []*prometheus.Desc {
-	return append([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
+	return slices.Concat([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
-		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters...)
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters, c.traffic.all())
 }
 
 // Describe implements prometheus.Collector.
@@ -124,8 +127,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.keys, float64(keys))
 	gauge(c.tappers, float64(c.b.Tappers()))
 	count(c.tapMissed, float64(c.b.TapMissed()))
+	t := c.b.Traffic()
+	c.traffic.collect(ch, &t, gauge, count)
 	if rs, ok := c.b.RelayStats(); ok {
 		c.collectRelay(&rs, gauge, count)
+		c.traffic.collectRelay(ch, &t)
 	}
 }
 

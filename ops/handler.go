@@ -65,6 +65,7 @@ func Register(mux *http.ServeMux, o Options) {
 	mux.Handle("GET "+ReadyPath, o.guard(http.HandlerFunc(o.ready)))
 	mux.Handle("GET "+StatusPath, o.guard(http.HandlerFunc(o.status)))
 	mux.Handle("GET "+DashboardPath+"{$}", o.guard(http.HandlerFunc(serveDashboard)))
+	mux.Handle("GET "+LivePath, o.guard(o.live(&liveFeeds{})))
 }
 
 func serveDashboard(w http.ResponseWriter, r *http.Request) {

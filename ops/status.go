@@ -28,16 +28,79 @@ type Status struct {
 	// Relay is the durable relay store's figures; absent when this broker
 	// is not a relay.
 	Relay *relay.Stats `json:"relay,omitempty"`
+	// Traffic is the per-message metrics (docs/operations.md#the-status-api).
+	Traffic TrafficStatus `json:"traffic"`
+}
+
+// TrafficStatus is the per-message metrics in the status: what the
+// metrics of the same names say, by label value.
+type TrafficStatus struct {
+	In  map[string]broker.Tally `json:"in"`  // busbar_messages_in_total, busbar_bytes_in_total by kind
+	Out map[string]broker.Tally `json:"out"` // busbar_messages_out_total, busbar_bytes_out_total by kind
+	// Receipts, RequestErrors and HandshakeFailures count by result.
+	Receipts          map[string]int64 `json:"receipts"`
+	RequestErrors     map[string]int64 `json:"request_errors"`
+	HandshakeFailures map[string]int64 `json:"handshake_failures"`
+	StateWrites       int64            `json:"state_writes"`
+	Queued            int64            `json:"queued_messages"`
+	QueuedBytes       int64            `json:"queued_bytes"`
+	QueueMax          int64            `json:"queue_messages_max"`
+	QueueBytesMax     int64            `json:"queue_bytes_max"`
+	// Routing and RoundTrip are the sampled latency histograms: Bounds
+	// are the buckets' upper bounds in seconds, Counts the observations
+	// in each (not cumulative; one more for above the last bound).
+	Routing   Latency `json:"routing"`
+	RoundTrip Latency `json:"round_trip"`
+	// Channels estimates the messages routed per channel: the sampled
+	// count times broker.SampleEvery.
+	Channels map[string]int64 `json:"channels"`
+	// RelayInbox and RelayBatch are the relay histograms (blobs in an
+	// inbox after a push, pushes per fsync); absent when not a relay.
+	RelayInbox *broker.HistogramSnapshot `json:"relay_inbox,omitempty"`
+	RelayBatch *broker.HistogramSnapshot `json:"relay_batch,omitempty"`
+}
+
+// Latency is a histogram in the status.
+type Latency struct {
+	Bounds     []float64 `json:"bounds"`
+	Counts     []int64   `json:"counts"`
+	Count      int64     `json:"count"`
+	SumSeconds float64   `json:"sum_seconds"`
+}
+
+func latency(h broker.HistogramSnapshot) Latency {
+	l := Latency{Counts: h.Counts, Count: h.Count, SumSeconds: float64(h.Sum) / 1e9}
+	for _, b := range h.Bounds {
+		l.Bounds = append(l.Bounds, float64(b)/1e9)
+	}
+	return l
+}
+
+func trafficStatus(t *broker.Traffic) TrafficStatus {
+	s := TrafficStatus{In: map[string]broker.Tally{}, Out: map[string]broker.Tally{},
+		Receipts: t.Receipts, RequestErrors: t.RequestErrors, HandshakeFailures: t.HandshakeFailures,
+		StateWrites: t.StateWrites, Queued: t.Queued, QueuedBytes: t.QueuedBytes, QueueMax: t.MaxQueued, QueueBytesMax: t.MaxQueuedBytes,
+		Routing: latency(t.Routing), RoundTrip: latency(t.RoundTrip), Channels: map[string]int64{}}
+	for _, k := range broker.MsgKinds() {
+		s.In[k.String()], s.Out[k.String()] = t.In[k], t.Sent(k)
+	}
+	for ch, n := range t.Channels {
+		s.Channels[ch] = n * broker.SampleEvery
+	}
+	return s
 }
 
 // ReadStatus returns the broker's status.
-func (o Options) ReadStatus() Status {
+func (o Options) ReadStatus() Status { return o.readStatus(o.notReady()) }
+
+// readStatus is the status with notReady, the readiness as last probed.
+func (o Options) readStatus(notReady error) Status {
 	b := o.Broker
 	st := b.Stats()
 	s := Status{Broker: b.Name(), Ready: true, Connections: b.Connections(), Nodes: b.Directory(), Services: b.Services(),
 		Namespaces: b.Namespaces(), Counters: map[string]int64{}, Dropped: map[string]int64{}}
-	if err := o.notReady(); err != nil {
-		s.Ready, s.NotReady = false, err.Error()
+	if notReady != nil {
+		s.Ready, s.NotReady = false, notReady.Error()
 	}
 	for _, k := range counters {
 		s.Counters[k.name] = k.get(&st)
@@ -47,6 +110,11 @@ func (o Options) ReadStatus() Status {
 	}
 	if rs, ok := b.RelayStats(); ok {
 		s.Relay = &rs
+	}
+	t := b.Traffic()
+	s.Traffic = trafficStatus(&t)
+	if s.Relay != nil {
+		s.Traffic.RelayInbox, s.Traffic.RelayBatch = &t.RelayInbox, &t.RelayBatch
 	}
 	return s
 }

@@ -2,7 +2,8 @@ package web_test
 
 // The operator's dashboard (package ops) in headless Chromium: it loads
 // with the token, shows a node that connects during the test, updates a
-// counter live, and is refused without the token. A screenshot is left in
+// counter and a stream rate live over its WebSocket feed (no reload), lists
+// a state write, and is refused without the token. A screenshot is left in
 // the test's temporary directory, or in $BUSBAR_SCREENSHOTS, for a person
 // to look at.
 
@@ -81,13 +82,18 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	await("the first status", "#ready", "ready")
+	await("the live feed", "#live", "live")
 	if loc, err := chromedp.Run(tctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
 		t.Fatalf("the address bar keeps the token: %q %v", loc, err)
+	}
+	// A marker a reload would wipe: everything below arrives live.
+	if _, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`window.loadedOnce = true`)); err != nil {
+		t.Fatal(err)
 	}
 
 	// A node connects: the page shows it, with its subscription.
 	c := testclient.Connect(t, e, "gonode")
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer ccancel()
 	if _, err := c.Scope("p").Channel("orders.new").Subscribe(cctx, func(context.Context, *client.Message) {}); err != nil {
 		t.Fatal(err)
@@ -95,13 +101,57 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 	await("the node", "#nodes tbody", "gonode")
 	await("its subscription", "#nodes tbody", "orders.new")
 
-	// Refused logins: the counter changes without a reload.
+	// Streams flow: the page shows a stream rate above 0, the channel,
+	// and draws the rate chart.
+	pub := testclient.Connect(t, e, "pubnode")
+	orders := pub.Scope("p").Channel("orders.new")
+	testbroker.Await(t, 20*time.Second, "a live stream rate", func() error {
+		for range 50 {
+			if err := orders.Emit(cctx, []byte("tick")); err != nil {
+				return err
+			}
+		}
+		r, err := chromedp.Run(tctx, chromedp.Evaluate[float64](`(() => {
+			const row = [...document.querySelectorAll("#kinds tbody tr")].find(r => r.cells[0].textContent === "stream");
+			return row ? Number(row.cells[2].textContent) : 0;
+		})()`))
+		if err != nil {
+			return err
+		}
+		if r <= 0 {
+			return errors.New("the stream rate shows 0")
+		}
+		return nil
+	})
+	await("the channel", "#channels tbody", "orders.new")
+	if n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart-rates path").length`)); err != nil || n == 0 {
+		t.Fatalf("the rate chart has %d lines: %v", n, err)
+	}
+
+	// A state write: the namespace lists its key, and the events show it.
+	if _, err := c.State("inventory").Set(cctx, "widgets", 3); err != nil {
+		t.Fatal(err)
+	}
+	await("the namespace's key", "#namespaces tbody", "widgets = 3")
+	await("the state event", "#events tbody", "inventory")
+
+	// A send nobody hears: a delivery issue, listed from its receipt.
+	if r, err := pub.Scope("p").Channel("nobody.listens").Send(cctx, "gonode", []byte("x")); err != nil || r.Result != "NO_SUBSCRIBER" {
+		t.Fatalf("send: %+v %v", r, err)
+	}
+	await("the delivery issue", "#events tbody", "receipt NO_SUBSCRIBER+1")
+
+	// Refused logins: the counter changes, and the refusals are listed.
 	for range 3 {
 		if _, err := testclient.DialClient(e, "intruder", func(o *client.Options) { o.Credential = auth.Credential{Principal: "local", Secret: "wrong"} }); err == nil {
 			t.Fatal("a wrong secret connected")
 		}
 	}
 	await("the refusals", "#counters tbody", "refused3")
+	await("the failed logins", "#results tbody", "AUTH3")
+	if again, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`window.loadedOnce === true`)); err != nil || !again {
+		t.Fatalf("the page reloaded: %v %v", again, err)
+	}
 
 	png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
 	if err != nil {

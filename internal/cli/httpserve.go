@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,20 +29,26 @@ const httpReadHeaderTimeout = 5 * time.Second
 // errHTTPSNeedsCert is a usage error of serve's.
 var errHTTPSNeedsCert = errors.New("--https needs --tls-cert and --tls-key")
 
-// httpListener is one HTTP server of serve (plain or TLS) and the
-// WebSocketListener the broker serves behind it.
+// httpSocketSuffix names the HTTP socket after the bus's: busbar.sock's is
+// busbar-http.sock, beside it (docs/operations.md#the-http-socket), so two
+// brokers whose sockets share a directory do not share an HTTP socket.
+const httpSocketSuffix = "-http.sock"
+
+// httpListener is one HTTP server of serve (plain, TLS, or on a Unix
+// socket) and the WebSocketListener the broker serves behind it.
 type httpListener struct {
 	url  string // what a page connects to: ws://host:port/bus
-	page string // the listener's own base URL: http://host:port
+	page string // the listener's own base URL: http://host:port; empty on a Unix socket
+	sock string // the Unix socket's path, when it is one
 	bus  *transport.WebSocketListener
 	srv  *http.Server
 	ln   net.Listener
 }
 
-// listenHTTP opens the HTTP listeners --http and --https ask for ("off" or
-// empty: none). origins is --ws-origin's comma list; the operator's
-// endpoints (package ops) are served on each listener.
-func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string, operator ops.Options) ([]*httpListener, error) {
+// listenHTTP opens the HTTP listeners --http, --https and --http-unix ask
+// for ("off" or empty: none). origins is --ws-origin's comma list; the
+// operator's endpoints (package ops) are served on each listener.
+func listenHTTP(httpAddr, httpsAddr, sock string, tlsCfg *tls.Config, origins string, operator ops.Options) ([]*httpListener, error) {
 	var out []*httpListener
 	fail := func(err error) ([]*httpListener, error) {
 		for _, h := range out {
@@ -65,10 +73,7 @@ func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string, 
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", a.flag, err))
 		}
-		h := &httpListener{ln: ln, bus: transport.NewWebSocketListener(ln.Addr(), opts)}
-		mux := web.Handler(h.bus)
-		ops.Register(mux, operator)
-		h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+		h := newHTTPListener(ln, opts, operator)
 		h.url = "ws://" + ln.Addr().String() + transport.WebSocketPath
 		h.page = "http://" + ln.Addr().String()
 		if a.tls {
@@ -78,7 +83,26 @@ func listenHTTP(httpAddr, httpsAddr string, tlsCfg *tls.Config, origins string, 
 		}
 		out = append(out, h)
 	}
+	if sock != "" && sock != "off" {
+		// 0600 in its directory (transport.Listen), so only the broker's
+		// OS user connects; the token is still asked for.
+		ln, err := transport.Listen(transport.Endpoint{Scheme: transport.SchemeUnix, Address: sock}, nil)
+		if err != nil {
+			return fail(fmt.Errorf("--http-unix: %w", err))
+		}
+		h := newHTTPListener(ln, opts, operator)
+		h.sock, h.url = sock, "unix://"+sock
+		out = append(out, h)
+	}
 	return out, nil
+}
+
+func newHTTPListener(ln net.Listener, opts transport.WebSocketOptions, operator ops.Options) *httpListener {
+	h := &httpListener{ln: ln, bus: transport.NewWebSocketListener(ln.Addr(), opts)}
+	mux := web.Handler(h.bus)
+	ops.Register(mux, operator)
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+	return h
 }
 
 // serve runs the HTTP server until close.
@@ -98,8 +122,9 @@ func (h *httpListener) close(ctx context.Context) {
 	_ = h.ln.Close() // when it was never served
 }
 
-// serveHTTPFlags opens what serve's --http, --https and --ws-origin ask for.
-func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string, operator ops.Options) ([]*httpListener, error) {
+// serveHTTPFlags opens what serve's --http, --https, --http-unix and
+// --ws-origin ask for.
+func serveHTTPFlags(httpAddr, httpsAddr, sock, cert, key, origins string, operator ops.Options) ([]*httpListener, error) {
 	var cfg *tls.Config
 	if httpsAddr != "" && httpsAddr != "off" {
 		if cert == "" || key == "" {
@@ -110,7 +135,40 @@ func serveHTTPFlags(httpAddr, httpsAddr, cert, key, origins string, operator ops
 			return nil, err
 		}
 	}
-	return listenHTTP(httpAddr, httpsAddr, cfg, origins, operator)
+	return listenHTTP(httpAddr, httpsAddr, sock, cfg, origins, operator)
+}
+
+// maxSocketPath is the longest path a Unix socket may have (sun_path is
+// 108 bytes on Linux, with its terminating NUL).
+const maxSocketPath = 107
+
+// httpSocketPath is --http-unix's path: as given, or beside the bus's
+// Unix socket, named after it (the default socket's when that is off).
+// A default path too long for a socket is "off", with a note saying so:
+// the bus's own socket may just fit where the longer name does not.
+func httpSocketPath(flag, unixPath, dir string) (path, note string) {
+	if flag != "" {
+		return flag, ""
+	}
+	if unixPath == "" || unixPath == "off" {
+		unixPath = filepath.Join(dir, socketName)
+	}
+	path = strings.TrimSuffix(unixPath, filepath.Ext(unixPath)) + httpSocketSuffix
+	if len(path) > maxSocketPath {
+		return "off", "no HTTP socket: " + path + " is longer than a socket path may be; set --http-unix"
+	}
+	return path, ""
+}
+
+// announce prints where h listens: a URL a page connects to and the
+// dashboard's, or, on a Unix socket, how to reach it.
+func (h *httpListener) announce(w io.Writer, token string) {
+	if h.sock != "" {
+		fmt.Fprintf(w, "busbar: HTTP on unix://%s (curl --unix-socket %s http://busbar%s)\n", h.sock, h.sock, ops.ReadyPath)
+		return
+	}
+	fmt.Fprintf(w, "busbar: listening on %s\n", h.url)
+	fmt.Fprintf(w, "busbar: dashboard at %s\n", h.dashboardURL(token))
 }
 
 // dashboardURL is the URL serve prints for a person to open: the

@@ -37,6 +37,7 @@ func runServe(args []string, stdio IO) int {
 	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
 	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
 	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
+	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
 	name := fs.String("name", broker.DefaultName, "the broker's own node name")
@@ -145,7 +146,11 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitFail
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
+	httpSock, note := httpSocketPath(*httpUnix, *unixPath, dir)
+	if note != "" {
+		log.Warn(note)
+	}
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
@@ -180,8 +185,7 @@ func runServe(args []string, stdio IO) int {
 	// Before the stream listeners: a script that waits for the tcp line
 	// has the ws line too.
 	for _, h := range hls {
-		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", h.url)
-		fmt.Fprintf(stdio.Stdout, "busbar: dashboard at %s\n", h.dashboardURL(token))
+		h.announce(stdio.Stdout, token)
 		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
 		wg.Go(func() {
 			if err := h.serve(); err != nil {

@@ -283,6 +283,14 @@ func (q *Queue) LastWrite() time.Time { return time.Unix(0, q.lastWrite.Load()) 
 // Expired counts messages dropped because their deadline passed in the queue.
 func (q *Queue) Expired() int64 { return q.expired.Load() }
 
+// Depth is what the queue holds, for an operator: messages waiting and
+// the bytes they count against MaxBytes (the batch being written included).
+func (q *Queue) Depth() (msgs, bytes int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items), q.bytes + q.writing
+}
+
 // Run writes until Close, or until a write fails (then it closes the queue
 // itself and returns the error). It closes the connection before it returns,
 // which unblocks the connection's reader.
