@@ -474,7 +474,7 @@ var valueNames = map[string]string{
 	"service": "NAME", "version": "VERSION", "target": "TARGET", "medium": "MEDIUM",
 	"command": "NAME=DESCRIPTION", "announce": "SERVICE", "app": "NAME", "ca": "FILE",
 	"nats-prefix": "PREFIX", "addon-id": "ID", "export-state": "NS[,NS...]", "export-events": "CHANNEL[,CHANNEL...]",
-	"config": "FILE", "http": "ADDR", "https": "ADDR", "nats-relays": "NAME[,NAME...]", "ws-origin": "ORIGIN[,ORIGIN...]",
+	"config": "FILE", "http": "ADDR", "http-unix": "PATH", "https": "ADDR", "nats-relays": "NAME[,NAME...]", "ws-origin": "ORIGIN[,ORIGIN...]",
 	"out": "FILE", "nodes": "NAME[,NAME...]", "node": "NODE[,NODE...]",
 	"send": "PATTERN[,...]", "request": "PATTERN[,...]", "publish": "PATTERN[,...]", "subscribe": "PATTERN[,...]",
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
