@@ -357,9 +357,11 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	}
 	defer nc.Close()
 	before := u.brokers[0].Broker.Stats().Drops[broker.DropPeerRefused]
-	// One NATS message of length-prefixed frames, as a link sends them: b2
-	// speaking for b3's node, for b1's own, and for itself.
-	var batch []byte
+	// One NATS message of length-prefixed frames, as a link sends them
+	// (behind its header: epoch, offset, frame number): b2 speaking for
+	// b3's node, for b1's own, and for itself.
+	batch := make([]byte, 24)
+	binary.BigEndian.PutUint64(batch, 7)
 	for i, from := range []string{"gamma.bus", "alpha.bus", "b2.bus"} {
 		m := wire.New(wire.TypeEvent, "ev").WithHeader(wire.HeaderID, fmt.Sprint("f", i)).WithHeader(wire.HeaderTo, "alpha").
 			WithHeader(wire.HeaderFrom, from).WithBody([]byte(from))
@@ -378,7 +380,7 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 	}
 	// A batch cut short (its frame claims more bytes than follow) is
 	// refused, counted once, and breaks nothing.
-	if err := nc.Publish("busbar.to.b1.b2", append(binary.BigEndian.AppendUint32(nil, 100), "---\n"...)); err != nil {
+	if err := nc.Publish("busbar.to.b1.b2", append(binary.BigEndian.AppendUint32(make([]byte, 24), 100), "---\n"...)); err != nil {
 		t.Fatal(err)
 	}
 	testbroker.Eventually(t, 5*time.Second, "the short batch refused", func() bool {
