@@ -91,8 +91,8 @@ type ClusterOptions struct {
 	// traffic to this broker: past it NATS drops whole batches, counted
 	// as DropLinkLost. Its message limit is LinkPendingBytes / 32. Default
 	// DefaultClusterLinkPendingBytes, which senders paced by LinkWindow
-	// reach only when more than LinkPendingBytes / (LinkWindow + NATS's
-	// max_payload) brokers, 32 with the defaults, send at once.
+	// reach only when more than LinkPendingBytes / (LinkWindow + 2 ×
+	// NATS's max_payload) brokers, 21 with the defaults, send at once.
 	LinkPendingBytes int
 }
 

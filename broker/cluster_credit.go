@@ -15,13 +15,20 @@ package broker
 //
 // Every link message starts with a header of three big-endian uint64s:
 // the link's epoch (random per link opened, so a restarted link or
-// broker starts over), the offset of its frames in the epoch's byte
-// stream and the number of frames sent before it. A grant, on
+// broker starts over), the bytes of the link messages (headers
+// included; probes, which take no room, excepted) published before it in
+// the epoch, and the number of frames sent before it. Counting whole messages makes the bound exact in the
+// NATS client's own terms: what waits there for the receiver is at most
+// its window, the one message the sender may start with any credit left,
+// and the one being taken in (NATS counts it until its handler returns):
+// LinkWindow + 2 × max_payload, and 24 bytes a probe. A grant, on
 // <prefix>.credit.<sender>.<receiver>, is the epoch and the new limit.
 // Offsets make a grant cumulative, so a lost grant is made good by the
 // next one; frame numbers make a loss visible: a message whose number is
 // past the one expected counts the frames between as lost
-// (DropLinkLost). A sender with no credit sends, every linkProbeInterval,
+// (DropLinkLost), and so does the first message of an epoch that does
+// not start at 0, unless the sender had a grant for it already (then a
+// previous process of the receiver took the frames before). A sender with no credit sends, every linkProbeInterval,
 // an empty message (a probe) that the receiver always answers with a
 // grant: lost grants, and lost batches that would otherwise hold credit
 // for ever, are repaired by it. A sender that gets no credit for the
@@ -35,6 +42,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"busbar/internal/sendq"
 )
 
 // Defaults and bounds of the links' flow control (docs/cluster.md#flow-control).
@@ -50,7 +59,7 @@ const (
 	// DefaultClusterLinkPendingBytes is ClusterOptions.LinkPendingBytes'
 	// default: what the NATS client keeps of the links' traffic before
 	// dropping (nats.go's own default for a subscription). Paced senders
-	// each keep at most LinkWindow + NATS's max_payload there.
+	// each keep at most LinkWindow + 2 × NATS's max_payload there.
 	DefaultClusterLinkPendingBytes = 64 << 20
 
 	linkInitialCredit = 64 << 10
@@ -67,7 +76,51 @@ const (
 	// epoch or a probe), so a busy link costs a grant per quarter window.
 	linkGrantEvery = 4
 	creditLen      = 16 // epoch, limit
+	// linkStall bounds a producer's wait for room in a full link's queue
+	// without the link making progress, where a node's connection gets
+	// streamStall (2 ms) and is taken for stuck after stuckAfter (250 ms).
+	// Room on a link comes with the receiver's grants, a NATS round trip
+	// apart: some 100 µs on an idle machine, but with every process of a
+	// bus busy on two shared cores a grant took up to 135 ms to arrive
+	// (b2's publish to b1's handler, all in one test process), and a link
+	// that was paced, not stuck, lost messages with either bound.
+	linkStall = 500 * time.Millisecond
+	// linkGranted marks, in a link message's frame number, a sender that
+	// has had a grant for its epoch: a receiver that sees an epoch for the
+	// first time counts the frames before it as lost only when the mark is
+	// missing (else an earlier process of the receiver took them).
+	linkGranted = 1 << 63
 )
+
+// enqueueLinkStream is enqueueStream for a link to another broker, whose
+// queue is full: the producer waits for room for as long as the link
+// keeps making progress (a message left at least every linkStall, which
+// takes a grant from the receiver), so a receiving broker that takes
+// frames in more slowly than they come paces the producer instead of
+// losing them. A link that made no progress for a whole linkStall is
+// treated as a frozen node's connection is: the message is dropped, its
+// producers are not stalled again until it progresses, and past
+// linkStall without progress it is stuck (the receiver's own slow
+// subscribers never stop it: it drops for them).
+func (c *conn) enqueueLinkStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
+	for {
+		last := c.out.LastWrite()
+		switch {
+		case time.Since(last) > linkStall:
+			return DropStuckReader, false
+		case c.stallFailed.Load() == last.UnixNano():
+			return DropQueueFull, false
+		}
+		c.b.stats.streamStalls.Add(1)
+		if c.out.EnqueueFrameWithin(f, deadline, linkStall) {
+			return 0, true
+		}
+		if c.out.LastWrite().Equal(last) {
+			c.stallFailed.Store(last.UnixNano())
+			return DropQueueFull, false
+		}
+	}
+}
 
 // linkIn is what a receiving broker knows of one sender's link; owned by
 // onLink.
@@ -87,30 +140,43 @@ func linkHeader(data []byte) (epoch, off, seq uint64, frames []byte, ok bool) {
 }
 
 // received notes a message of from's link, counting the frames NATS lost
-// before it; fresh says it opens an epoch.
+// before it; fresh says it opens an epoch. seq is the frame number, with
+// the linkGranted mark.
 func (cl *cluster) received(from string, epoch, off, seq uint64) (in *linkIn, fresh bool) {
 	in = cl.in[from]
 	if in == nil {
 		in = &linkIn{}
 		cl.in[from] = in
 	}
+
 	if in.epoch != epoch {
-		*in = linkIn{epoch: epoch, next: off, seq: seq}
+		if seq&linkGranted == 0 && seq > 0 {
+			cl.b.stats.drops[DropLinkLost].Add(int64(seq)) // the epoch's first messages
+		}
+		*in = linkIn{epoch: epoch, next: off, seq: seq &^ linkGranted}
 		return in, true
 	}
+	seq &^= linkGranted
 	if seq > in.seq {
 		cl.b.stats.drops[DropLinkLost].Add(int64(seq - in.seq))
 	}
 	return in, false
 }
 
-// taken notes that a message of n frames and size bytes (its header
-// excluded) was taken in, and grants more room when it is due.
+// taken notes that a message of size bytes and n frames was taken in
+// (none: a probe, which takes no room),
+// and grants more room when it is due: always to a new epoch or a probe
+// (a message of no frames), else once the limit moved by a
+// 1/linkGrantEvery of the window.
 func (cl *cluster) taken(from string, in *linkIn, off, seq uint64, n, size int, fresh bool) {
+	seq &^= linkGranted
+	if n == 0 {
+		size = 0 // a probe takes no room
+	}
 	in.next, in.seq = off+uint64(size), seq+uint64(n)
 	window := uint64(cl.opts.LinkWindow)
 	limit := in.next + window
-	if !fresh && size > 0 && limit < in.granted+window/linkGrantEvery {
+	if !fresh && n > 0 && limit < in.granted+window/linkGrantEvery {
 		return
 	}
 	var b [creditLen]byte
@@ -143,6 +209,7 @@ func (cl *cluster) onCredit(m *nats.Msg) {
 		return // for a link since closed
 	}
 	limit := binary.BigEndian.Uint64(m.Data[8:])
+	l.hadGrant.Store(true)
 	for cur := l.limit.Load(); limit > cur && !l.limit.CompareAndSwap(cur, limit); cur = l.limit.Load() {
 	}
 	poke(l.granted)
@@ -186,13 +253,19 @@ func (l *linkConn) awaitCredit() error {
 func (l *linkConn) publish(frames []byte, n int) error {
 	l.msg = binary.BigEndian.AppendUint64(l.msg[:0], l.epoch)
 	l.msg = binary.BigEndian.AppendUint64(l.msg, l.sent)
-	l.msg = binary.BigEndian.AppendUint64(l.msg, l.seq)
+	seq := l.seq
+	if l.hadGrant.Load() {
+		seq |= linkGranted
+	}
+	l.msg = binary.BigEndian.AppendUint64(l.msg, seq)
 	l.msg = append(l.msg, frames...)
 	if err := l.cl.nc.Publish(l.subject, l.msg); err != nil {
 		return err
 	}
-	l.sent += uint64(len(frames))
-	l.seq += uint64(n)
+	if n > 0 { // a probe takes no room: it only asks
+		l.sent += uint64(len(l.msg))
+		l.seq += uint64(n)
+	}
 	if cap(l.msg) > retainLinkMsg {
 		l.msg = nil
 	}

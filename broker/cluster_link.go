@@ -113,7 +113,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		return // leaving
 	}
 	in, fresh := cl.received(from, epoch, off, seq)
-	n, size := 0, len(data)
+	n := 0
 	for len(data) > 0 {
 		if len(data) < 4 || len(data)-4 < int(binary.BigEndian.Uint32(data)) {
 			cl.b.stats.drop(DropPeerRefused) // cut short: nothing after it can be trusted
@@ -124,7 +124,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		data = data[l:]
 		n++
 	}
-	cl.taken(from, in, off, seq, n, size, fresh)
+	cl.taken(from, in, off, seq, n, len(m.Data), fresh)
 }
 
 // take routes one frame from broker from's link c.
@@ -180,6 +180,7 @@ type linkConn struct {
 	msg       []byte
 
 	limit    atomic.Uint64 // the receiver's last grant: sent may grow while below it
+	hadGrant atomic.Bool   // a grant for this epoch came
 	granted  chan struct{} // 1 slot: limit grew
 	deadline atomic.Int64  // unix nanoseconds of the write deadline; 0: none
 

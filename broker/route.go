@@ -183,6 +183,9 @@ func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bo
 	if c.out.EnqueueFrame(f, deadline) {
 		return 0, true
 	}
+	if c.peer {
+		return c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
+	}
 	last := c.out.LastWrite()
 	switch {
 	case time.Since(last) > stuckAfter:
