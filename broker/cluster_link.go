@@ -144,7 +144,7 @@ func (cl *cluster) take(c *conn, from string, frame []byte) {
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
-	cl.b.dispatch(c, frame, v)
+	cl.b.dispatchView(c, v) // parsed once: above
 }
 
 // fromAllowed reports whether broker origin may send a frame from addr:

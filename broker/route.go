@@ -33,6 +33,11 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 		return
 	}
+	b.dispatchView(c, v)
+}
+
+// dispatchView routes one frame read from c and parsed into v.
+func (b *Broker) dispatchView(c *conn, v *hotpath.View) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 	if v.IsHeartbeat() {
 		return
