@@ -174,8 +174,9 @@ type cluster struct {
 	svcs    map[string][]string
 	subbers *subIndex[string]
 
-	view hotpath.View       // owned by onLink, the links' one reader
-	in   map[string]*linkIn // owned by onLink: each sender's link (cluster_credit.go)
+	view    hotpath.View       // owned by onLink, the links' one reader
+	in      map[string]*linkIn // owned by onLink: each sender's link (cluster_credit.go)
+	verdict fromVerdict        // owned by onLink
 
 	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
 

@@ -114,6 +114,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 	}
 	in, fresh := cl.received(from, epoch, off, seq)
 	n := 0
+	cl.verdict.reset()
 	for len(data) > 0 {
 		if len(data) < 4 || len(data)-4 < int(binary.BigEndian.Uint32(data)) {
 			cl.b.stats.drop(DropPeerRefused) // cut short: nothing after it can be trusted
@@ -139,12 +140,33 @@ func (cl *cluster) take(c *conn, from string, frame []byte) {
 		cl.b.stats.drop(DropPeerRefused) // a peer answers with receipts and publication results; it commands nothing
 		return
 	}
-	if !cl.fromAllowed(from, v.Value(wire.HeaderFrom)) {
+	if !cl.verdict.allowed(cl, from, v.Value(wire.HeaderFrom)) {
 		cl.b.stats.drop(DropPeerRefused)
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
 	cl.b.dispatchView(c, v) // parsed once: above
+}
+
+// fromVerdict keeps fromAllowed's last verdict within one link message:
+// a batch's frames mostly come from one node, and the directory lookups
+// behind a verdict were a tenth of the receiving broker's CPU at full
+// speed. The address is copied: a View's strings may alias a buffer the
+// next frame's parse reuses. Owned by onLink.
+type fromVerdict struct {
+	addr     []byte
+	ok, have bool
+}
+
+func (f *fromVerdict) reset() { f.have = false }
+
+// allowed is cl.fromAllowed(origin, addr), reusing the batch's last
+// verdict for the same address.
+func (f *fromVerdict) allowed(cl *cluster, origin, addr string) bool {
+	if !f.have || string(f.addr) != addr {
+		f.addr, f.ok, f.have = append(f.addr[:0], addr...), cl.fromAllowed(origin, addr), true
+	}
+	return f.ok
 }
 
 // fromAllowed reports whether broker origin may send a frame from addr:
