@@ -72,9 +72,15 @@ const (
 	// linkProbeInterval is how often a sender without credit asks again.
 	linkProbeInterval = 50 * time.Millisecond
 	// linkGrantEvery: a receiver sends a grant once its limit moved by a
-	// quarter of its window since the last one (or at once for a new
-	// epoch or a probe), so a busy link costs a grant per quarter window.
+	// quarter of its window since the last one, or linkGrantAfter after
+	// the last one (and at once for a new epoch or a probe), so a busy
+	// link costs a grant per quarter window, and a link slowed by the
+	// receiver's subscribers (each frame may wait 2 ms for room in a
+	// subscriber's queue) still shows progress to its sender every few
+	// milliseconds: by bytes alone, a quarter window of small frames so
+	// paced took seconds, and the sender took the link for stuck.
 	linkGrantEvery = 4
+	linkGrantAfter = 5 * time.Millisecond
 	creditLen      = 16 // epoch, limit
 	// linkStall bounds a producer's wait for room in a full link's queue
 	// without the link making progress, where a node's connection gets
@@ -126,9 +132,10 @@ func (c *conn) enqueueLinkStream(f *sendq.Frame, deadline time.Time) (DropReason
 // onLink.
 type linkIn struct {
 	epoch   uint64
-	next    uint64 // the offset after the last message taken
-	seq     uint64 // the number of the next frame expected
-	granted uint64 // the last limit granted
+	next    uint64    // the offset after the last message taken
+	seq     uint64    // the number of the next frame expected
+	granted uint64    // the last limit granted
+	at      time.Time // when
 }
 
 // linkHeader reads a link message's header.
@@ -164,10 +171,9 @@ func (cl *cluster) received(from string, epoch, off, seq uint64) (in *linkIn, fr
 }
 
 // taken notes that a message of size bytes and n frames was taken in
-// (none: a probe, which takes no room),
-// and grants more room when it is due: always to a new epoch or a probe
-// (a message of no frames), else once the limit moved by a
-// 1/linkGrantEvery of the window.
+// (none: a probe, which takes no room), and grants more room when it is
+// due: always to a new epoch or a probe, else once the limit moved by
+// 1/linkGrantEvery of the window or linkGrantAfter passed.
 func (cl *cluster) taken(from string, in *linkIn, off, seq uint64, n, size int, fresh bool) {
 	seq &^= linkGranted
 	if n == 0 {
@@ -176,14 +182,15 @@ func (cl *cluster) taken(from string, in *linkIn, off, seq uint64, n, size int, 
 	in.next, in.seq = off+uint64(size), seq+uint64(n)
 	window := uint64(cl.opts.LinkWindow)
 	limit := in.next + window
-	if !fresh && n > 0 && limit < in.granted+window/linkGrantEvery {
+	now := time.Now()
+	if !fresh && n > 0 && limit < in.granted+window/linkGrantEvery && now.Sub(in.at) < linkGrantAfter {
 		return
 	}
 	var b [creditLen]byte
 	binary.BigEndian.PutUint64(b[:], in.epoch)
 	binary.BigEndian.PutUint64(b[8:], limit)
 	if cl.nc.Publish(cl.creditSubject(from, cl.b.opts.Name), b[:]) == nil {
-		in.granted = limit
+		in.granted, in.at = limit, now
 	}
 }
 
