@@ -110,20 +110,8 @@ const (
 // subscribers never stop it: it drops for them).
 func (c *conn) enqueueLinkStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
 	for {
-		last := c.out.LastWrite()
-		switch {
-		case time.Since(last) > linkStall:
-			return DropStuckReader, false
-		case c.stallFailed.Load() == last.UnixNano():
-			return DropQueueFull, false
-		}
-		c.b.stats.streamStalls.Add(1)
-		if c.out.EnqueueFrameWithin(f, deadline, linkStall) {
-			return 0, true
-		}
-		if c.out.LastWrite().Equal(last) {
-			c.stallFailed.Store(last.UnixNano())
-			return DropQueueFull, false
+		if r, ok, progressed := c.stallFor(f, deadline, linkStall, linkStall); ok || !progressed {
+			return r, ok
 		}
 	}
 }
