@@ -82,6 +82,18 @@ type ClusterOptions struct {
 	// RelayTimeout bounds the wait for a home's answer to a forwarded
 	// command; past it the command is answered UNAVAILABLE.
 	RelayTimeout time.Duration
+	// LinkWindow is the credit this broker grants each other broker's
+	// link: the bytes of frames it may have sent beyond what this broker
+	// took in (docs/cluster.md#flow-control). Default
+	// DefaultClusterLinkWindow; at least MinClusterLinkWindow.
+	LinkWindow int
+	// LinkPendingBytes is the NATS client's pending limit for the links'
+	// traffic to this broker: past it NATS drops whole batches, counted
+	// as DropLinkLost. Its message limit is LinkPendingBytes / 32. Default
+	// DefaultClusterLinkPendingBytes, which senders paced by LinkWindow
+	// reach only when more than LinkPendingBytes / (LinkWindow + 2 ×
+	// NATS's max_payload) brokers, 21 with the defaults, send at once.
+	LinkPendingBytes int
 }
 
 func (o *ClusterOptions) enabled() bool { return len(o.URLs) > 0 }
@@ -105,6 +117,12 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	if o.RelayTimeout == 0 {
 		o.RelayTimeout = DefaultClusterRelayTimeout
 	}
+	if o.LinkWindow == 0 {
+		o.LinkWindow = DefaultClusterLinkWindow
+	}
+	if o.LinkPendingBytes == 0 {
+		o.LinkPendingBytes = DefaultClusterLinkPendingBytes
+	}
 	for _, r := range o.Relays {
 		if r == "" || strings.ContainsAny(r, " \t\r\n*>.") {
 			return fmt.Errorf("broker: Cluster.Relays: %q is not a broker name", r)
@@ -115,6 +133,10 @@ func (o *ClusterOptions) setDefaults(name string) error {
 		return fmt.Errorf("broker: a broker joining a bus needs a name of its own (Name is the default %q)", DefaultName)
 	case o.Lease < 2*o.Heartbeat:
 		return fmt.Errorf("broker: Cluster.Lease %v must be at least twice Cluster.Heartbeat %v", o.Lease, o.Heartbeat)
+	case o.LinkWindow < MinClusterLinkWindow:
+		return fmt.Errorf("broker: Cluster.LinkWindow %d is below the least window, %d bytes", o.LinkWindow, MinClusterLinkWindow)
+	case o.LinkPendingBytes < linkMinMessage:
+		return fmt.Errorf("broker: Cluster.LinkPendingBytes %d is below %d bytes, the smallest link message", o.LinkPendingBytes, linkMinMessage)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return errors.New("broker: Cluster.TLSCert and Cluster.TLSKey go together")
 	case strings.ContainsAny(o.SubjectPrefix, " \t\r\n*>") || strings.HasPrefix(o.SubjectPrefix, ".") || strings.HasSuffix(o.SubjectPrefix, "."):
@@ -152,7 +174,9 @@ type cluster struct {
 	svcs    map[string][]string
 	subbers *subIndex[string]
 
-	view hotpath.View // owned by onLink, the links' one reader
+	view    hotpath.View       // owned by onLink, the links' one reader
+	in      map[string]*linkIn // owned by onLink: each sender's link (cluster_credit.go)
+	verdict fromVerdict        // owned by onLink
 
 	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
 
@@ -169,7 +193,7 @@ type cluster struct {
 // with the name of the broker that publishes on it (subscribed to with
 // "*"), so NATS permissions can pin every broker to its own
 // (docs/cluster.md#trust).
-type subjects struct{ dir, bye, claim, link, state, relay, relayed string }
+type subjects struct{ dir, bye, claim, link, credit, state, relay, relayed string }
 
 // sender is the broker that published m: its subject's last token.
 func sender(m *nats.Msg) string { return m.Subject[strings.LastIndexByte(m.Subject, '.')+1:] }
@@ -186,10 +210,10 @@ func joinCluster(b *Broker) error {
 	cl := &cluster{
 		b: b, opts: o, iid: hex.EncodeToString(id[:]),
 		subj: subjects{dir: o.SubjectPrefix + ".dir.", bye: o.SubjectPrefix + ".bye.", claim: o.SubjectPrefix + ".claim.",
-			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", state: o.SubjectPrefix + ".state.",
+			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", credit: o.SubjectPrefix + ".credit." + b.opts.Name + ".", state: o.SubjectPrefix + ".state.",
 			relay: o.SubjectPrefix + ".relay." + b.opts.Name + ".", relayed: o.SubjectPrefix + ".relayed." + b.opts.Name + "."},
 		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
-		peers: map[string]*peer{}, links: map[string]*conn{},
+		peers: map[string]*peer{}, links: map[string]*conn{}, in: map[string]*linkIn{},
 	}
 	opts := []nats.Option{
 		nats.Name("busbar broker " + b.opts.Name),
@@ -226,11 +250,14 @@ func joinCluster(b *Broker) error {
 	cl.nc = nc
 	b.cl = cl                         // before any handler runs: they route through b
 	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
-	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
+	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.credit: cl.onCredit, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
 		s, err := nc.Subscribe(subj+"*", h)
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("%w: subscribe %s: %v", ErrCluster, subj, err)
+		}
+		if subj == cl.subj.link {
+			_ = s.SetPendingLimits(o.LinkPendingBytes/linkMinMessage, o.LinkPendingBytes) // both > 0: setDefaults checked
 		}
 		cl.subs = append(cl.subs, s)
 	}

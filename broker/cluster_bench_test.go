@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
 	"busbar/internal/testnats"
@@ -168,6 +169,12 @@ func BenchmarkStreamAcrossBrokers(b *testing.B) {
 			return false
 		})
 	})
+	// Where what was lost went: dropped by the sending broker (its link's
+	// queue), by the receiving one (the subscriber's queue), or by NATS.
+	s1, s2 := envs[0].Broker.Stats(), envs[1].Broker.Stats()
+	b.ReportMetric(float64(s1.Dropped)/float64(b.N), "b1-dropped/op")
+	b.ReportMetric(float64(s2.Dropped)/float64(b.N), "b2-dropped/op")
+	b.ReportMetric(float64(s2.Drops[broker.DropLinkLost])/float64(b.N), "link-lost/op")
 }
 
 // BenchmarkStreamNATSDirect is the same flow with the NATS client alone,

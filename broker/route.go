@@ -33,6 +33,11 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 		return
 	}
+	b.dispatchView(c, v)
+}
+
+// dispatchView routes one frame read from c and parsed into v.
+func (b *Broker) dispatchView(c *conn, v *hotpath.View) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 	c.countIn(v, len(frame))
 	defer c.dispatched()
@@ -187,24 +192,37 @@ func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bo
 	if c.out.EnqueueFrame(f, deadline) {
 		return 0, true
 	}
+	if c.peer {
+		return c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
+	}
+	r, ok, _ := c.stallFor(f, deadline, streamStall, stuckAfter)
+	return r, ok
+}
+
+// stallFor is one stall of enqueueStream: it waits up to stall for room
+// in c's full queue, unless c's writer made no progress for stuck or
+// since the last stall ran out. progressed reports a writer that wrote
+// during a stall that still found no room.
+func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, stall, stuck time.Duration) (r DropReason, ok, progressed bool) {
 	last := c.out.LastWrite()
 	switch {
-	case time.Since(last) > stuckAfter:
-		return DropStuckReader, false
+	case time.Since(last) > stuck:
+		return DropStuckReader, false, false
 	case c.stallFailed.Load() == last.UnixNano():
-		return DropQueueFull, false // no progress since the last stall ran out
+		return DropQueueFull, false, false // no progress since the last stall ran out
 	}
 	c.b.stats.streamStalls.Add(1)
-	if c.out.EnqueueFrameWithin(f, deadline, streamStall) {
-		return 0, true
+	if c.out.EnqueueFrameWithin(f, deadline, stall) {
+		return 0, true, true
 	}
 	if c.out.LastWrite().Equal(last) {
 		// Not a byte written during the whole stall: frozen, as far as a
 		// publisher can tell. A writer that progressed but freed no room
 		// yet (a big batch to a slower reader) is waited for again.
 		c.stallFailed.Store(last.UnixNano())
+		return DropQueueFull, false, false
 	}
-	return DropQueueFull, false
+	return DropQueueFull, false, true
 }
 
 // routeCall routes a message that opens a call: a send (its receipt), a

@@ -35,6 +35,11 @@ const (
 	// one does not take: malformed, a command, or from a node that is not
 	// that broker's (docs/cluster.md#trust).
 	DropPeerRefused
+	// DropLinkLost: frames another broker sent this one that NATS lost
+	// on the way (a NATS client or server dropped them as a slow
+	// consumer, or a reconnection lost them), counted when a later
+	// message on the same link shows the gap (docs/cluster.md#flow-control).
+	DropLinkLost
 	numDropReasons
 )
 
@@ -46,6 +51,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropUnmatchedAnswer:     "unmatched_answer",
 	DropAnswerUndeliverable: "answer_undeliverable",
 	DropPeerRefused:         "peer_refused",
+	DropLinkLost:            "link_lost",
 }
 
 // String is the reason's name, fit for a metric label.

@@ -53,6 +53,8 @@ func runServe(args []string, stdio IO) int {
 	fs.StringVar(&bus.SubjectPrefix, "nats-prefix", broker.DefaultClusterSubjectPrefix, "first token of the NATS subjects of this bus (several buses may share NATS)")
 	fs.DurationVar(&bus.Heartbeat, "nats-heartbeat", broker.DefaultClusterHeartbeat, "how often the broker tells the bus its nodes when nothing changed")
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
+	fs.IntVar(&bus.LinkWindow, "nats-link-window", broker.DefaultClusterLinkWindow, "bytes each other broker may send this one ahead of what it took in (flow control; docs/cluster.md#flow-control)")
+	fs.IntVar(&bus.LinkPendingBytes, "nats-link-pending", broker.DefaultClusterLinkPendingBytes, "bytes of the other brokers' traffic the NATS client keeps for this broker; past it NATS drops (counted: link_lost)")
 	natsRelays := fs.String("nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
 	var limits broker.Options
 	fs.IntVar(&limits.MaxPayload, "max-payload", broker.DefaultMaxPayload, "bytes of body in one message; past it the message is refused")

@@ -34,6 +34,7 @@ type item struct {
 	m        *wire.Message // or
 	f        *Frame        // an encoded frame, shared
 	deadline time.Time     // zero: none
+	cost     int           // what it counts against MaxBytes (0: queued past the limits)
 }
 
 // Frame is an encoded stream frame (prefix included) that several queues
@@ -124,7 +125,7 @@ func (q *Queue) addLocked(m *wire.Message, deadline time.Time) bool {
 	if !q.fitsLocked(size) {
 		return false
 	}
-	q.items = append(q.items, item{m: m, deadline: deadline})
+	q.items = append(q.items, item{m: m, deadline: deadline, cost: size})
 	q.bytes += size
 	return true
 }
@@ -163,7 +164,7 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 		return false
 	}
 	one := [1]item{{m: m, deadline: deadline}}
-	if err := q.write(q.w, one[:], q.limits.WriteTimeout); err != nil {
+	if err := q.write(q.w, one[:], q.limits.WriteTimeout, false); err != nil {
 		q.Close(nil)
 	}
 	return true
@@ -245,7 +246,7 @@ func (q *Queue) addFrameLocked(f *Frame, deadline time.Time) bool {
 		return false
 	}
 	f.refs.Add(1)
-	q.items = append(q.items, item{f: f, deadline: deadline})
+	q.items = append(q.items, item{f: f, deadline: deadline, cost: len(f.B)})
 	q.bytes += len(f.B)
 	return true
 }
@@ -303,13 +304,13 @@ func (q *Queue) Run() error {
 		case <-q.wake:
 		case <-q.quit:
 			q.wmu.Lock()
-			_ = q.write(q.w, q.take(batch), finalFlushTimeout)
+			_ = q.write(q.w, q.take(batch), finalFlushTimeout, false)
 			q.wmu.Unlock()
 			return nil
 		}
 		q.wmu.Lock()
 		batch = q.take(batch)
-		err := q.write(q.w, batch, q.limits.WriteTimeout)
+		err := q.write(q.w, batch, q.limits.WriteTimeout, true)
 		q.wmu.Unlock()
 		q.mu.Lock()
 		q.writing = 0
@@ -367,7 +368,13 @@ func (q *Queue) take(spare []item) []item {
 	return items
 }
 
-func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error {
+// write writes batch and flushes. counted says the batch is Run's, whose
+// cost q.writing holds: each time the writer flushes by itself inside the
+// batch, the room of what it wrote is given back at once and waiting
+// producers are woken, so a producer stalled behind a big batch to a slow
+// reader (or a link waiting for credit) waits for a buffer's worth of
+// progress, not for the whole batch.
+func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, counted bool) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -375,12 +382,23 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
 	_ = q.nc.SetWriteDeadline(now.Add(timeout))
+	buffered := 0 // cost of the items in w's buffer, not yet given back
 	for i := range batch {
-		before := w.Buffered()
+		before, cost := w.Buffered(), batch[i].cost
 		err := q.writeItem(w, &batch[i], now)
 		if w.Buffered() < before {
 			// The writer flushed by itself: progress, even inside a big batch.
 			q.lastWrite.Store(time.Now().UnixNano())
+			if w.Buffered() > 0 { // a frame flushes what precedes it, then joins the buffer
+				buffered, cost = cost, buffered
+			} else { // a message joins the buffer, then flushes it
+				buffered, cost = 0, buffered+cost
+			}
+			if counted {
+				q.giveBack(cost)
+			}
+		} else {
+			buffered += cost
 		}
 		if err != nil {
 			releaseFrames(batch[i+1:])
@@ -392,6 +410,18 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	}
 	q.lastWrite.Store(time.Now().UnixNano())
 	return nil
+}
+
+// giveBack frees n bytes of the batch being written and wakes the
+// producers waiting for room.
+func (q *Queue) giveBack(n int) {
+	q.mu.Lock()
+	q.writing = max(0, q.writing-n)
+	if q.space != nil {
+		close(q.space)
+		q.space = nil
+	}
+	q.mu.Unlock()
 }
 
 // writeItem encodes or copies one queued item into the writer; an expired

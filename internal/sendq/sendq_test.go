@@ -283,3 +283,49 @@ func TestWriteThrough(t *testing.T) {
 		t.Fatal("wrote through a closed queue")
 	}
 }
+
+// gatedConn takes its first write and holds every later one until gate
+// closes: a reader that read one buffer's worth and then stopped.
+type gatedConn struct {
+	net.Conn
+	writes int
+	gate   chan struct{}
+}
+
+func (g *gatedConn) Write(p []byte) (int, error) {
+	if g.writes++; g.writes > 1 {
+		<-g.gate
+	}
+	return len(p), nil
+}
+
+// TestRoomFreedAsABatchFlushes: a producer waiting for room is let in as
+// soon as the writer has flushed part of its batch, not only once the
+// whole batch is written: a slow reader paces producers by the buffer,
+// never strands them for a whole batch.
+func TestRoomFreedAsABatchFlushes(t *testing.T) {
+	a, _ := pair(t)
+	g := &gatedConn{Conn: a, gate: make(chan struct{})}
+	m := wire.New(wire.TypeStream, "x").WithBody(make([]byte, 1000))
+	size := len(encoded(t, m).B)
+	q := New(g, Limits{MaxMessages: 1000, MaxBytes: 48 * size, WriteTimeout: 10 * time.Second})
+	for range 48 {
+		f := encoded(t, m)
+		if !q.EnqueueFrame(f, time.Time{}) {
+			t.Fatal("refused below the byte limit")
+		}
+		f.Release()
+	}
+	f := encoded(t, m)
+	defer f.Release()
+	if q.EnqueueFrame(f, time.Time{}) {
+		t.Fatal("accepted past the byte limit")
+	}
+	go q.Run()
+	defer func() { close(g.gate); q.Close(nil); <-q.Done() }()
+	// The writer's first flush goes through and its last one is held, so
+	// the batch cannot end while this waits.
+	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second) {
+		t.Fatal("no room given back while the batch's first flush was written")
+	}
+}
