@@ -39,7 +39,7 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
 // dispatchView routes one frame read from c and parsed into v.
 func (b *Broker) dispatchView(c *conn, v *hotpath.View) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
-	c.countIn(v, len(frame))
+	c.countIn(v, v.Len())
 	defer c.dispatched()
 	if v.IsHeartbeat() {
 		return

@@ -40,8 +40,11 @@ func TestMaxQueueMessagesHoldsThatManyForAStoppedSubscriber(t *testing.T) {
 
 	payload := strings.Repeat("x", 512<<10)
 	// One event in the writer's hands, then limit events queued: all held.
+	// A 1 s deadline gets the longest answer lead (100 ms), so a loaded
+	// machine still brings the TIMED_OUT result in time, and the three
+	// stay well inside the broker's 10 s write timeout.
 	for i := range limit + 1 {
-		code, out, errOut := s.busbar(t, payload, "pub", "news", "-", "--timeout", "500ms")
+		code, out, errOut := s.busbar(t, payload, "pub", "news", "-", "--timeout", "1s")
 		if code != exitFail || !strings.Contains(out, "slow TIMED_OUT\n") {
 			t.Fatalf("event %d of %d held: exit %d %q %s", i+1, limit+1, code, out, errOut)
 		}

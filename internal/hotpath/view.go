@@ -225,6 +225,9 @@ func (v *View) Value(key string) string {
 // Body is the frame's body, byte-exact. It aliases the frame.
 func (v *View) Body() []byte { return v.frame[v.bodyStart:] }
 
+// Len is the length of the whole frame, headers included.
+func (v *View) Len() int { return len(v.frame) }
+
 // IsHeartbeat reports whether the frame is the empty frame.
 func (v *View) IsHeartbeat() bool { return v.hdrEnd <= len(delim) && v.bodyStart >= len(v.frame) }
 
