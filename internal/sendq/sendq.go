@@ -32,7 +32,8 @@ const finalFlushTimeout = time.Second
 
 type item struct {
 	m        *wire.Message // or
-	f        *Frame        // an encoded frame, shared
+	f        *Frame        // an encoded frame, shared, or (both nil)
+	at       span          // a frame encoded in place in the pending batch (inline.go)
 	deadline time.Time     // zero: none
 }
 
@@ -74,8 +75,14 @@ type Queue struct {
 	wmu sync.Mutex   // held while bytes go to nc: by Run per batch, or by WriteThrough
 	w   *wire.Writer // guarded by wmu
 
+	// Owned by whoever holds wmu: the spare slices take swaps in.
+	spare     []item
+	sparePend []byte
+
 	mu      sync.Mutex // guards the fields below
 	items   []item
+	pend    []byte // frames encoded in place (Reserve), in the order of their items
+	resAt   int    // where the frame being appended under Reserve starts
 	bytes   int           // cost of items
 	writing int           // cost of the batch being written: it still counts against MaxBytes
 	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
@@ -289,36 +296,61 @@ func (q *Queue) Expired() int64 { return q.expired.Load() }
 func (q *Queue) Run() error {
 	defer close(q.done)
 	defer q.nc.Close()
-	var batch []item
 	for {
 		select {
 		case <-q.wake:
 		case <-q.quit:
 			q.wmu.Lock()
-			_ = q.write(q.w, q.take(batch), finalFlushTimeout)
+			_ = q.write(q.w, q.take(), finalFlushTimeout)
 			q.wmu.Unlock()
 			return nil
 		}
-		q.wmu.Lock()
-		batch = q.take(batch)
-		err := q.write(q.w, batch, q.limits.WriteTimeout)
-		q.wmu.Unlock()
-		q.mu.Lock()
-		q.writing = 0
-		if q.space != nil { // wake every producer waiting for room
-			close(q.space)
-			q.space = nil
-		}
-		q.mu.Unlock()
-		if err != nil {
-			q.Close(nil)
-			q.mu.Lock()
-			releaseFrames(q.items) // never written: give them back
-			q.items = nil
-			q.mu.Unlock()
+		if err := q.writeBatch(); err != nil {
 			return err
 		}
-		clear(batch) // let written messages be collected
+	}
+}
+
+// writeBatch writes what is queued, under wmu, and frees its room; a write
+// error closes the queue and is returned.
+func (q *Queue) writeBatch() error {
+	q.wmu.Lock()
+	return q.writeBatchLocked()
+}
+
+// writeBatchLocked is writeBatch for a caller already holding wmu, which it
+// releases.
+func (q *Queue) writeBatchLocked() error {
+	batch := q.take()
+	err := q.write(q.w, batch, q.limits.WriteTimeout)
+	q.recycle(batch)
+	q.wmu.Unlock()
+	q.mu.Lock()
+	q.writing = 0
+	if q.space != nil { // wake every producer waiting for room
+		close(q.space)
+		q.space = nil
+	}
+	q.mu.Unlock()
+	if err != nil {
+		q.Close(nil)
+		q.mu.Lock()
+		releaseFrames(q.items) // never written: give them back
+		q.items = nil
+		q.pend = q.pend[:0]
+		q.mu.Unlock()
+	}
+	return err
+}
+
+// recycle keeps a written batch's slices as the spares the next take swaps
+// in (wmu held): the items cleared so written messages can be collected,
+// a pending buffer that grew past maxRetainedPending dropped.
+func (q *Queue) recycle(batch []item) {
+	clear(batch)
+	q.spare = batch[:0]
+	if cap(q.sparePend) > maxRetainedPending {
+		q.sparePend = nil
 	}
 }
 
@@ -349,13 +381,18 @@ func releaseFrames(items []item) {
 	}
 }
 
-func (q *Queue) take(spare []item) []item {
+// take hands what is queued to the holder of wmu, swapping in the spares:
+// the items, and the pending buffer their in-place frames live in (kept as
+// sparePend until the next take, so those frames stay valid while written).
+func (q *Queue) take() []item {
 	q.mu.Lock()
 	items := q.items
-	q.items = spare[:0]
+	q.items = q.spare[:0]
+	q.pend, q.sparePend = q.sparePend[:0], q.pend
 	q.writing = q.bytes
 	q.bytes = 0
 	q.mu.Unlock()
+	q.spare = nil
 	return items
 }
 
@@ -367,9 +404,15 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
 	_ = q.nc.SetWriteDeadline(now.Add(timeout))
+	var run inlineRun // consecutive in-place frames, written as one slice
 	for i := range batch {
 		before := w.Buffered()
-		err := q.writeItem(w, &batch[i], now)
+		var err error
+		if it := &batch[i]; it.m == nil && it.f == nil {
+			err = q.addInline(w, &run, it, now)
+		} else if err = q.flushRun(w, &run); err == nil {
+			err = q.writeItem(w, it, now)
+		}
 		if w.Buffered() < before {
 			// The writer flushed by itself: progress, even inside a big batch.
 			q.lastWrite.Store(time.Now().UnixNano())
@@ -378,6 +421,9 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 			releaseFrames(batch[i+1:])
 			return err
 		}
+	}
+	if err := q.flushRun(w, &run); err != nil {
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -1,0 +1,163 @@
+package sendq
+
+import (
+	"context"
+	"time"
+
+	"busbar/internal/hotpath"
+	"busbar/wire"
+)
+
+// Frames encoded in place: a producer that can encode its own frame (a
+// client's Emit, request or reply) appends it straight to the queue's
+// pending batch under the queue's lock, and the writer hands that batch to
+// the socket as it is — no frame of its own, no copy into the writer's
+// buffer (nats.go appends to its connection buffer the same way):
+//
+//	b, ok := q.Reserve(size)   // the lock is held from here when ok
+//	*b, ttlOff = hotpath.AppendEvent(*b, ...)
+//	q.Commit(ttlOff, deadline) // or CommitThrough; releases the lock
+//
+// The bounds are the queue's (MaxBytes, MaxMessages), a deadline is kept as
+// for a queued message (dropped once past, its ttl stamped in place when
+// written), and the order is the queue's: in-place frames and queued
+// messages leave in the order they were queued.
+
+// maxRetainedPending bounds the pending buffer a queue keeps between
+// batches; one that grew past it for a burst is dropped once written.
+const maxRetainedPending = 256 << 10
+
+// span is where an in-place frame lies in the pending batch; ttl is the
+// offset of its ttl digits there, or -1.
+type span struct {
+	start, end, ttl int
+}
+
+// Reserve locks the queue for one frame of at most size bytes to be
+// appended to the returned buffer, and reports true; the caller appends
+// exactly one frame and calls Commit or CommitThrough, which unlock it.
+// It reports false, holding nothing, when the queue is closing or full
+// (the bounds as for Enqueue, size counted against MaxBytes).
+func (q *Queue) Reserve(size int) (*[]byte, bool) {
+	q.mu.Lock()
+	if !q.fitsLocked(size) {
+		q.mu.Unlock()
+		return nil, false
+	}
+	q.resAt = len(q.pend)
+	return &q.pend, true
+}
+
+// ReserveWait is Reserve waiting for room while the queue is full: the
+// flow control of a producer that must not drop. It returns ctx's error
+// if ctx ends first, ErrClosed if the queue closes; on nil the lock is
+// held, as after Reserve.
+func (q *Queue) ReserveWait(ctx context.Context, size int) (*[]byte, error) {
+	for {
+		q.mu.Lock()
+		if q.closed.Load() {
+			q.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if q.fitsLocked(size) {
+			q.resAt = len(q.pend)
+			return &q.pend, nil
+		}
+		// Full: checked and armed under one lock, as in waitRoom.
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
+		space := q.space
+		q.mu.Unlock()
+		select {
+		case <-space:
+		case <-q.quit:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// commitLocked records the frame appended since Reserve; ttlOff is the
+// offset of its ttl digits in the buffer Reserve returned (hotpath's
+// encoders return it so), or -1.
+func (q *Queue) commitLocked(ttlOff int, deadline time.Time) {
+	at := span{start: q.resAt, end: len(q.pend), ttl: ttlOff}
+	q.items = append(q.items, item{at: at, deadline: deadline})
+	q.bytes += at.end - at.start
+}
+
+// Commit queues the frame appended since Reserve, unlocks the queue and
+// wakes the writer.
+func (q *Queue) Commit(ttlOff int, deadline time.Time) {
+	q.commitLocked(ttlOff, deadline)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// CommitThrough is Commit that writes from the caller's goroutine when no
+// batch is being written: it takes everything queued (its own frame and
+// whatever others queued before it) and writes it as the writer would,
+// saving the writer's wake-up; when a batch is being written it wakes the
+// writer instead, as Commit does. Order is kept: batches are taken and
+// written one at a time under the write lock. A write error closes the
+// queue, as in Run. Only goroutines that may block on the socket for up
+// to WriteTimeout may call it (never a reader).
+func (q *Queue) CommitThrough(ttlOff int, deadline time.Time) {
+	q.commitLocked(ttlOff, deadline)
+	q.mu.Unlock()
+	q.FlushThrough()
+}
+
+// FlushThrough writes what is queued from the caller's goroutine when no
+// batch is being written, and otherwise wakes the writer. The rules are
+// CommitThrough's: it is for a producer that queued several frames with
+// Commit and wants them written now (a batch of replies).
+func (q *Queue) FlushThrough() {
+	if !q.wmu.TryLock() {
+		q.signal() // the writer is busy: it takes ours next
+		return
+	}
+	_ = q.writeBatchLocked() // a write error closed the queue; Run ends on it
+}
+
+// inlineRun is a run of consecutive in-place frames of one batch, written
+// together (they lie back to back in the pending buffer).
+type inlineRun struct {
+	b          []byte // the pending buffer the run is in
+	start, end int
+}
+
+// addInline adds an in-place frame to the run (the writer's side of
+// Reserve): an expired one is dropped and breaks the run, a live one has
+// its remaining budget stamped.
+func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Time) error {
+	pend := q.sparePend // the batch's pending buffer (take swapped it here)
+	if !it.deadline.IsZero() && !now.Before(it.deadline) {
+		q.expired.Add(1)
+		return q.flushRun(w, run)
+	}
+	if it.at.ttl >= 0 && !it.deadline.IsZero() {
+		hotpath.PatchTTL(pend[it.at.ttl:], max(1, it.deadline.Sub(now).Milliseconds()))
+	}
+	if run.end == it.at.start && run.b != nil {
+		run.end = it.at.end
+		return nil
+	}
+	if err := q.flushRun(w, run); err != nil {
+		return err
+	}
+	*run = inlineRun{b: pend, start: it.at.start, end: it.at.end}
+	return nil
+}
+
+// flushRun hands a run to the writer, without a copy when it can.
+func (q *Queue) flushRun(w *wire.Writer, run *inlineRun) error {
+	if run.b == nil || run.start == run.end {
+		return nil
+	}
+	err := w.WriteDirect(run.b[run.start:run.end])
+	*run = inlineRun{}
+	return err
+}
