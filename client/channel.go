@@ -193,18 +193,18 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	if err := ch.check(payload); err != nil {
 		return err
 	}
-	// Encoded here, once, into a pooled frame: the hot path allocates nothing.
-	// Without a ctx deadline a stream message carries no ttl (the broker
-	// applies its MaxTTL): a clock read per message is not free.
+	// Encoded straight into the connection's pending batch, under its
+	// queue's lock: no frame of its own, no copy by the writer, nothing
+	// allocated. Without a ctx deadline a stream message carries no ttl
+	// (the broker applies its MaxTTL): a clock read per message is not free.
 	c := ch.s.c
 	deadline, hasDeadline := ctx.Deadline()
-	f := sendq.NewFrame()
-	var id [36]byte
-	f.B, f.TTLOff = hotpath.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
 	if !hasDeadline {
 		deadline = time.Time{}
 	}
-	defer f.Release()
+	var idb [36]byte
+	id := appendID(idb[:0])
+	size := hotpath.EventLen(wire.TypeStream, ch.name, len(id), len(payload), hasDeadline)
 	// While the client is reconnecting Emit waits for the connection as it
 	// waits for room; a message that never entered a queue is not lost to
 	// a connection's end, so it goes on the next one.
@@ -220,12 +220,18 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 		if cn == nil {
 			continue
 		}
-		err := cn.out.EnqueueFrameWait(ctx, f, deadline)
+		b, err := cn.out.ReserveWait(ctx, size)
 		if errors.Is(err, sendq.ErrClosed) {
 			stale = cn
 			continue
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		var ttlOff int
+		*b, ttlOff = hotpath.AppendEvent(*b, wire.TypeStream, ch.name, id, payload, hasDeadline)
+		cn.out.Commit(ttlOff, deadline)
+		return nil
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // messages leave in the order they were queued.
 
 // maxRetainedPending bounds the pending buffer a queue keeps between
-// batches; one that grew past it for a burst is dropped once written.
+// batches once the burst it grew for is over (see recycle).
 const maxRetainedPending = 256 << 10
 
 // span is where an in-place frame lies in the pending batch; ttl is the

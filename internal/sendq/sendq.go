@@ -345,12 +345,14 @@ func (q *Queue) writeBatchLocked() error {
 
 // recycle keeps a written batch's slices as the spares the next take swaps
 // in (wmu held): the items cleared so written messages can be collected,
-// a pending buffer that grew past maxRetainedPending dropped.
+// a pending buffer larger than maxRetainedPending dropped once a batch
+// uses less than a quarter of it (kept while a flow fills it, so a fast
+// publisher does not grow a new one per batch; let go once it slows).
 func (q *Queue) recycle(batch []item) {
 	clear(batch)
 	q.spare = batch[:0]
-	if cap(q.sparePend) > maxRetainedPending {
-		q.sparePend = nil
+	if n := cap(q.sparePend); n > maxRetainedPending && len(q.sparePend) < n/4 {
+		q.sparePend = nil // the burst it grew for is over
 	}
 }
 
