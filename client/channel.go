@@ -79,21 +79,34 @@ func noTarget(what string) error {
 // prepare checks a call before anything is queued and builds its message.
 // The payload is copied, so the caller may reuse it at once.
 func (ch *Channel) prepare(typ, target string, payload []byte) (*wire.Message, error) {
-	if err := ch.check(payload); err != nil {
+	to, err := ch.target(target, payload)
+	if err != nil {
 		return nil, err
 	}
 	m := wire.New(typ, ch.name).WithHeader(wire.HeaderID, newID()).WithBody(payload)
-	if target != "" {
-		t, err := wire.ParseTarget(target)
-		if err != nil {
-			return nil, err
-		}
-		if t.Kind == wire.TargetCrossMesh {
-			return nil, wire.ErrCrossMesh
-		}
-		m.Set(wire.HeaderTo, t.String())
+	if to != "" {
+		m.Set(wire.HeaderTo, to)
 	}
 	return m, nil
+}
+
+// target checks a call before anything is queued and returns its target
+// in canonical form ("" for none).
+func (ch *Channel) target(target string, payload []byte) (string, error) {
+	if err := ch.check(payload); err != nil {
+		return "", err
+	}
+	if target == "" {
+		return "", nil
+	}
+	t, err := wire.ParseTarget(target)
+	if err != nil {
+		return "", err
+	}
+	if t.Kind == wire.TargetCrossMesh {
+		return "", wire.ErrCrossMesh
+	}
+	return t.String(), nil
 }
 
 // Send sends an event to one node (target: a node name or address) and
@@ -140,17 +153,17 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	if target == "" {
 		return nil, noTarget("request")
 	}
-	m, err := ch.prepare(wire.TypeRequest, target, payload)
+	to, err := ch.target(target, payload)
 	if err != nil {
 		return nil, err
 	}
 	c := ch.s.c
-	var a *wire.Message
-	if c.isSelf(m.Value(wire.HeaderTo)) {
-		a, err = c.localRequest(ctx, ch.s, m)
-	} else {
-		a, err = c.call(ctx, ch.s, m, c.deadline(ctx))
+	if !c.isSelf(to) {
+		f := hotpath.Fields{Type: wire.TypeRequest, Command: ch.name, ID: newID(), To: to, TTL: true}
+		return c.request(ctx, ch.s, &f, payload, c.deadline(ctx))
 	}
+	m := wire.New(wire.TypeRequest, ch.name).WithHeader(wire.HeaderID, newID()).WithHeader(wire.HeaderTo, to).WithBody(payload)
+	a, err := c.localRequest(ctx, ch.s, m)
 	if err != nil {
 		return nil, callError(err)
 	}

@@ -92,6 +92,11 @@ type pending struct {
 	// onAnswer, when set, runs on the reader with the answer before
 	// anything read after it is handled (a watch starts there).
 	onAnswer func(*wire.Message)
+	// view: a request's call, answered by answerView, which sets reply or
+	// rerr before it sends viewAnswer. Set under mu at registration.
+	view  bool
+	reply *Message
+	rerr  *RequestError
 }
 
 // fail ends the call without an answer.
@@ -285,8 +290,6 @@ func (c *Client) dispatch(cn *conn, m *wire.Message) {
 		default:
 			c.deliverEvent(cn, m)
 		}
-	case wire.TypeRequest:
-		c.deliverRequest(cn, m)
 	}
 }
 

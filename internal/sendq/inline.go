@@ -16,7 +16,7 @@ import (
 //
 //	b, ok := q.Reserve(size)   // the lock is held from here when ok
 //	*b, ttlOff = hotpath.AppendEvent(*b, ...)
-//	q.Commit(ttlOff, deadline) // or CommitThrough; releases the lock
+//	q.Commit(ttlOff, deadline) // or CommitThrough, Stage; releases the lock
 //
 // The bounds are the queue's (MaxBytes, MaxMessages), a deadline is kept as
 // for a queued message (dropped once past, its ttl stamped in place when
@@ -35,7 +35,7 @@ type span struct {
 
 // Reserve locks the queue for one frame of at most size bytes to be
 // appended to the returned buffer, and reports true; the caller appends
-// exactly one frame and calls Commit or CommitThrough, which unlock it.
+// exactly one frame and calls Commit, CommitThrough or Stage, which unlock it.
 // It reports false, holding nothing, when the queue is closing or full
 // (the bounds as for Enqueue, size counted against MaxBytes).
 func (q *Queue) Reserve(size int) (*[]byte, bool) {
@@ -110,10 +110,18 @@ func (q *Queue) CommitThrough(ttlOff int, deadline time.Time) {
 	q.FlushThrough()
 }
 
+// Stage queues the frame appended since Reserve and unlocks the queue
+// without waking the writer: the caller queues more and then calls
+// FlushThrough (which it must), so a batch of replies leaves in one write
+// and wakes nobody.
+func (q *Queue) Stage(ttlOff int, deadline time.Time) {
+	q.commitLocked(ttlOff, deadline)
+	q.mu.Unlock()
+}
+
 // FlushThrough writes what is queued from the caller's goroutine when no
 // batch is being written, and otherwise wakes the writer. The rules are
-// CommitThrough's: it is for a producer that queued several frames with
-// Commit and wants them written now (a batch of replies).
+// CommitThrough's: it ends a batch of frames queued with Stage.
 func (q *Queue) FlushThrough() {
 	if !q.wmu.TryLock() {
 		q.signal() // the writer is busy: it takes ours next

@@ -184,3 +184,30 @@ func TestCommitThroughWritesFromTheCaller(t *testing.T) {
 	q.Close(nil)
 	<-q.Done()
 }
+
+func TestStagedFramesLeaveOnFlushThrough(t *testing.T) {
+	a, b := pair(t)
+	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
+	for _, c := range []string{"r1", "r2", "r3"} {
+		buf, ok := q.Reserve(64)
+		if !ok {
+			t.Fatal("refused")
+		}
+		var off int
+		*buf, off = hotpath.AppendEvent(*buf, wire.TypeResponse, c, []byte("id"), nil, false)
+		q.Stage(off, time.Time{})
+	}
+	select {
+	case <-q.wake:
+		t.Fatal("Stage woke the writer")
+	default:
+	}
+	q.FlushThrough() // Run never started: the caller writes all three
+	r := wire.NewReader(b)
+	_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []string{"r1", "r2", "r3"} {
+		if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != want {
+			t.Fatalf("want %s: %q %v", want, m, err)
+		}
+	}
+}

@@ -81,8 +81,8 @@ type Queue struct {
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
-	pend    []byte // frames encoded in place (Reserve), in the order of their items
-	resAt   int    // where the frame being appended under Reserve starts
+	pend    []byte        // frames encoded in place (Reserve), in the order of their items
+	resAt   int           // where the frame being appended under Reserve starts
 	bytes   int           // cost of items
 	writing int           // cost of the batch being written: it still counts against MaxBytes
 	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
