@@ -65,6 +65,7 @@ type Client struct {
 	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
 	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
 	drops         drops        // what was dropped rather than block, by reason (Stats)
+	handoffs      handoffs     // goroutine hand-offs, for tests (handoffs.go)
 
 	loops sync.WaitGroup // the supervisor, which joins each connection's loops
 }
@@ -304,6 +305,7 @@ func (c *Client) answer(m *wire.Message) {
 		if p.onAnswer != nil {
 			p.onAnswer(m)
 		}
+		c.handoffs.answers.Add(1)
 		p.answer <- m
 	}
 }

@@ -51,7 +51,7 @@ func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 		msg := newMessage(m, Event, deadline)
 		gate = make(chan struct{})
 		result = wire.Backpressured
-		if c.exec.Execute(func() { <-gate; c.runSubscribers(subs, msg) }) {
+		if c.execute(func() { <-gate; c.runSubscribers(subs, msg) }) {
 			result = wire.Accepted
 		}
 	}
@@ -126,7 +126,7 @@ func (c *Client) flushStreams(cn *conn) {
 		}
 	}
 	c.streamsQueued.Add(int64(len(batch)))
-	if !c.exec.Execute(func() {
+	if !c.execute(func() {
 		for _, it := range batch {
 			c.runStreamSubscribers(it.subs, it.msg)
 			c.streamsQueued.Add(-1)

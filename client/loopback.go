@@ -50,7 +50,7 @@ func (c *Client) localRequest(ctx context.Context, s *Scope, m *wire.Message) (*
 			answer <- local(o)
 		}
 	}
-	if !c.exec.Execute(run) {
+	if !c.execute(run) {
 		return local(failed(wire.ResultOverload, wire.RCFailure, c.Node()+" dispatch queue is full")), nil
 	}
 	timer := time.NewTimer(time.Until(deadline))

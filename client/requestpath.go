@@ -99,6 +99,7 @@ func (c *Client) answerView(v *hotpath.View) bool {
 	} else {
 		p.reply = messageFromView(v, Reply, time.Time{})
 	}
+	c.handoffs.answers.Add(1)
 	p.answer <- viewAnswer
 	return true
 }
@@ -124,7 +125,7 @@ func (c *Client) deliverRequestView(cn *conn, v *hotpath.View, now *time.Time) {
 		deadline = deadlineFrom(ttl, c.batchNow(now))
 	}
 	msg := messageFromView(v, Request, deadline)
-	if !c.exec.Execute(func() { c.runRequest(cn, reg, msg) }) {
+	if !c.execute(func() { c.runRequest(cn, reg, msg) }) {
 		c.replyQueued(cn, msg.channel, msg.id, msg.from, wire.ResultOverload, c.Node()+" dispatch queue is full")
 	}
 }

@@ -99,9 +99,10 @@ func (q *Queue) Commit(ttlOff int, deadline time.Time) {
 // CommitThrough is Commit that writes from the caller's goroutine when no
 // batch is being written: it takes everything queued (its own frame and
 // whatever others queued before it) and writes it as the writer would,
-// saving the writer's wake-up; when a batch is being written it wakes the
-// writer instead, as Commit does. Order is kept: batches are taken and
-// written one at a time under the write lock. A write error closes the
+// saving the writer's wake-up; when a batch is being written it leaves its
+// frame to whoever writes it, who looks again once done (writeBatches).
+// Order is kept: batches are taken and written one at a time under the
+// write lock. A write error closes the
 // queue, as in Run. Only goroutines that may block on the socket for up
 // to WriteTimeout may call it (never a reader).
 func (q *Queue) CommitThrough(ttlOff int, deadline time.Time) {
@@ -124,11 +125,18 @@ func (q *Queue) Stage(ttlOff int, deadline time.Time) {
 // CommitThrough's: it ends a batch of frames queued with Stage.
 func (q *Queue) FlushThrough() {
 	if !q.wmu.TryLock() {
-		q.signal() // the writer is busy: it takes ours next
+		// Whoever holds it looks again once it has written its batch
+		// (writeBatches): ours is taken then, with no wake-up.
 		return
 	}
-	_ = q.writeBatchLocked() // a write error closed the queue; Run ends on it
+	_ = q.writeBatches(maxWriteAgain) // a write error closed the queue; Run ends on it
 }
+
+// maxWriteAgain bounds the further batches a producer writing through
+// writes for others (frames queued while it wrote) before it leaves the
+// rest to the writer goroutine: its own call returns within about two
+// batch writes.
+const maxWriteAgain = 1
 
 // inlineRun is a run of consecutive in-place frames of one batch, written
 // together (they lie back to back in the pending buffer).

@@ -166,19 +166,29 @@ func TestCommitThroughWritesFromTheCaller(t *testing.T) {
 			t.Fatalf("want %s: %q %v", want, m, err)
 		}
 	}
-	// A batch being written (the write lock held): the writer is woken
-	// instead, and writes it once it runs.
+	// A batch being written (the test holds the write lock, as a writer
+	// would): CommitThrough returns at once, wakes nobody, and leaves its
+	// frame to the holder, who takes it with its next batch.
 	q.wmu.Lock()
 	appendEvent(t, q, "later", time.Time{}, true)
-	q.wmu.Unlock()
 	select {
 	case <-q.wake:
+		t.Fatal("the writer goroutine was woken")
 	default:
-		t.Fatal("the writer was not woken")
 	}
-	q.signal()
-	go q.Run()
+	if err := q.writeBatches(maxWriteAgain); err != nil { // the holder's batch
+		t.Fatal(err)
+	}
 	if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != "later" {
+		t.Fatalf("%q %v", m, err)
+	}
+	// A write-through of a message finding frames queued behind its lock
+	// wakes the writer for them.
+	q.wmu.Lock()
+	appendEvent(t, q, "behind", time.Time{}, true)
+	q.unlockWriter()
+	go q.Run()
+	if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != "behind" {
 		t.Fatalf("%q %v", m, err)
 	}
 	q.Close(nil)

@@ -97,6 +97,7 @@ type Queue struct {
 
 	lastWrite  atomic.Int64 // unix nanoseconds of the last bytes handed to the socket
 	expired    atomic.Int64 // messages dropped because their deadline passed
+	wakes      atomic.Int64 // batches the writer goroutine woke up to write
 	unsendable atomic.Int64 // messages the encoder refused (a bug upstream)
 }
 
@@ -162,7 +163,7 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	if !q.wmu.TryLock() {
 		return false
 	}
-	defer q.wmu.Unlock()
+	defer q.unlockWriter()
 	q.mu.Lock()
 	idle := !q.closed.Load() && len(q.items) == 0
 	q.mu.Unlock()
@@ -174,6 +175,18 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 		q.Close(nil)
 	}
 	return true
+}
+
+// unlockWriter releases wmu and wakes the writer if frames were queued
+// meanwhile: a FlushThrough that found wmu taken left them to the holder.
+func (q *Queue) unlockWriter() {
+	q.wmu.Unlock()
+	q.mu.Lock()
+	more := len(q.items) > 0
+	q.mu.Unlock()
+	if more {
+		q.signal()
+	}
 }
 
 // ErrClosed is returned by EnqueueFrameWait on a closed queue.
@@ -299,48 +312,72 @@ func (q *Queue) Run() error {
 	for {
 		select {
 		case <-q.wake:
+			q.wakes.Add(1)
 		case <-q.quit:
 			q.wmu.Lock()
 			_ = q.write(q.w, q.take(), finalFlushTimeout)
 			q.wmu.Unlock()
 			return nil
 		}
-		if err := q.writeBatch(); err != nil {
+		q.wmu.Lock()
+		if err := q.writeBatches(-1); err != nil {
 			return err
 		}
 	}
 }
 
-// writeBatch writes what is queued, under wmu, and frees its room; a write
-// error closes the queue and is returned.
-func (q *Queue) writeBatch() error {
-	q.wmu.Lock()
-	return q.writeBatchLocked()
-}
+// WriterWakes counts the writer goroutine's wake-ups: a goroutine hand-off
+// each, which a write from the producer's goroutine (WriteThrough,
+// CommitThrough) saves. Tests count them so hand-offs
+// cannot creep back onto a path that had none.
+func (q *Queue) WriterWakes() int64 { return q.wakes.Load() }
 
-// writeBatchLocked is writeBatch for a caller already holding wmu, which it
-// releases.
-func (q *Queue) writeBatchLocked() error {
-	batch := q.take()
-	err := q.write(q.w, batch, q.limits.WriteTimeout)
-	q.recycle(batch)
-	q.wmu.Unlock()
-	q.mu.Lock()
-	q.writing = 0
-	if q.space != nil { // wake every producer waiting for room
-		close(q.space)
-		q.space = nil
-	}
-	q.mu.Unlock()
-	if err != nil {
-		q.Close(nil)
+// writeBatches writes what is queued and frees its room, with wmu held,
+// which it releases. Frames queued while it wrote by producers that found
+// wmu taken (FlushThrough) are left to whoever held it: after unlocking it
+// looks again and writes those too when it can take wmu back — at most
+// again more times (negative: no bound), then it wakes the writer — or
+// leaves them to the new holder, whose batch is taken later. A write error
+// closes the queue and is returned.
+func (q *Queue) writeBatches(again int) error {
+	for {
+		select { // this batch takes what a pending wake-up was for
+		case <-q.wake:
+		default:
+		}
+		batch := q.take()
+		err := q.write(q.w, batch, q.limits.WriteTimeout)
+		q.recycle(batch)
+		q.wmu.Unlock()
 		q.mu.Lock()
-		releaseFrames(q.items) // never written: give them back
-		q.items = nil
-		q.pend = q.pend[:0]
+		q.writing = 0
+		if q.space != nil { // wake every producer waiting for room
+			close(q.space)
+			q.space = nil
+		}
+		more := len(q.items) > 0 && !q.closed.Load()
 		q.mu.Unlock()
+		if err != nil {
+			q.Close(nil)
+			q.mu.Lock()
+			releaseFrames(q.items) // never written: give them back
+			q.items = nil
+			q.pend = q.pend[:0]
+			q.mu.Unlock()
+			return err
+		}
+		if !more {
+			return nil
+		}
+		if again == 0 {
+			q.signal()
+			return nil
+		}
+		if !q.wmu.TryLock() {
+			return nil // the holder takes them
+		}
+		again--
 	}
-	return err
 }
 
 // recycle keeps a written batch's slices as the spares the next take swaps
