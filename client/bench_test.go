@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,31 @@ func BenchmarkRequestReply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRequestReplyConcurrent measures request/reply round trips from
+// 16 goroutines sharing one requesting connection (the harness's workload
+// 4), through a broker over a Unix socket (128-byte payload).
+func BenchmarkRequestReplyConcurrent(b *testing.B) {
+	e := testbroker.Start(b, "unix", testOpts())
+	srv := connect(b, e, "server")
+	cl := connect(b, e, "client")
+	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
+		b.Fatal(err)
+	}
+	ch := cl.Scope("s").Channel("echo")
+	payload := make([]byte, 128)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := ch.Request(context.Background(), "server", payload); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkSendReceipt measures an event sent to one node and its

@@ -23,14 +23,20 @@ import (
 // written), and the order is the queue's: in-place frames and queued
 // messages leave in the order they were queued.
 
-// maxRetainedPending bounds the pending buffer a queue keeps between
-// batches once the burst it grew for is over (see recycle).
-const maxRetainedPending = 256 << 10
+// The pending batch is a list of segments, so a burst that outruns the
+// writer never copies what it queued to grow a buffer: a frame that does
+// not fit the last segment starts a new one. pendSegment is a segment's
+// size (a larger frame gets one of its own size); maxFreeSegments bounds
+// the emptied ones a queue keeps for reuse.
+const (
+	pendSegment     = 32 << 10
+	maxFreeSegments = 4
+)
 
-// span is where an in-place frame lies in the pending batch; ttl is the
-// offset of its ttl digits there, or -1.
+// span is where an in-place frame lies in the pending batch: in segment
+// seg, from start to end, its ttl digits at ttl (or -1).
 type span struct {
-	start, end, ttl int
+	seg, start, end, ttl int
 }
 
 // Reserve locks the queue for one frame of at most size bytes to be
@@ -44,8 +50,7 @@ func (q *Queue) Reserve(size int) (*[]byte, bool) {
 		q.mu.Unlock()
 		return nil, false
 	}
-	q.resAt = len(q.pend)
-	return &q.pend, true
+	return q.reserveLocked(size), true
 }
 
 // ReserveWait is Reserve waiting for room while the queue is full: the
@@ -60,8 +65,7 @@ func (q *Queue) ReserveWait(ctx context.Context, size int) (*[]byte, error) {
 			return nil, ErrClosed
 		}
 		if q.fitsLocked(size) {
-			q.resAt = len(q.pend)
-			return &q.pend, nil
+			return q.reserveLocked(size), nil
 		}
 		// Full: checked and armed under one lock, as in waitRoom.
 		if q.space == nil {
@@ -79,11 +83,30 @@ func (q *Queue) ReserveWait(ctx context.Context, size int) (*[]byte, error) {
 	}
 }
 
+// reserveLocked returns the segment the next frame is appended to, with
+// room for size bytes.
+func (q *Queue) reserveLocked(size int) *[]byte {
+	n := len(q.segs)
+	if n == 0 || cap(q.segs[n-1])-len(q.segs[n-1]) < size {
+		var s []byte
+		if k := len(q.free); k > 0 && size <= pendSegment {
+			s, q.free = q.free[k-1], q.free[:k-1]
+		} else {
+			s = make([]byte, 0, max(size, pendSegment))
+		}
+		q.segs = append(q.segs, s)
+		n++
+	}
+	q.resAt = len(q.segs[n-1])
+	return &q.segs[n-1]
+}
+
 // commitLocked records the frame appended since Reserve; ttlOff is the
 // offset of its ttl digits in the buffer Reserve returned (hotpath's
 // encoders return it so), or -1.
 func (q *Queue) commitLocked(ttlOff int, deadline time.Time) {
-	at := span{start: q.resAt, end: len(q.pend), ttl: ttlOff}
+	seg := len(q.segs) - 1
+	at := span{seg: seg, start: q.resAt, end: len(q.segs[seg]), ttl: ttlOff}
 	q.items = append(q.items, item{at: at, deadline: deadline})
 	q.bytes += at.end - at.start
 }
@@ -139,17 +162,17 @@ func (q *Queue) FlushThrough() {
 const maxWriteAgain = 1
 
 // inlineRun is a run of consecutive in-place frames of one batch, written
-// together (they lie back to back in the pending buffer).
+// together (they lie back to back in one segment).
 type inlineRun struct {
-	b          []byte // the pending buffer the run is in
-	start, end int
+	b               []byte // the segment the run is in
+	seg, start, end int
 }
 
 // addInline adds an in-place frame to the run (the writer's side of
 // Reserve): an expired one is dropped and breaks the run, a live one has
 // its remaining budget stamped.
 func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Time) error {
-	pend := q.sparePend // the batch's pending buffer (take swapped it here)
+	pend := q.batchSegs[it.at.seg] // the batch's segment (take moved it here)
 	if !it.deadline.IsZero() && !now.Before(it.deadline) {
 		q.expired.Add(1)
 		return q.flushRun(w, run)
@@ -157,14 +180,14 @@ func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Tim
 	if it.at.ttl >= 0 && !it.deadline.IsZero() {
 		hotpath.PatchTTL(pend[it.at.ttl:], max(1, it.deadline.Sub(now).Milliseconds()))
 	}
-	if run.end == it.at.start && run.b != nil {
+	if run.b != nil && run.seg == it.at.seg && run.end == it.at.start {
 		run.end = it.at.end
 		return nil
 	}
 	if err := q.flushRun(w, run); err != nil {
 		return err
 	}
-	*run = inlineRun{b: pend, start: it.at.start, end: it.at.end}
+	*run = inlineRun{b: pend, seg: it.at.seg, start: it.at.start, end: it.at.end}
 	return nil
 }
 

@@ -221,3 +221,46 @@ func TestStagedFramesLeaveOnFlushThrough(t *testing.T) {
 		}
 	}
 }
+
+func TestInPlaceBurstSpansSegments(t *testing.T) {
+	a, b := pair(t)
+	q := New(a, Limits{MaxMessages: 10000, MaxBytes: 8 << 20, WriteTimeout: 5 * time.Second})
+	// More than one segment of small frames, one frame larger than a
+	// segment, then more small ones: all leave, in order, whole.
+	const n = 3 * pendSegment / 100
+	body := make([]byte, 60)
+	big := make([]byte, pendSegment+1000)
+	for i := range 2 * n {
+		payload := body
+		if i == n {
+			payload = big
+		}
+		buf, ok := q.Reserve(hotpath.EventLen(wire.TypeStream, "c", 8, len(payload), false))
+		if !ok {
+			t.Fatalf("frame %d refused", i)
+		}
+		var off int
+		*buf, off = hotpath.AppendEvent(*buf, wire.TypeStream, "c", []byte(strconv.Itoa(i)), payload, false)
+		q.Commit(off, time.Time{})
+	}
+	if len(q.segs) < 4 {
+		t.Fatalf("%d segments: the burst should span several", len(q.segs))
+	}
+	go q.Run()
+	defer func() { q.Close(nil); <-q.Done() }()
+	r := wire.NewReader(b)
+	for i := range 2 * n {
+		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, err := r.ReadMessage()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		want := len(body)
+		if i == n {
+			want = len(big)
+		}
+		if m.Value(wire.HeaderID) != strconv.Itoa(i) || len(m.Body()) != want {
+			t.Fatalf("frame %d: id %s, %d bytes", i, m.Value(wire.HeaderID), len(m.Body()))
+		}
+	}
+}

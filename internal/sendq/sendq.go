@@ -1,9 +1,12 @@
 // Package sendq is the outbound half of a busbar connection, shared by the
-// broker and the client: a bounded queue of messages and the one goroutine
+// broker and the client: a bounded queue of messages and the goroutine
 // that writes them. The writer drains everything queued, flushes once, then
 // waits (batching without timers); a message whose deadline passed while
 // queued is dropped, never sent, and one still in time leaves with its
-// remaining budget stamped in its ttl header.
+// remaining budget stamped in its ttl header. A producer that may block on
+// the socket can write a batch itself when the writer is idle
+// (WriteThrough, CommitThrough), and one that encodes its own frames can
+// append them to the pending batch in place (inline.go).
 package sendq
 
 import (
@@ -77,12 +80,13 @@ type Queue struct {
 
 	// Owned by whoever holds wmu: the spare slices take swaps in.
 	spare     []item
-	sparePend []byte
+	batchSegs [][]byte // the segments of the batch being written (take moves them here)
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
-	pend    []byte        // frames encoded in place (Reserve), in the order of their items
-	resAt   int           // where the frame being appended under Reserve starts
+	segs    [][]byte      // frames encoded in place (Reserve), in the order of their items; appended to the last
+	free    [][]byte      // emptied segments, for reuse
+	resAt   int           // where the frame being appended under Reserve starts in the last segment
 	bytes   int           // cost of items
 	writing int           // cost of the batch being written: it still counts against MaxBytes
 	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
@@ -362,7 +366,8 @@ func (q *Queue) writeBatches(again int) error {
 			q.mu.Lock()
 			releaseFrames(q.items) // never written: give them back
 			q.items = nil
-			q.pend = q.pend[:0]
+			clear(q.segs)
+			q.segs = q.segs[:0]
 			q.mu.Unlock()
 			return err
 		}
@@ -380,17 +385,25 @@ func (q *Queue) writeBatches(again int) error {
 	}
 }
 
-// recycle keeps a written batch's slices as the spares the next take swaps
-// in (wmu held): the items cleared so written messages can be collected,
-// a pending buffer larger than maxRetainedPending dropped once a batch
-// uses less than a quarter of it (kept while a flow fills it, so a fast
-// publisher does not grow a new one per batch; let go once it slows).
+// recycle keeps a written batch's items as the spare the next take swaps
+// in, cleared so written messages can be collected, and gives its
+// segments back for reuse, up to maxFreeSegments of the usual size (wmu
+// held).
 func (q *Queue) recycle(batch []item) {
 	clear(batch)
 	q.spare = batch[:0]
-	if n := cap(q.sparePend); n > maxRetainedPending && len(q.sparePend) < n/4 {
-		q.sparePend = nil // the burst it grew for is over
+	if len(q.batchSegs) == 0 {
+		return
 	}
+	q.mu.Lock()
+	for _, s := range q.batchSegs {
+		if len(q.free) < maxFreeSegments && cap(s) == pendSegment {
+			q.free = append(q.free, s[:0])
+		}
+	}
+	q.mu.Unlock()
+	clear(q.batchSegs)
+	q.batchSegs = q.batchSegs[:0]
 }
 
 // writeFrame copies a shared frame into the writer's buffer and stamps the
@@ -420,14 +433,14 @@ func releaseFrames(items []item) {
 	}
 }
 
-// take hands what is queued to the holder of wmu, swapping in the spares:
-// the items, and the pending buffer their in-place frames live in (kept as
-// sparePend until the next take, so those frames stay valid while written).
+// take hands what is queued to the holder of wmu, swapping in the spare
+// items; the segments their in-place frames live in move to batchSegs,
+// where they stay valid while written.
 func (q *Queue) take() []item {
 	q.mu.Lock()
 	items := q.items
 	q.items = q.spare[:0]
-	q.pend, q.sparePend = q.sparePend[:0], q.pend
+	q.segs, q.batchSegs = q.batchSegs[:0], q.segs
 	q.writing = q.bytes
 	q.bytes = 0
 	q.mu.Unlock()
