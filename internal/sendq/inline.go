@@ -2,6 +2,7 @@ package sendq
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"busbar/internal/hotpath"
@@ -26,12 +27,33 @@ import (
 // The pending batch is a list of segments, so a burst that outruns the
 // writer never copies what it queued to grow a buffer: a frame that does
 // not fit the last segment starts a new one. pendSegment is a segment's
-// size (a larger frame gets one of its own size); maxFreeSegments bounds
-// the emptied ones a queue keeps for reuse.
-const (
-	pendSegment     = 32 << 10
-	maxFreeSegments = 4
-)
+// size (a larger frame gets one of its own size). Written segments go back
+// to a pool shared by every queue of the process, which the garbage
+// collector empties once they sit unused: a queue keeps nothing of a burst.
+const pendSegment = 32 << 10
+
+var segPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// getSegment returns an empty segment with room for size bytes.
+func getSegment(size int) *[]byte {
+	if size > pendSegment {
+		s := make([]byte, 0, size)
+		return &s
+	}
+	p := segPool.Get().(*[]byte)
+	if *p == nil {
+		*p = make([]byte, 0, pendSegment)
+	}
+	*p = (*p)[:0]
+	return p
+}
+
+// putSegment gives a written segment back to the pool.
+func putSegment(p *[]byte) {
+	if cap(*p) == pendSegment {
+		segPool.Put(p)
+	}
+}
 
 // span is where an in-place frame lies in the pending batch: in segment
 // seg, from start to end, its ttl digits at ttl (or -1).
@@ -87,18 +109,12 @@ func (q *Queue) ReserveWait(ctx context.Context, size int) (*[]byte, error) {
 // room for size bytes.
 func (q *Queue) reserveLocked(size int) *[]byte {
 	n := len(q.segs)
-	if n == 0 || cap(q.segs[n-1])-len(q.segs[n-1]) < size {
-		var s []byte
-		if k := len(q.free); k > 0 && size <= pendSegment {
-			s, q.free = q.free[k-1], q.free[:k-1]
-		} else {
-			s = make([]byte, 0, max(size, pendSegment))
-		}
-		q.segs = append(q.segs, s)
+	if n == 0 || cap(*q.segs[n-1])-len(*q.segs[n-1]) < size {
+		q.segs = append(q.segs, getSegment(size))
 		n++
 	}
-	q.resAt = len(q.segs[n-1])
-	return &q.segs[n-1]
+	q.resAt = len(*q.segs[n-1])
+	return q.segs[n-1]
 }
 
 // commitLocked records the frame appended since Reserve; ttlOff is the
@@ -106,7 +122,7 @@ func (q *Queue) reserveLocked(size int) *[]byte {
 // encoders return it so), or -1.
 func (q *Queue) commitLocked(ttlOff int, deadline time.Time) {
 	seg := len(q.segs) - 1
-	at := span{seg: seg, start: q.resAt, end: len(q.segs[seg]), ttl: ttlOff}
+	at := span{seg: seg, start: q.resAt, end: len(*q.segs[seg]), ttl: ttlOff}
 	q.items = append(q.items, item{at: at, deadline: deadline})
 	q.bytes += at.end - at.start
 }
@@ -172,7 +188,7 @@ type inlineRun struct {
 // Reserve): an expired one is dropped and breaks the run, a live one has
 // its remaining budget stamped.
 func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Time) error {
-	pend := q.batchSegs[it.at.seg] // the batch's segment (take moved it here)
+	pend := *q.batchSegs[it.at.seg] // the batch's segment (take moved it here)
 	if !it.deadline.IsZero() && !now.Before(it.deadline) {
 		q.expired.Add(1)
 		return q.flushRun(w, run)

@@ -80,12 +80,11 @@ type Queue struct {
 
 	// Owned by whoever holds wmu: the spare slices take swaps in.
 	spare     []item
-	batchSegs [][]byte // the segments of the batch being written (take moves them here)
+	batchSegs []*[]byte // the segments of the batch being written (take moves them here)
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
-	segs    [][]byte      // frames encoded in place (Reserve), in the order of their items; appended to the last
-	free    [][]byte      // emptied segments, for reuse
+	segs    []*[]byte     // frames encoded in place (Reserve), in the order of their items; appended to the last
 	resAt   int           // where the frame being appended under Reserve starts in the last segment
 	bytes   int           // cost of items
 	writing int           // cost of the batch being written: it still counts against MaxBytes
@@ -366,6 +365,9 @@ func (q *Queue) writeBatches(again int) error {
 			q.mu.Lock()
 			releaseFrames(q.items) // never written: give them back
 			q.items = nil
+			for _, s := range q.segs {
+				putSegment(s)
+			}
 			clear(q.segs)
 			q.segs = q.segs[:0]
 			q.mu.Unlock()
@@ -387,21 +389,13 @@ func (q *Queue) writeBatches(again int) error {
 
 // recycle keeps a written batch's items as the spare the next take swaps
 // in, cleared so written messages can be collected, and gives its
-// segments back for reuse, up to maxFreeSegments of the usual size (wmu
-// held).
+// segments back to the pool (wmu held).
 func (q *Queue) recycle(batch []item) {
 	clear(batch)
 	q.spare = batch[:0]
-	if len(q.batchSegs) == 0 {
-		return
-	}
-	q.mu.Lock()
 	for _, s := range q.batchSegs {
-		if len(q.free) < maxFreeSegments && cap(s) == pendSegment {
-			q.free = append(q.free, s[:0])
-		}
+		putSegment(s)
 	}
-	q.mu.Unlock()
 	clear(q.batchSegs)
 	q.batchSegs = q.batchSegs[:0]
 }
