@@ -22,11 +22,13 @@ type handoffs struct {
 	answers atomic.Int64 // answers handed to a caller waiting for them
 }
 
-// execute hands task to the executor, counting the hand-off.
+// execute hands task to the executor, counting the hand-off: before it,
+// so the count is there by the time the task (and what it answers) runs.
 func (c *Client) execute(task func()) bool {
+	c.handoffs.tasks.Add(1)
 	if !c.exec.Execute(task) {
+		c.handoffs.tasks.Add(-1)
 		return false
 	}
-	c.handoffs.tasks.Add(1)
 	return true
 }
