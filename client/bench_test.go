@@ -15,13 +15,7 @@ import (
 // BenchmarkRequestReply measures one synchronous request/reply round trip
 // through a broker over a Unix socket (128-byte payload).
 func BenchmarkRequestReply(b *testing.B) {
-	e := testbroker.Start(b, "unix", testOpts())
-	srv := connect(b, e, "server")
-	cl := connect(b, e, "client")
-	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
-		b.Fatal(err)
-	}
-	ch := cl.Scope("s").Channel("echo")
+	ch := echoChannel(b)
 	payload := make([]byte, 128)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -37,13 +31,7 @@ func BenchmarkRequestReply(b *testing.B) {
 // 16 goroutines sharing one requesting connection (the harness's workload
 // 4), through a broker over a Unix socket (128-byte payload).
 func BenchmarkRequestReplyConcurrent(b *testing.B) {
-	e := testbroker.Start(b, "unix", testOpts())
-	srv := connect(b, e, "server")
-	cl := connect(b, e, "client")
-	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
-		b.Fatal(err)
-	}
-	ch := cl.Scope("s").Channel("echo")
+	ch := echoChannel(b)
 	payload := make([]byte, 128)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
@@ -56,6 +44,19 @@ func BenchmarkRequestReplyConcurrent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// echoChannel connects a responder echoing requests on channel echo and a
+// requester, through a broker over a Unix socket, and returns the
+// requester's channel; requests go to node "server".
+func echoChannel(b *testing.B) *client.Channel {
+	e := testbroker.Start(b, "unix", testOpts())
+	srv := connect(b, e, "server")
+	cl := connect(b, e, "client")
+	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
+		b.Fatal(err)
+	}
+	return cl.Scope("s").Channel("echo")
 }
 
 // BenchmarkSendReceipt measures an event sent to one node and its

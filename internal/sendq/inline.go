@@ -80,29 +80,10 @@ func (q *Queue) Reserve(size int) (*[]byte, bool) {
 // if ctx ends first, ErrClosed if the queue closes; on nil the lock is
 // held, as after Reserve.
 func (q *Queue) ReserveWait(ctx context.Context, size int) (*[]byte, error) {
-	for {
-		q.mu.Lock()
-		if q.closed.Load() {
-			q.mu.Unlock()
-			return nil, ErrClosed
-		}
-		if q.fitsLocked(size) {
-			return q.reserveLocked(size), nil
-		}
-		// Full: checked and armed under one lock, as in waitRoom.
-		if q.space == nil {
-			q.space = make(chan struct{})
-		}
-		space := q.space
-		q.mu.Unlock()
-		select {
-		case <-space:
-		case <-q.quit:
-			return nil, ErrClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := waitLocked(q, ctx.Done(), ctx.Err, func() bool { return q.fitsLocked(size) }); err != nil {
+		return nil, err
 	}
+	return q.reserveLocked(size), nil
 }
 
 // reserveLocked returns the segment the next frame is appended to, with

@@ -220,15 +220,24 @@ var errGaveUp = errors.New("sendq: gave up waiting for room")
 // waitRoom runs add under q's lock until it succeeds, waiting for room between
 // tries, until done fires (then cause(), or errGaveUp).
 func waitRoom[T any](q *Queue, done <-chan T, cause func() error, add func() bool) error {
+	if err := waitLocked(q, done, cause, add); err != nil {
+		return err
+	}
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
+// waitLocked is waitRoom returning with q's lock held once try succeeded;
+// it signals nobody.
+func waitLocked[T any](q *Queue, done <-chan T, cause func() error, try func() bool) error {
 	for {
 		q.mu.Lock()
 		if q.closed.Load() {
 			q.mu.Unlock()
 			return ErrClosed
 		}
-		if add() {
-			q.mu.Unlock()
-			q.signal()
+		if try() {
 			return nil
 		}
 		// Full: wait for the writer to free room. Checked and armed under
