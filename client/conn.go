@@ -210,17 +210,20 @@ func (c *Client) readLoop(cn *conn, r *wire.Reader) {
 // requests and the replies to requests take the hot path (no decode);
 // the rest is decoded and dispatched.
 func (c *Client) handleFrame(cn *conn, v *hotpath.View, now *time.Time) {
-	switch typ := v.Value(wire.HeaderType); {
+	typ := v.Value(wire.HeaderType)
+	switch {
 	case v.IsHeartbeat():
+		return
 	case typ == wire.TypeStream:
 		c.deliverStream(cn, v, now)
+		return
+	}
+	c.flushStreams(cn) // keep stream messages before what follows them
+	switch {
 	case typ == wire.TypeRequest:
 		c.deliverRequestView(cn, v, now)
+	case typ == wire.TypeResponse && c.answerView(v):
 	default:
-		c.flushStreams(cn) // keep stream messages before what follows them
-		if typ == wire.TypeResponse && c.answerView(v) {
-			return
-		}
 		m, err := v.Message()
 		if err != nil {
 			return // cannot happen: the view parsed

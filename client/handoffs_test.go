@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // TestRequestRoundTripHandOffs pins the goroutine hand-offs a request
-// round trip costs the two clients: the responder's reader hands the
-// request to an executor worker and the requester's reader hands the reply
-// to the caller; neither writer goroutine is woken, because the caller and
-// the handler's worker write themselves. A change that adds a hand-off
-// (a write through the writer goroutine, a second executor hop) fails it.
+// round trip costs the two clients, one requester at a time and sixteen
+// at once on one connection: the responder's reader hands the request to
+// an executor worker and the requester's reader hands the reply to the
+// caller; neither writer goroutine is woken, because the callers and the
+// handlers' workers write themselves. A change that adds a hand-off (a
+// write through the writer goroutine, a second executor hop) fails it.
 func TestRequestRoundTripHandOffs(t *testing.T) {
 	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
 		srv := connect(t, e, "server")
@@ -25,35 +27,45 @@ func TestRequestRoundTripHandOffs(t *testing.T) {
 		if _, err := ch.Request(ctxT(t, 5*time.Second), "server", nil); err != nil { // warm: the handler is known to the broker
 			t.Fatal(err)
 		}
-		const n = 200
-		st0, sa0, sw0 := client.HandOffs(srv)
-		ct0, ca0, cw0 := client.HandOffs(cl)
-		payload := make([]byte, 128)
-		for range n {
-			if _, err := ch.Request(ctxT(t, 5*time.Second), "server", payload); err != nil {
-				t.Fatal(err)
+		for _, callers := range []int{1, 16} {
+			const perCaller = 200
+			n := int64(callers * perCaller)
+			st0, sa0, sw0 := client.HandOffs(srv)
+			ct0, ca0, cw0 := client.HandOffs(cl)
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					payload := make([]byte, 128)
+					for range perCaller {
+						if _, err := ch.Request(ctxT(t, 5*time.Second), "server", payload); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
 			}
-		}
-		st, sa, sw := client.HandOffs(srv)
-		ct, ca, cw := client.HandOffs(cl)
-		// The bounds tell one hand-off per request from two, and none from
-		// one per request, with room for what a loaded machine adds (a
-		// worker preempted while it holds the write lock, a heartbeat, a
-		// broker event that also runs on the executor).
-		const slack = n / 4
-		check := func(who, what string, got, want int64) {
-			t.Helper()
-			if got < want || got > want+slack {
-				t.Errorf("%s: %d %s for %d round trips, want %d (up to %d more)", who, got, what, n, want, slack)
+			wg.Wait()
+			st, sa, sw := client.HandOffs(srv)
+			ct, ca, cw := client.HandOffs(cl)
+			// The bounds tell one hand-off per request from two, and none
+			// from one per request, with room for what a loaded machine
+			// adds (a worker preempted while it holds the write lock, a
+			// heartbeat, a broker event that also runs on the executor).
+			slack := n / 4
+			check := func(who, what string, got, want int64) {
+				t.Helper()
+				if got < want || got > want+slack {
+					t.Errorf("%d callers: %s: %d %s for %d round trips, want %d (up to %d more)", callers, who, got, what, n, want, slack)
+				}
 			}
+			check("responder", "requests handed to the executor", st-st0, n)
+			check("requester", "replies handed to the waiting caller", ca-ca0, n)
+			check("responder", "answers handed to a caller", sa-sa0, 0)
+			check("requester", "tasks handed to the executor", ct-ct0, 0)
+			check("responder", "wake-ups of its writer goroutine (the workers write the replies)", sw-sw0, 0)
+			check("requester", "wake-ups of its writer goroutine (the callers write the requests)", cw-cw0, 0)
+			t.Logf("%d callers, per round trip: responder %.3f executor, %.3f writer; requester %.3f answer, %.3f writer",
+				callers, float64(st-st0)/float64(n), float64(sw-sw0)/float64(n), float64(ca-ca0)/float64(n), float64(cw-cw0)/float64(n))
 		}
-		check("responder", "requests handed to the executor", st-st0, n)
-		check("requester", "replies handed to the waiting caller", ca-ca0, n)
-		check("responder", "answers handed to a caller", sa-sa0, 0)
-		check("requester", "tasks handed to the executor", ct-ct0, 0)
-		check("responder", "wake-ups of its writer goroutine (the workers write the replies)", sw-sw0, 0)
-		check("requester", "wake-ups of its writer goroutine (the callers write the requests)", cw-cw0, 0)
-		t.Logf("per round trip: responder %.2f executor, %.2f writer; requester %.2f answer, %.2f writer",
-			float64(st-st0)/n, float64(sw-sw0)/n, float64(ca-ca0)/n, float64(cw-cw0)/n)
 	})
 }
