@@ -461,8 +461,8 @@ func (c *Client) registerOnLocked(cn *conn, s *Scope, id string, onAnswer func(*
 
 // await waits for a started call's answer.
 func (c *Client) await(ctx context.Context, p *pending, id string, deadline time.Time) (*wire.Message, error) {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	timer := getTimer(time.Until(deadline))
+	defer putTimer(timer)
 	var sdone <-chan struct{}
 	if p.scope != nil {
 		sdone = p.scope.done
@@ -483,6 +483,28 @@ func (c *Client) await(ctx context.Context, p *pending, id string, deadline time
 		c.forget(id)
 		return nil, ErrScopeClosed
 	}
+}
+
+// Timers of awaited calls are reused: a call's wait costs no timer
+// allocation. Since Go 1.23 a stopped timer delivers nothing stale, so a
+// reused one fires only for its new wait.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// getTimer returns a timer firing after d.
+func getTimer(d time.Duration) *time.Timer {
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+// putTimer stops t and keeps it for reuse.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
 }
 
 var (
