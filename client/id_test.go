@@ -84,3 +84,16 @@ func TestMessageFromViewIsOneAllocation(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkMessageFromView128(b *testing.B) {
+	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, newID()).
+		WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, 128)).ToBytes()
+	var v hotpath.View
+	if err := hotpath.ParseView(frame, &v); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		messageFromView(&v, Event, time.Time{})
+	}
+}
