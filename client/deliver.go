@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -176,21 +175,14 @@ func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
 		return // expired while queued: never dispatched
 	}
-	ctx, cancel := c.callbackContext(msg.deadline)
-	defer cancel()
+	ctx := c.callbackContext(msg.deadline)
+	defer ctx.release()
 	for i, s := range subs {
 		if s.active() {
 			m := receiverCopy(msg, i, len(subs))
 			c.protect(func() { s.h(ctx, m) })
 		}
 	}
-}
-
-func (c *Client) callbackContext(deadline time.Time) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return context.WithCancel(c.ctx)
-	}
-	return context.WithDeadline(c.ctx, deadline)
 }
 
 // protect runs a callback, turning a panic into an error so one bad
@@ -230,8 +222,8 @@ func (c *Client) runHandler(reg *Registration, msg *Message) (outcome, bool) {
 	if !reg.active() {
 		return failed(wire.ResultNoHandler, wire.RCFailure, "handler withdrawn"), true
 	}
-	ctx, cancel := c.callbackContext(msg.deadline)
-	defer cancel()
+	ctx := c.callbackContext(msg.deadline)
+	defer ctx.release()
 	var (
 		payload []byte
 		herr    error
