@@ -94,7 +94,10 @@ func (c *Client) answerView(v *hotpath.View) bool {
 	c.mu.Unlock()
 	if rc := responseRC(v); rc.IsError() {
 		e := requestError(v)
-		e.Text, e.From = strings.Clone(e.Text), strings.Clone(e.From) // v aliases the read buffer
+		// Every string of v aliases the read buffer, which the next read
+		// overwrites: the error keeps copies.
+		e.Kind = wire.Result(strings.Clone(string(e.Kind)))
+		e.Text, e.From = strings.Clone(e.Text), strings.Clone(e.From)
 		p.rerr = e
 	} else {
 		p.reply = messageFromView(v, Reply, time.Time{})

@@ -100,7 +100,7 @@ type Queue struct {
 
 	lastWrite  atomic.Int64 // unix nanoseconds of the last bytes handed to the socket
 	expired    atomic.Int64 // messages dropped because their deadline passed
-	wakes      atomic.Int64 // batches the writer goroutine woke up to write
+	wakes      atomic.Int64 // the writer goroutine's wake-ups
 	unsendable atomic.Int64 // messages the encoder refused (a bug upstream)
 }
 
@@ -340,8 +340,8 @@ func (q *Queue) Run() error {
 
 // WriterWakes counts the writer goroutine's wake-ups: a goroutine hand-off
 // each, which a write from the producer's goroutine (WriteThrough,
-// CommitThrough) saves. Tests count them so hand-offs
-// cannot creep back onto a path that had none.
+// CommitThrough) saves. Tests count them so hand-offs cannot creep back
+// onto a path that had none.
 func (q *Queue) WriterWakes() int64 { return q.wakes.Load() }
 
 // writeBatches writes what is queued and frees its room, with wmu held,
