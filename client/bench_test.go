@@ -50,13 +50,20 @@ func BenchmarkRequestReplyConcurrent(b *testing.B) {
 // requester, through a broker over a Unix socket, and returns the
 // requester's channel; requests go to node "server".
 func echoChannel(b *testing.B) *client.Channel {
-	e := testbroker.Start(b, "unix", testOpts())
-	srv := connect(b, e, "server")
-	cl := connect(b, e, "client")
-	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
-		b.Fatal(err)
-	}
+	_, cl := echoPair(b, testbroker.Start(b, "unix", testOpts()))
 	return cl.Scope("s").Channel("echo")
+}
+
+// echoPair connects node "server", whose scope "s" echoes requests on
+// channel echo, and node "client", through e.
+func echoPair(tb testing.TB, e *testbroker.Env) (srv, cl *client.Client) {
+	tb.Helper()
+	srv = connect(tb, e, "server")
+	cl = connect(tb, e, "client")
+	if _, err := srv.Scope("s").Channel("echo").Handle(ctxT(tb, 5*time.Second), echo); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, cl
 }
 
 // BenchmarkSendReceipt measures an event sent to one node and its
