@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,13 +15,7 @@ import (
 // BenchmarkRequestReply measures one synchronous request/reply round trip
 // through a broker over a Unix socket (128-byte payload).
 func BenchmarkRequestReply(b *testing.B) {
-	e := testbroker.Start(b, "unix", testOpts())
-	srv := connect(b, e, "server")
-	cl := connect(b, e, "client")
-	if _, err := srv.Scope("s").Channel("echo").Handle(context.Background(), echo); err != nil {
-		b.Fatal(err)
-	}
-	ch := cl.Scope("s").Channel("echo")
+	ch := echoChannel(b)
 	payload := make([]byte, 128)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -30,6 +25,45 @@ func BenchmarkRequestReply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRequestReplyConcurrent measures request/reply round trips from
+// 16 goroutines sharing one requesting connection (the harness's workload
+// 4), through a broker over a Unix socket (128-byte payload).
+func BenchmarkRequestReplyConcurrent(b *testing.B) {
+	ch := echoChannel(b)
+	payload := make([]byte, 128)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := ch.Request(context.Background(), "server", payload); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// echoChannel connects a responder echoing requests on channel echo and a
+// requester, through a broker over a Unix socket, and returns the
+// requester's channel; requests go to node "server".
+func echoChannel(b *testing.B) *client.Channel {
+	_, cl := echoPair(b, testbroker.Start(b, "unix", testOpts()))
+	return cl.Scope("s").Channel("echo")
+}
+
+// echoPair connects node "server", whose scope "s" echoes requests on
+// channel echo, and node "client", through e.
+func echoPair(tb testing.TB, e *testbroker.Env) (srv, cl *client.Client) {
+	tb.Helper()
+	srv = connect(tb, e, "server")
+	cl = connect(tb, e, "client")
+	if _, err := srv.Scope("s").Channel("echo").Handle(ctxT(tb, 5*time.Second), echo); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, cl
 }
 
 // BenchmarkSendReceipt measures an event sent to one node and its

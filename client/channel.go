@@ -79,21 +79,34 @@ func noTarget(what string) error {
 // prepare checks a call before anything is queued and builds its message.
 // The payload is copied, so the caller may reuse it at once.
 func (ch *Channel) prepare(typ, target string, payload []byte) (*wire.Message, error) {
-	if err := ch.check(payload); err != nil {
+	to, err := ch.target(target, payload)
+	if err != nil {
 		return nil, err
 	}
 	m := wire.New(typ, ch.name).WithHeader(wire.HeaderID, newID()).WithBody(payload)
-	if target != "" {
-		t, err := wire.ParseTarget(target)
-		if err != nil {
-			return nil, err
-		}
-		if t.Kind == wire.TargetCrossMesh {
-			return nil, wire.ErrCrossMesh
-		}
-		m.Set(wire.HeaderTo, t.String())
+	if to != "" {
+		m.Set(wire.HeaderTo, to)
 	}
 	return m, nil
+}
+
+// target checks a call before anything is queued and returns its target
+// in canonical form ("" for none).
+func (ch *Channel) target(target string, payload []byte) (string, error) {
+	if err := ch.check(payload); err != nil {
+		return "", err
+	}
+	if target == "" {
+		return "", nil
+	}
+	t, err := wire.ParseTarget(target)
+	if err != nil {
+		return "", err
+	}
+	if t.Kind == wire.TargetCrossMesh {
+		return "", wire.ErrCrossMesh
+	}
+	return t.String(), nil
 }
 
 // Send sends an event to one node (target: a node name or address) and
@@ -140,17 +153,17 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	if target == "" {
 		return nil, noTarget("request")
 	}
-	m, err := ch.prepare(wire.TypeRequest, target, payload)
+	to, err := ch.target(target, payload)
 	if err != nil {
 		return nil, err
 	}
 	c := ch.s.c
-	var a *wire.Message
-	if c.isSelf(m.Value(wire.HeaderTo)) {
-		a, err = c.localRequest(ctx, ch.s, m)
-	} else {
-		a, err = c.call(ctx, ch.s, m, c.deadline(ctx))
+	if !c.isSelf(to) {
+		f := hotpath.Fields{Type: wire.TypeRequest, Command: ch.name, ID: newID(), To: to, TTL: true}
+		return c.request(ctx, ch.s, &f, payload, c.deadline(ctx))
 	}
+	m := wire.New(wire.TypeRequest, ch.name).WithHeader(wire.HeaderID, newID()).WithHeader(wire.HeaderTo, to).WithBody(payload)
+	a, err := c.localRequest(ctx, ch.s, m)
 	if err != nil {
 		return nil, callError(err)
 	}
@@ -193,18 +206,18 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 	if err := ch.check(payload); err != nil {
 		return err
 	}
-	// Encoded here, once, into a pooled frame: the hot path allocates nothing.
-	// Without a ctx deadline a stream message carries no ttl (the broker
-	// applies its MaxTTL): a clock read per message is not free.
+	// Encoded straight into the connection's pending batch, under its
+	// queue's lock: no frame of its own, no copy by the writer, nothing
+	// allocated. Without a ctx deadline a stream message carries no ttl
+	// (the broker applies its MaxTTL): a clock read per message is not free.
 	c := ch.s.c
 	deadline, hasDeadline := ctx.Deadline()
-	f := sendq.NewFrame()
-	var id [36]byte
-	f.B, f.TTLOff = hotpath.AppendEvent(f.B, wire.TypeStream, ch.name, appendID(id[:0]), payload, hasDeadline)
 	if !hasDeadline {
 		deadline = time.Time{}
 	}
-	defer f.Release()
+	var idb [36]byte
+	id := appendID(idb[:0])
+	size := hotpath.EventLen(wire.TypeStream, ch.name, len(id), len(payload), hasDeadline)
 	// While the client is reconnecting Emit waits for the connection as it
 	// waits for room; a message that never entered a queue is not lost to
 	// a connection's end, so it goes on the next one.
@@ -220,12 +233,18 @@ func (ch *Channel) Emit(ctx context.Context, payload []byte) error {
 		if cn == nil {
 			continue
 		}
-		err := cn.out.EnqueueFrameWait(ctx, f, deadline)
+		b, err := cn.out.ReserveWait(ctx, size)
 		if errors.Is(err, sendq.ErrClosed) {
 			stale = cn
 			continue
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		var ttlOff int
+		*b, ttlOff = hotpath.AppendEvent(*b, wire.TypeStream, ch.name, id, payload, hasDeadline)
+		cn.out.Commit(ttlOff, deadline)
+		return nil
 	}
 }
 

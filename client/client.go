@@ -65,6 +65,7 @@ type Client struct {
 	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
 	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
 	drops         drops        // what was dropped rather than block, by reason (Stats)
+	handoffs      handoffs     // goroutine hand-offs, for tests (handoffs.go)
 
 	loops sync.WaitGroup // the supervisor, which joins each connection's loops
 }
@@ -92,6 +93,11 @@ type pending struct {
 	// onAnswer, when set, runs on the reader with the answer before
 	// anything read after it is handled (a watch starts there).
 	onAnswer func(*wire.Message)
+	// view: a request's call, answered by answerView, which sets reply or
+	// rerr before it sends viewAnswer. Set under mu at registration.
+	view  bool
+	reply *Message
+	rerr  *RequestError
 }
 
 // fail ends the call without an answer.
@@ -285,8 +291,6 @@ func (c *Client) dispatch(cn *conn, m *wire.Message) {
 		default:
 			c.deliverEvent(cn, m)
 		}
-	case wire.TypeRequest:
-		c.deliverRequest(cn, m)
 	}
 }
 
@@ -301,6 +305,7 @@ func (c *Client) answer(m *wire.Message) {
 		if p.onAnswer != nil {
 			p.onAnswer(m)
 		}
+		c.handoffs.answers.Add(1)
 		p.answer <- m
 	}
 }
@@ -456,8 +461,8 @@ func (c *Client) registerOnLocked(cn *conn, s *Scope, id string, onAnswer func(*
 
 // await waits for a started call's answer.
 func (c *Client) await(ctx context.Context, p *pending, id string, deadline time.Time) (*wire.Message, error) {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	timer := getTimer(time.Until(deadline))
+	defer putTimer(timer)
 	var sdone <-chan struct{}
 	if p.scope != nil {
 		sdone = p.scope.done
@@ -478,6 +483,28 @@ func (c *Client) await(ctx context.Context, p *pending, id string, deadline time
 		c.forget(id)
 		return nil, ErrScopeClosed
 	}
+}
+
+// Timers of awaited calls are reused: a call's wait costs no timer
+// allocation. Since Go 1.23 a stopped timer delivers nothing stale, so a
+// reused one fires only for its new wait.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// getTimer returns a timer firing after d.
+func getTimer(d time.Duration) *time.Timer {
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+// putTimer stops t and keeps it for reuse.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
 }
 
 var (

@@ -199,20 +199,34 @@ func (c *Client) readLoop(cn *conn, r *wire.Reader) {
 			continue
 		}
 		cn.active.Store(true) // the heartbeat loop turns this into lastRead
-		if v.IsHeartbeat() {
-			continue
+		c.handleFrame(cn, &v, &now)
+		if !r.FrameReady() {
+			c.flushStreams(cn) // the next read may wait: hand the batch over first
 		}
-		if v.Value(wire.HeaderType) == wire.TypeStream { // the hot path: no decode
-			c.deliverStream(cn, &v, &now)
-			if !r.FrameReady() {
-				c.flushStreams(cn) // the next read may wait: hand the batch over first
-			}
-			continue
-		}
-		c.flushStreams(cn) // keep stream messages before what follows them
+	}
+}
+
+// handleFrame handles one frame from the broker on the reader. Streams,
+// requests and the replies to requests take the hot path (no decode);
+// the rest is decoded and dispatched.
+func (c *Client) handleFrame(cn *conn, v *hotpath.View, now *time.Time) {
+	typ := v.Value(wire.HeaderType)
+	switch {
+	case v.IsHeartbeat():
+		return
+	case typ == wire.TypeStream:
+		c.deliverStream(cn, v, now)
+		return
+	}
+	c.flushStreams(cn) // keep stream messages before what follows them
+	switch {
+	case typ == wire.TypeRequest:
+		c.deliverRequestView(cn, v, now)
+	case typ == wire.TypeResponse && c.answerView(v):
+	default:
 		m, err := v.Message()
 		if err != nil {
-			continue // cannot happen: the view parsed
+			return // cannot happen: the view parsed
 		}
 		c.dispatch(cn, m)
 	}

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -51,7 +50,7 @@ func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 		msg := newMessage(m, Event, deadline)
 		gate = make(chan struct{})
 		result = wire.Backpressured
-		if c.exec.Execute(func() { <-gate; c.runSubscribers(subs, msg) }) {
+		if c.execute(func() { <-gate; c.runSubscribers(subs, msg) }) {
 			result = wire.Accepted
 		}
 	}
@@ -77,19 +76,24 @@ func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
 	}
 	var deadline time.Time
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
-		// One clock read per batch of frames a read brought in: they
-		// arrived together, and a clock read costs as much as the rest of
-		// the delivery on some machines.
-		if now.IsZero() {
-			*now = time.Now()
-			c.clock.Store(now.UnixNano())
-		}
-		deadline = deadlineFrom(ttl, *now)
+		deadline = deadlineFrom(ttl, c.batchNow(now))
 	}
 	cn.streams = append(cn.streams, streamItem{subs, messageFromView(v, Event, deadline)})
 	if len(cn.streams) >= maxStreamBatch {
 		c.flushStreams(cn)
 	}
+}
+
+// batchNow is when the frames in the reader's buffer were read: one clock
+// read per batch of frames a read brought in (now is zero until then), as
+// they arrived together, and a clock read costs as much as the rest of a
+// delivery on some machines.
+func (c *Client) batchNow(now *time.Time) time.Time {
+	if now.IsZero() {
+		*now = time.Now()
+		c.clock.Store(now.UnixNano())
+	}
+	return *now
 }
 
 // streamItem is a stream message and the subscribers it was for.
@@ -121,7 +125,7 @@ func (c *Client) flushStreams(cn *conn) {
 		}
 	}
 	c.streamsQueued.Add(int64(len(batch)))
-	if !c.exec.Execute(func() {
+	if !c.execute(func() {
 		for _, it := range batch {
 			c.runStreamSubscribers(it.subs, it.msg)
 			c.streamsQueued.Add(-1)
@@ -171,21 +175,14 @@ func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
 		return // expired while queued: never dispatched
 	}
-	ctx, cancel := c.callbackContext(msg.deadline)
-	defer cancel()
+	ctx := c.callbackContext(msg.deadline)
+	defer ctx.release()
 	for i, s := range subs {
 		if s.active() {
 			m := receiverCopy(msg, i, len(subs))
 			c.protect(func() { s.h(ctx, m) })
 		}
 	}
-}
-
-func (c *Client) callbackContext(deadline time.Time) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return context.WithCancel(c.ctx)
-	}
-	return context.WithDeadline(c.ctx, deadline)
 }
 
 // protect runs a callback, turning a panic into an error so one bad
@@ -201,47 +198,38 @@ func (c *Client) protect(f func()) (err error) {
 	return nil
 }
 
-// deliverRequest runs the node's handler for the channel through the
-// executor and sends its reply.
-func (c *Client) deliverRequest(cn *conn, m *wire.Message) {
-	channel := m.Value(wire.HeaderCommand)
-	c.mu.Lock()
-	reg := c.handlers[channel]
-	c.mu.Unlock()
-	if reg == nil {
-		c.replyQueued(cn, m, wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node())
-		return
-	}
-	deadline := ttlDeadline(m)
-	msg := newMessage(m, Request, deadline)
-	if !c.exec.Execute(func() { c.runHandler(reg, m, msg, func(a *wire.Message) { c.sendReply(cn, a) }) }) {
-		c.replyQueued(cn, m, wire.ResultOverload, c.Node()+" dispatch queue is full")
-	}
+// outcome is what a request's handler answered: a reply's rc, payload,
+// and for a failure its kind and text.
+type outcome struct {
+	rc      wire.RC
+	kind    wire.Result
+	text    string
+	payload []byte
 }
 
-// runHandler runs a request's handler on an executor worker and gives
-// the response to respond: sendReply for a request from the wire, the
-// waiting caller for a loopback request.
-func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, respond func(*wire.Message)) {
-	fail := func(kind wire.Result, rc wire.RC, text string) {
-		respond(replyMessage(req, rc, kind, text, nil))
-	}
+// failed is the outcome of a request that failed before or in its handler.
+func failed(kind wire.Result, rc wire.RC, text string) outcome {
+	return outcome{rc: rc, kind: kind, text: text}
+}
+
+// runHandler runs a request's handler on an executor worker and returns
+// its outcome, or false when no reply is due (the caller gave up while it
+// waited).
+func (c *Client) runHandler(reg *Registration, msg *Message) (outcome, bool) {
 	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
-		return // the caller gave up while this waited: never dispatched
+		return outcome{}, false // the caller gave up while this waited: never dispatched
 	}
 	if !reg.active() {
-		fail(wire.ResultNoHandler, wire.RCFailure, "handler withdrawn")
-		return
+		return failed(wire.ResultNoHandler, wire.RCFailure, "handler withdrawn"), true
 	}
-	ctx, cancel := c.callbackContext(msg.deadline)
-	defer cancel()
+	ctx := c.callbackContext(msg.deadline)
+	defer ctx.release()
 	var (
 		payload []byte
 		herr    error
 	)
 	if perr := c.protect(func() { payload, herr = reg.h(ctx, msg) }); perr != nil {
-		fail(wire.ResultHandler, wire.RCFailure, perr.Error())
-		return
+		return failed(wire.ResultHandler, wire.RCFailure, perr.Error()), true
 	}
 	if herr != nil {
 		rc, text := wire.RCError, herr.Error()
@@ -249,49 +237,33 @@ func (c *Client) runHandler(reg *Registration, req *wire.Message, msg *Message, 
 		if errors.As(herr, &he) {
 			rc, text = max(he.RC, wire.RCError), he.Text
 		}
-		fail(wire.ResultHandler, rc, text)
-		return
+		return failed(wire.ResultHandler, rc, text), true
 	}
 	if n, limit := len(payload), c.conn().welcome.MaxPayload; n > limit {
-		fail(wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, limit))
-		return
+		return failed(wire.ResultHandler, wire.RCFailure, fmt.Sprintf("reply of %d bytes exceeds the limit of %d", n, limit)), true
 	}
-	respond(replyMessage(req, wire.RCSuccess, "", "", payload))
+	return outcome{rc: wire.RCSuccess, payload: payload}, true
 }
 
 // replyQueued answers a request with a failure from the reader goroutine,
 // which must never block on the socket: always through the queue, and an
 // answer the full queue refuses is dropped, counted (the requester times
-// out).
-func (c *Client) replyQueued(cn *conn, req *wire.Message, kind wire.Result, text string) {
-	c.queueOrCount(cn, replyMessage(req, wire.RCFailure, kind, text, nil), time.Time{}, &c.drops.replies)
+// out). The strings must not alias the read buffer.
+func (c *Client) replyQueued(cn *conn, command, reqID, from string, kind wire.Result, text string) {
+	c.queueOrCount(cn, replyMessage(command, reqID, from, failed(kind, wire.RCFailure, text)), time.Time{}, &c.drops.replies)
 }
 
-// sendReply sends a handler's response on the connection the request
-// came on: once that one is lost the requester has its DISCONNECT, and
-// the reply is dropped with its queue, never sent on another.
-func (c *Client) sendReply(cn *conn, m *wire.Message) {
-	// Replies leave from the handler's worker (never a network goroutine):
-	// write through when the connection is idle.
-	if cn.out.WriteThrough(m, time.Time{}) {
-		return
-	}
-	// Dropped, counted, when the queue is full: the handler has returned
-	// and nobody is left to tell but the requester, whose deadline ends its
-	// wait; a worker waiting for room would stall the dispatch pool.
-	c.queueOrCount(cn, m, time.Time{}, &c.drops.replies)
-}
-
-func replyMessage(req *wire.Message, rc wire.RC, kind wire.Result, text string, payload []byte) *wire.Message {
-	m := wire.New(wire.TypeResponse, req.Value(wire.HeaderCommand)).
+// replyMessage is the response to request reqID on command from from.
+func replyMessage(command, reqID, from string, o outcome) *wire.Message {
+	m := wire.New(wire.TypeResponse, command).
 		WithHeader(wire.HeaderID, newID()).
-		WithHeader(wire.HeaderReplyTo, req.Value(wire.HeaderID)).
-		WithHeader(wire.HeaderTo, req.Value(wire.HeaderFrom)).
-		WithHeader(wire.HeaderRC, strconv.Itoa(int(rc))).
-		WithBody(payload)
-	if kind != "" {
-		m.Set(wire.HeaderResult, string(kind))
-		m.Set(wire.HeaderError, text)
+		WithHeader(wire.HeaderReplyTo, reqID).
+		WithHeader(wire.HeaderTo, from).
+		WithHeader(wire.HeaderRC, strconv.Itoa(int(o.rc))).
+		WithBody(o.payload)
+	if o.kind != "" {
+		m.Set(wire.HeaderResult, string(o.kind))
+		m.Set(wire.HeaderError, o.text)
 	}
 	return m
 }

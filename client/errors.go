@@ -82,9 +82,17 @@ func (e *RequestError) Unwrap() error {
 // Timeout makes a timed-out request a net.Error-style timeout.
 func (e *RequestError) Timeout() bool { return e.Kind == wire.ResultTimeout }
 
+// response is what requestError reads of a response: a *wire.Message, or
+// the reader's *hotpath.View (whose strings alias the read buffer).
+type response interface {
+	Get(key string) (string, bool)
+	Value(key string) string
+	Body() []byte
+}
+
 // requestError decodes a failed response.
-func requestError(m *wire.Message) *RequestError {
-	rc := wire.ResponseRC(m)
+func requestError(m response) *RequestError {
+	rc := wire.ParseResponseRC(m.Get(wire.HeaderRC))
 	kind := wire.Result(m.Value(wire.HeaderResult))
 	if kind == "" {
 		kind = wire.ResultHandler // a handler's own rc >= 10

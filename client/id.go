@@ -16,14 +16,22 @@ import (
 // well as by id, so a guessed id answers nothing.
 var (
 	idPrefix [8]byte
+	idHead   [19]byte // idPrefix as an id's first three groups and their dashes, encoded once
 	idSeq    atomic.Uint64
 )
 
 func init() {
 	_, _ = crand.Read(idPrefix[:])
+	idPrefix[6] = idPrefix[6]&0x0f | 0x80 // version 8
 	var start [8]byte
 	_, _ = crand.Read(start[:])
 	idSeq.Store(binary.BigEndian.Uint64(start[:]) >> 2) // room before the counter wraps into the variant bits
+	h := hex.AppendEncode(idHead[:0], idPrefix[0:4])
+	h = append(h, '-')
+	h = hex.AppendEncode(h, idPrefix[4:6])
+	h = append(h, '-')
+	h = hex.AppendEncode(h, idPrefix[6:8])
+	_ = append(h, '-')
 }
 
 // newID returns a fresh message id.
@@ -32,21 +40,22 @@ func newID() string {
 	return string(appendID(s[:0]))
 }
 
+const hexDigits = "0123456789abcdef"
+
 // appendID appends a fresh message id to dst:
 // pppppppp-pppp-8ppp-Vccc-cccccccccccc (p prefix, c counter, V variant).
+// The prefix's text is made once; only the counter is encoded per id.
 func appendID(dst []byte) []byte {
-	var u [16]byte
-	copy(u[:8], idPrefix[:])
-	binary.BigEndian.PutUint64(u[8:], idSeq.Add(1))
-	u[6] = u[6]&0x0f | 0x80 // version 8
-	u[8] = u[8]&0x3f | 0x80 // variant 10
-	dst = hex.AppendEncode(dst, u[0:4])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[4:6])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[6:8])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[8:10])
-	dst = append(dst, '-')
-	return hex.AppendEncode(dst, u[10:])
+	n := idSeq.Add(1)&^(0xc0<<56) | 0x80<<56 // variant 10
+	dst = append(dst, idHead[:]...)
+	var c [17]byte
+	for i := 16; i >= 0; i-- {
+		if i == 4 {
+			c[i] = '-'
+			continue
+		}
+		c[i] = hexDigits[n&0xf]
+		n >>= 4
+	}
+	return append(dst, c[:]...)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -55,5 +56,44 @@ func TestMessageDataIsThePayload(t *testing.T) {
 	p[0] = 'X'
 	if string(m.Payload()) != "body" {
 		t.Fatal("modifying another receiver's payload changed this one")
+	}
+}
+
+func TestMessageFromViewIsOneAllocation(t *testing.T) {
+	for _, size := range []int{0, 128, 400, 4096} {
+		frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, newID()).
+			WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, size)).ToBytes()
+		var v hotpath.View
+		if err := hotpath.ParseView(frame, &v); err != nil {
+			t.Fatal(err)
+		}
+		want := 1.0
+		if size > 400 {
+			want = 2 // too large to share the Message's allocation
+		}
+		var m *Message
+		if a := testing.AllocsPerRun(100, func() { m = messageFromView(&v, Event, time.Time{}) }); a != want {
+			t.Errorf("%d-byte payload: %.0f allocations, want %.0f", size, a, want)
+		}
+		if m.Channel() != "orders.created" || m.From() != "shop.bus" || len(m.Payload()) != size || cap(m.Payload()) != size {
+			t.Errorf("%d-byte payload: %q %q %d/%d", size, m.Channel(), m.From(), len(m.Payload()), cap(m.Payload()))
+		}
+		frame[len(frame)-1] ^= 1 // the read buffer is reused: the Message must not change
+		if size > 0 && m.Payload()[size-1] != 0 {
+			t.Errorf("%d-byte payload aliases the frame", size)
+		}
+	}
+}
+
+func BenchmarkMessageFromView128(b *testing.B) {
+	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, newID()).
+		WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, 128)).ToBytes()
+	var v hotpath.View
+	if err := hotpath.ParseView(frame, &v); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		messageFromView(&v, Event, time.Time{})
 	}
 }

@@ -37,14 +37,21 @@ func (c *Client) localRequest(ctx context.Context, s *Scope, m *wire.Message) (*
 	c.mu.Lock()
 	reg := c.handlers[channel]
 	c.mu.Unlock()
-	local := func(a *wire.Message) *wire.Message { return a.WithHeader(wire.HeaderFrom, c.Addr()) }
+	msg := newMessage(m, Request, deadline)
+	local := func(o outcome) *wire.Message {
+		return replyMessage(msg.channel, msg.id, msg.from, o).WithHeader(wire.HeaderFrom, c.Addr())
+	}
 	if reg == nil {
-		return local(replyMessage(m, wire.RCFailure, wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node(), nil)), nil
+		return local(failed(wire.ResultNoHandler, wire.RCFailure, "no handler for "+channel+" on "+c.Node())), nil
 	}
 	answer := make(chan *wire.Message, 1)
-	msg := newMessage(m, Request, deadline)
-	if !c.exec.Execute(func() { c.runHandler(reg, m, msg, func(a *wire.Message) { answer <- local(a) }) }) {
-		return local(replyMessage(m, wire.RCFailure, wire.ResultOverload, c.Node()+" dispatch queue is full", nil)), nil
+	run := func() {
+		if o, ok := c.runHandler(reg, msg); ok {
+			answer <- local(o)
+		}
+	}
+	if !c.execute(run) {
+		return local(failed(wire.ResultOverload, wire.RCFailure, c.Node()+" dispatch queue is full")), nil
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()

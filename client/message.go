@@ -49,12 +49,13 @@ func (m *Message) copyForReceiver() *Message {
 }
 
 // messageFromView copies what a Message keeps out of a View (which aliases
-// the read buffer) into one allocation: the strings and the payload share
-// it, and nothing ever writes to it again.
+// the read buffer): the strings and the payload share one buffer, which
+// nothing ever writes to again, allocated with the Message itself when
+// they are small (the common case: one allocation per message, not two).
 func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
 	id, channel, from := v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom)
 	to, replyTo, body := v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo), v.Body()
-	buf := make([]byte, 0, len(id)+len(channel)+len(from)+len(to)+len(replyTo)+len(body))
+	m, buf := allocMessage(len(id) + len(channel) + len(from) + len(to) + len(replyTo) + len(body))
 	keep := func(s string) string {
 		if s == "" {
 			return ""
@@ -63,13 +64,40 @@ func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
 		buf = append(buf, s...)
 		return unsafe.String(&buf[start], len(s))
 	}
-	m := &Message{id: keep(id), channel: keep(channel), from: keep(from), to: keep(to), replyTo: keep(replyTo), kind: kind, deadline: deadline}
+	*m = Message{id: keep(id), channel: keep(channel), from: keep(from), to: keep(to), replyTo: keep(replyTo), kind: kind, deadline: deadline}
 	if len(body) > 0 {
 		start := len(buf)
 		buf = append(buf, body...)
 		m.payload = buf[start:len(buf):len(buf)]
 	}
 	return m
+}
+
+// Messages with their data in the same allocation, by size: each struct
+// fills a Go size class (416 and 640 bytes on 64-bit) with little waste.
+type (
+	messageWith256 struct {
+		m    Message
+		data [256]byte
+	}
+	messageWith480 struct {
+		m    Message
+		data [480]byte
+	}
+)
+
+// allocMessage returns a new Message and an empty buffer of capacity n
+// for its strings and payload, in one allocation when n is small.
+func allocMessage(n int) (*Message, []byte) {
+	switch {
+	case n <= 256:
+		x := new(messageWith256)
+		return &x.m, x.data[:0:n]
+	case n <= 480:
+		x := new(messageWith480)
+		return &x.m, x.data[:0:n]
+	}
+	return new(Message), make([]byte, 0, n)
 }
 
 // ID is the framework-assigned message id.

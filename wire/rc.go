@@ -39,8 +39,14 @@ func ResponseRC(m *Message) RC {
 	if m == nil {
 		return RCFailure
 	}
-	v, ok := m.Get(HeaderRC)
-	if !ok {
+	return ParseResponseRC(m.Get(HeaderRC))
+}
+
+// ParseResponseRC is ResponseRC from a response's rc header value and
+// whether the header is present, for a reader that has no Message (a
+// parsed view of the frame).
+func ParseResponseRC(v string, present bool) RC {
+	if !present {
 		return RCSuccess
 	}
 	rc, err := ParseRC(v)

@@ -82,3 +82,26 @@ func (w *Writer) WriteRaw(frame []byte) ([]byte, error) {
 	w.buf = append(w.buf, frame...)
 	return w.buf[start:], nil
 }
+
+// WriteDirect queues encoded frames (prefix included, several back to back
+// allowed) after what is already queued, like WriteRaw, but without copying
+// them when it can: with nothing buffered, or more than fits the buffer,
+// the buffered bytes are flushed and b goes to the underlying writer as it
+// is, so a sender that encoded into a buffer of its own (a connection's
+// pending batch) saves the copy. Small b behind buffered frames is copied,
+// saving a write. b is not checked and not retained; errors are sticky as
+// for every write.
+func (w *Writer) WriteDirect(b []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) > 0 && len(w.buf)+len(b) <= flushBytes {
+		w.buf = append(w.buf, b...)
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, w.err = w.w.Write(b)
+	return w.err
+}

@@ -1,9 +1,12 @@
 // Package sendq is the outbound half of a busbar connection, shared by the
-// broker and the client: a bounded queue of messages and the one goroutine
+// broker and the client: a bounded queue of messages and the goroutine
 // that writes them. The writer drains everything queued, flushes once, then
 // waits (batching without timers); a message whose deadline passed while
 // queued is dropped, never sent, and one still in time leaves with its
-// remaining budget stamped in its ttl header.
+// remaining budget stamped in its ttl header. A producer that may block on
+// the socket can write a batch itself when the writer is idle
+// (WriteThrough, CommitThrough), and one that encodes its own frames can
+// append them to the pending batch in place (inline.go).
 package sendq
 
 import (
@@ -32,7 +35,8 @@ const finalFlushTimeout = time.Second
 
 type item struct {
 	m        *wire.Message // or
-	f        *Frame        // an encoded frame, shared
+	f        *Frame        // an encoded frame, shared, or (both nil)
+	at       span          // a frame encoded in place in the pending batch (inline.go)
 	deadline time.Time     // zero: none
 	cost     int           // what it counts against MaxBytes (0: queued past the limits)
 }
@@ -75,8 +79,14 @@ type Queue struct {
 	wmu sync.Mutex   // held while bytes go to nc: by Run per batch, or by WriteThrough
 	w   *wire.Writer // guarded by wmu
 
+	// Owned by whoever holds wmu: the spare slices take swaps in.
+	spare     []item
+	batchSegs []*[]byte // the segments of the batch being written (take moves them here)
+
 	mu      sync.Mutex // guards the fields below
 	items   []item
+	segs    []*[]byte     // frames encoded in place (Reserve), in the order of their items; appended to the last
+	resAt   int           // where the frame being appended under Reserve starts in the last segment
 	bytes   int           // cost of items
 	writing int           // cost of the batch being written: it still counts against MaxBytes
 	space   chan struct{} // closed (and replaced) when a batch frees room; nil when nobody waits
@@ -91,6 +101,7 @@ type Queue struct {
 
 	lastWrite  atomic.Int64 // unix nanoseconds of the last bytes handed to the socket
 	expired    atomic.Int64 // messages dropped because their deadline passed
+	wakes      atomic.Int64 // the writer goroutine's wake-ups
 	unsendable atomic.Int64 // messages the encoder refused (a bug upstream)
 }
 
@@ -156,7 +167,7 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	if !q.wmu.TryLock() {
 		return false
 	}
-	defer q.wmu.Unlock()
+	defer q.unlockWriter()
 	q.mu.Lock()
 	idle := !q.closed.Load() && len(q.items) == 0
 	q.mu.Unlock()
@@ -168,6 +179,18 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 		q.Close(nil)
 	}
 	return true
+}
+
+// unlockWriter releases wmu and wakes the writer if frames were queued
+// meanwhile: a FlushThrough that found wmu taken left them to the holder.
+func (q *Queue) unlockWriter() {
+	q.wmu.Unlock()
+	q.mu.Lock()
+	more := len(q.items) > 0
+	q.mu.Unlock()
+	if more {
+		q.signal()
+	}
 }
 
 // ErrClosed is returned by EnqueueFrameWait on a closed queue.
@@ -198,15 +221,24 @@ var errGaveUp = errors.New("sendq: gave up waiting for room")
 // waitRoom runs add under q's lock until it succeeds, waiting for room between
 // tries, until done fires (then cause(), or errGaveUp).
 func waitRoom[T any](q *Queue, done <-chan T, cause func() error, add func() bool) error {
+	if err := waitLocked(q, done, cause, add); err != nil {
+		return err
+	}
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
+// waitLocked is waitRoom returning with q's lock held once try succeeded;
+// it signals nobody.
+func waitLocked[T any](q *Queue, done <-chan T, cause func() error, try func() bool) error {
 	for {
 		q.mu.Lock()
 		if q.closed.Load() {
 			q.mu.Unlock()
 			return ErrClosed
 		}
-		if add() {
-			q.mu.Unlock()
-			q.signal()
+		if try() {
 			return nil
 		}
 		// Full: wait for the writer to free room. Checked and armed under
@@ -298,19 +330,45 @@ func (q *Queue) Depth() (msgs, bytes int) {
 func (q *Queue) Run() error {
 	defer close(q.done)
 	defer q.nc.Close()
-	var batch []item
 	for {
 		select {
 		case <-q.wake:
+			q.wakes.Add(1)
 		case <-q.quit:
 			q.wmu.Lock()
-			_ = q.write(q.w, q.take(batch), finalFlushTimeout, false)
+			_ = q.write(q.w, q.take(), finalFlushTimeout, false)
 			q.wmu.Unlock()
 			return nil
 		}
 		q.wmu.Lock()
-		batch = q.take(batch)
+		if err := q.writeBatches(-1); err != nil {
+			return err
+		}
+	}
+}
+
+// WriterWakes counts the writer goroutine's wake-ups: a goroutine hand-off
+// each, which a write from the producer's goroutine (WriteThrough,
+// CommitThrough) saves. Tests count them so hand-offs cannot creep back
+// onto a path that had none.
+func (q *Queue) WriterWakes() int64 { return q.wakes.Load() }
+
+// writeBatches writes what is queued and frees its room, with wmu held,
+// which it releases. Frames queued while it wrote by producers that found
+// wmu taken (FlushThrough) are left to whoever held it: after unlocking it
+// looks again and writes those too when it can take wmu back — at most
+// again more times (negative: no bound), then it wakes the writer — or
+// leaves them to the new holder, whose batch is taken later. A write error
+// closes the queue and is returned.
+func (q *Queue) writeBatches(again int) error {
+	for {
+		select { // this batch takes what a pending wake-up was for
+		case <-q.wake:
+		default:
+		}
+		batch := q.take()
 		err := q.write(q.w, batch, q.limits.WriteTimeout, true)
+		q.recycle(batch)
 		q.wmu.Unlock()
 		q.mu.Lock()
 		q.writing = 0
@@ -318,17 +376,46 @@ func (q *Queue) Run() error {
 			close(q.space)
 			q.space = nil
 		}
+		more := len(q.items) > 0 && !q.closed.Load()
 		q.mu.Unlock()
 		if err != nil {
 			q.Close(nil)
 			q.mu.Lock()
 			releaseFrames(q.items) // never written: give them back
 			q.items = nil
+			for _, s := range q.segs {
+				putSegment(s)
+			}
+			clear(q.segs)
+			q.segs = q.segs[:0]
 			q.mu.Unlock()
 			return err
 		}
-		clear(batch) // let written messages be collected
+		if !more {
+			return nil
+		}
+		if again == 0 {
+			q.signal()
+			return nil
+		}
+		if !q.wmu.TryLock() {
+			return nil // the holder takes them
+		}
+		again--
 	}
+}
+
+// recycle keeps a written batch's items as the spare the next take swaps
+// in, cleared so written messages can be collected, and gives its
+// segments back to the pool (wmu held).
+func (q *Queue) recycle(batch []item) {
+	clear(batch)
+	q.spare = batch[:0]
+	for _, s := range q.batchSegs {
+		putSegment(s)
+	}
+	clear(q.batchSegs)
+	q.batchSegs = q.batchSegs[:0]
 }
 
 // writeFrame copies a shared frame into the writer's buffer and stamps the
@@ -358,13 +445,18 @@ func releaseFrames(items []item) {
 	}
 }
 
-func (q *Queue) take(spare []item) []item {
+// take hands what is queued to the holder of wmu, swapping in the spare
+// items; the segments their in-place frames live in move to batchSegs,
+// where they stay valid while written.
+func (q *Queue) take() []item {
 	q.mu.Lock()
 	items := q.items
-	q.items = spare[:0]
+	q.items = q.spare[:0]
+	q.segs, q.batchSegs = q.batchSegs[:0], q.segs
 	q.writing = q.bytes
 	q.bytes = 0
 	q.mu.Unlock()
+	q.spare = nil
 	return items
 }
 
@@ -382,28 +474,53 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, count
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
 	_ = q.nc.SetWriteDeadline(now.Add(timeout))
-	buffered := 0 // cost of the items in w's buffer, not yet given back
+	// The room of what reached the socket is given back as the writer
+	// flushes by itself. An item's cost is "handed" once its bytes went to
+	// w (an in-place frame when its run is written); when w's buffer
+	// shrinks, everything handed before this step has reached the socket,
+	// and when it is empty, this step's too.
+	buffered := 0     // cost handed to w, not yet known to be on the socket
+	runCost := 0      // cost of the in-place frames of run, not yet handed
+	var run inlineRun // consecutive in-place frames, written as one slice
 	for i := range batch {
-		before, cost := w.Buffered(), batch[i].cost
-		err := q.writeItem(w, &batch[i], now)
+		before := w.Buffered()
+		handed := 0
+		var err error
+		if it := &batch[i]; it.m == nil && it.f == nil {
+			prev := run
+			err = q.addInline(w, &run, it, now)
+			switch {
+			case run.b == nil: // expired (dropped, freed) after the run was written
+				handed, runCost = runCost+it.cost, 0
+			case prev.b != nil && run.seg == prev.seg && run.start == prev.start: // joined the run
+				runCost += it.cost
+			default: // started a run, after the previous one was written
+				handed, runCost = runCost, it.cost
+			}
+		} else if err = q.flushRun(w, &run); err == nil {
+			err = q.writeItem(w, it, now)
+			handed, runCost = runCost+it.cost, 0
+		}
 		if w.Buffered() < before {
 			// The writer flushed by itself: progress, even inside a big batch.
 			q.lastWrite.Store(time.Now().UnixNano())
-			if w.Buffered() > 0 { // a frame flushes what precedes it, then joins the buffer
-				buffered, cost = cost, buffered
-			} else { // a message joins the buffer, then flushes it
-				buffered, cost = 0, buffered+cost
+			freed := buffered
+			if buffered = handed; w.Buffered() == 0 {
+				freed, buffered = freed+handed, 0
 			}
 			if counted {
-				q.giveBack(cost)
+				q.giveBack(freed)
 			}
 		} else {
-			buffered += cost
+			buffered += handed
 		}
 		if err != nil {
 			releaseFrames(batch[i+1:])
 			return err
 		}
+	}
+	if err := q.flushRun(w, &run); err != nil {
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -194,17 +194,24 @@ func TestEnqueueFrameWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	q2 := New(a, Limits{MaxMessages: 1, MaxBytes: 1 << 20, WriteTimeout: time.Second}) // never run: stays full
-	q2.Enqueue(m, time.Time{})
 	f := encoded(t, m)
 	defer f.Release()
-	if err := q2.EnqueueFrameWait(ctx, f, time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+	waitEnds(t, a, func(q *Queue, ctx context.Context) error { return q.EnqueueFrameWait(ctx, f, time.Time{}) })
+}
+
+// waitEnds checks that wait, a wait for room, gives up with ctx's error on
+// a queue that stays full, and with ErrClosed once it is closed.
+func waitEnds(t *testing.T, nc net.Conn, wait func(*Queue, context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	q := New(nc, Limits{MaxMessages: 1, MaxBytes: 1 << 20, WriteTimeout: time.Second}) // never run: stays full
+	q.Enqueue(wire.Empty(), time.Time{})
+	if err := wait(q, ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("full queue: %v", err)
 	}
-	q2.Close(nil)
-	if err := q2.EnqueueFrameWait(context.Background(), f, time.Time{}); !errors.Is(err, ErrClosed) {
+	q.Close(nil)
+	if err := wait(q, context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed queue: %v", err)
 	}
 }
