@@ -135,6 +135,16 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 		}
 		rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
 	}
+	if p.runs("12") { // 100 publishers, each to its own subscriber
+		if err := measureSpread(ctx, p, rep, s); err != nil {
+			return err
+		}
+	}
+	if p.runs("13") { // 10 and 10,000 subscriptions on one connection
+		if err := measureMany(ctx, p, rep, s, round); err != nil {
+			return err
+		}
+	}
 	if p.runs("7") { // a frozen reader beside a healthy one
 		if err := measureFrozen(ctx, p, rep, s, round); err != nil {
 			return err

@@ -30,6 +30,9 @@ type system interface {
 	// freeze subscribes to pubsub's channel on a connection that then
 	// never reads; closing it ends the subscription.
 	freeze(ctx context.Context) (io.Closer, error)
+	// spread publishes msgs in all over the connections and channels of
+	// sh (workloads 12 and 13, scale.go).
+	spread(ctx context.Context, sh shape, size int, msgs int64) (spreadRun, error)
 	server() *child
 }
 
@@ -186,30 +189,15 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 			c.Close()
 		}
 	}()
-	type counter struct {
-		got, bytes, first, last atomic.Int64
-		lat                     loadgen.Recorder
-		done                    chan struct{}
-		once                    sync.Once
-	}
-	var counters []*counter
+	var counters []*tally
 	for range subs {
 		nc, err := s.connectFar()
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
 		conns = append(conns, nc)
-		k := &counter{done: make(chan struct{})}
-		sub, err := nc.Subscribe("bench.flow", func(m *nats.Msg) {
-			now := time.Now().UnixNano()
-			k.first.CompareAndSwap(0, now)
-			k.last.Store(now)
-			k.lat.Add(loadgen.AgeAt(m.Data, now))
-			k.bytes.Add(int64(len(m.Data)))
-			if k.got.Add(1) >= msgs {
-				k.once.Do(func() { close(k.done) })
-			}
-		})
+		k := newTally(msgs)
+		sub, err := nc.Subscribe("bench.flow", func(m *nats.Msg) { k.add(m.Data) })
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
@@ -241,8 +229,8 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 	pub := loadgen.NewResult("pub", sent, sent*int64(size), 0, time.Since(start), nil)
 	var got []loadgen.Result
 	for _, k := range counters {
-		waitCount(ctx, k.done, &k.got, s.straggle)
-		got = append(got, loadgen.NewResult("sub", k.got.Load(), k.bytes.Load(), 0, time.Duration(k.last.Load()-k.first.Load()), k.lat.Summary()))
+		k.wait(ctx, s.straggle)
+		got = append(got, k.result())
 	}
 	return pub, got, nil
 }
