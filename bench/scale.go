@@ -62,7 +62,7 @@ func (sh shape) ownChannels(i int) []string {
 type spreadRun struct {
 	sent  int64
 	got   *tally
-	start time.Time // when publishing started
+	start time.Time     // when publishing started
 	cpu   time.Duration // the server's, from the first publish to the last arrival (or the wait for stragglers)
 }
 
@@ -81,12 +81,12 @@ func (r spreadRun) rate() float64 {
 
 // tally counts what a run's subscribers received, all together.
 type tally struct {
-	want              int64
-	got, bytes        atomic.Int64
-	first, last       atomic.Int64 // unix ns
-	lat               loadgen.Recorder
-	complete          chan struct{}
-	once              sync.Once
+	want        int64
+	got, bytes  atomic.Int64
+	first, last atomic.Int64 // unix ns
+	lat         loadgen.Recorder
+	complete    chan struct{}
+	once        sync.Once
 }
 
 func newTally(want int64) *tally { return &tally{want: want, complete: make(chan struct{})} }
