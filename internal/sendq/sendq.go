@@ -71,8 +71,13 @@ type Queue struct {
 	nc     net.Conn
 	limits Limits
 
-	wmu sync.Mutex   // held while bytes go to nc: by Run per batch, or by WriteThrough
-	w   *wire.Writer // guarded by wmu
+	wmu sync.Mutex // held while bytes go to nc: by Run per batch, by WriteThrough, or by Flush
+	// Guarded by wmu: the encoder, the socket under it, the write
+	// deadline last set, and Flush's batch.
+	w        *wire.Writer
+	out      *sink
+	deadline time.Time
+	inplace  []item
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
@@ -96,9 +101,10 @@ type Queue struct {
 // New returns a queue writing to nc. Start it with go q.Run().
 func New(nc net.Conn, l Limits) *Queue {
 	q := &Queue{
-		nc: nc, limits: l, w: wire.NewWriter(nc),
+		nc: nc, limits: l, out: newSink(nc),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
+	q.w = wire.NewWriter(q.out)
 	q.lastWrite.Store(time.Now().UnixNano())
 	return q
 }
@@ -215,6 +221,7 @@ func waitRoom[T any](q *Queue, done <-chan T, cause func() error, add func() boo
 		}
 		space := q.space
 		q.mu.Unlock()
+		q.signal() // what fills the queue may be held for a Flush (EnqueueFrameHeld)
 		select {
 		case <-space:
 		case <-q.quit:
@@ -353,20 +360,29 @@ func (q *Queue) take(spare []item) []item {
 	q.mu.Lock()
 	items := q.items
 	q.items = spare[:0]
-	q.writing = q.bytes
+	q.writing = q.bytes + len(q.out.rest) // the caller holds wmu
 	q.bytes = 0
 	q.mu.Unlock()
 	return items
 }
 
 func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error {
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(q.out.rest) == 0 && q.out.err == nil {
 		return nil
 	}
 	now := time.Now()
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
-	_ = q.nc.SetWriteDeadline(now.Add(timeout))
+	q.deadline = now.Add(timeout)
+	_ = q.nc.SetWriteDeadline(q.deadline)
+	// First what a Flush in place left (or the error it met).
+	if len(q.out.rest) > 0 || q.out.err != nil {
+		if err := q.out.finish(); err != nil {
+			releaseFrames(batch)
+			return err
+		}
+		q.lastWrite.Store(time.Now().UnixNano())
+	}
 	for i := range batch {
 		before := w.Buffered()
 		err := q.writeItem(w, &batch[i], now)
