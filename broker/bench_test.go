@@ -68,3 +68,43 @@ func BenchmarkRouteStream1(b *testing.B)     { benchRoute(b, 1, false) }
 func BenchmarkRouteStream4(b *testing.B)     { benchRoute(b, 4, false) }
 func BenchmarkRouteStreamHeld1(b *testing.B) { benchRoute(b, 1, true) }
 func BenchmarkRouteStreamHeld4(b *testing.B) { benchRoute(b, 4, true) }
+
+// benchRouteAcross measures routing stream messages that cycle over n
+// channels, each subscribed to by one connection (the side-by-side
+// harness's workload 13 in one process): the cost of a message must not
+// grow with n. Frames are held and flushed as a reader does.
+func benchRouteAcross(b *testing.B, n int) {
+	br, secret := newTestBroker(b, Options{MaxRegistrations: n})
+	b.Cleanup(func() { _ = br.Shutdown(b.Context()) })
+	pub := join(b, br, secret, "pub")
+	go func() { _, _ = io.Copy(io.Discard, pub.nc) }()
+	sub := join(b, br, secret, "sub")
+	go func() { _, _ = io.Copy(io.Discard, sub.nc) }()
+	sc := br.dir.lookup("sub")
+	frames := make([][]byte, n)
+	for i := range n {
+		ch := "bench.scale." + strconv.Itoa(i)
+		if r := br.register(sc, wire.CmdSubscribe, ch); r != nil {
+			b.Fatalf("%s: %s", ch, r.text)
+		}
+		frames[i] = wire.New(wire.TypeStream, ch).WithHeader(wire.HeaderID, "0190f3a2-5b7c-7d1e-9f00-0123456789ab").
+			WithHeader(wire.HeaderTTL, "30000").WithBody(make([]byte, 128)).ToBytes()
+	}
+	c := br.dir.lookup("pub")
+	var v hotpath.View
+	h := new(held)
+	b.SetBytes(int64(len(frames[0])))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		br.dispatchHeld(c, frames[i%n], &v, h)
+		if i++; i%16 == 0 {
+			h.flush()
+		}
+	}
+	h.flush()
+	b.ReportMetric(float64(br.Stats().Dropped)/float64(b.N), "drops/op")
+}
+
+func BenchmarkRouteStreamAcross10(b *testing.B)    { benchRouteAcross(b, 10) }
+func BenchmarkRouteStreamAcross10000(b *testing.B) { benchRouteAcross(b, 10000) }

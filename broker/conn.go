@@ -3,6 +3,7 @@ package broker
 import (
 	"container/list"
 	"errors"
+	"hash/maphash"
 	"net"
 	"os"
 	"slices"
@@ -51,6 +52,9 @@ type conn struct {
 	// allowed: a stream of messages on one channel checks its patterns
 	// once. Readers of other connections consult it too, hence atomic.
 	allowed [nActions]atomic.Pointer[string]
+	// lastGranted is, per action, the hash of the last channel granted
+	// without being remembered in allowed.
+	lastGranted [nActions]atomic.Uint64
 
 	// Guarded by Broker.hs.mu: c's place among the connections logging in
 	// (nil once it logged in or failed), and the pool it counts in.
@@ -218,10 +222,19 @@ func (c *conn) allows(a auth.Action, channel string) bool {
 	if !c.perms.Allows(a, channel) {
 		return false
 	}
-	kept := strings.Clone(channel) // channel may alias a read buffer
-	slot.Store(&kept)
+	// Remember the channel once it is granted twice in a row (a copy:
+	// channel may alias a read buffer). Traffic that cycles over many
+	// channels would otherwise allocate a copy per message and never
+	// use it.
+	if h := maphash.String(allowSeed, channel); c.lastGranted[i].Swap(h) == h {
+		kept := strings.Clone(channel)
+		slot.Store(&kept)
+	}
 	return true
 }
+
+// allowSeed seeds the hashes of lastGranted.
+var allowSeed = maphash.MakeSeed()
 
 // held is what a reader queued for other connections without waking their
 // writers while it routes the frames one read brought in; flush hands each
