@@ -15,8 +15,10 @@ import (
 // destination it touched: when that destination's writer is idle, the
 // reader writes the batch to the socket itself, without blocking (a
 // non-blocking write system call), and whatever the socket does not take
-// at once is left for the writer to finish. A slow or frozen peer
-// therefore costs the reader one system call per batch, never a wait.
+// at once is left for the writer to finish, and later batches go to the
+// writer too until it finds the queue empty (the peer caught up). A slow
+// or frozen peer therefore costs the reader one system call, never a
+// wait.
 
 // sink is the io.Writer under a queue's wire.Writer. Guarded by the
 // queue's wmu.
@@ -138,7 +140,10 @@ func (q *Queue) Flush() {
 		q.signal()
 		return
 	}
-	if len(q.out.rest) > 0 || q.out.err != nil { // the writer has bytes to finish first
+	if q.behind || len(q.out.rest) > 0 || q.out.err != nil {
+		// The writer has bytes to finish first, or the peer has not kept
+		// up since a flush last filled its socket: the writer waits for
+		// it, and a copy of what the socket refused is saved.
 		q.wmu.Unlock()
 		q.signal()
 		return
@@ -168,6 +173,7 @@ func (q *Queue) Flush() {
 	q.out.nonblock = false
 	clear(q.inplace)
 	left := len(q.out.rest)
+	q.behind = left > 0
 	if q.out.wrote {
 		q.lastWrite.Store(now.UnixNano())
 	}

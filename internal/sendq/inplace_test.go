@@ -7,6 +7,7 @@ package sendq
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -76,6 +77,12 @@ func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
 	// Another flush while a rest waits leaves it to the writer.
 	heldFrame(t, q, "after")
 	q.Flush()
+	q.mu.Lock()
+	queued := len(q.items)
+	q.mu.Unlock()
+	if queued != 1 {
+		t.Fatalf("%d frames queued; a flush behind a rest must leave its frame to the writer", queued)
+	}
 	go q.Run()
 	_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := wire.NewReader(b)
@@ -83,6 +90,20 @@ func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
 		readCommands(t, r, "m"+strconv.Itoa(i))
 	}
 	readCommands(t, r, "after")
+	// The writer emptied the queue: the peer caught up, and a flush may
+	// write in place again.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		q.wmu.Lock()
+		behind := q.behind
+		q.wmu.Unlock()
+		if !behind {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still behind after the writer caught up")
+		}
+		runtime.Gosched()
+	}
 	q.Close(nil)
 	<-q.Done()
 }
@@ -102,7 +123,7 @@ func TestFlushOnAFrozenPeerRecordsNoProgress(t *testing.T) {
 	}
 	// Drop what waits, as if a writer had sent it: the socket stays full,
 	// and the next flush tries it afresh. Nobody reads this stream.
-	q.out.rest = q.out.rest[:0]
+	q.out.rest, q.behind = q.out.rest[:0], false
 	q.mu.Lock()
 	q.writing = 0
 	q.mu.Unlock()

@@ -78,6 +78,7 @@ type Queue struct {
 	out      *sink
 	deadline time.Time
 	inplace  []item
+	behind   bool // a Flush left bytes the socket refused; until the writer empties the queue, Flush leaves the writing to it
 
 	mu      sync.Mutex // guards the fields below
 	items   []item
@@ -309,6 +310,11 @@ func (q *Queue) Run() error {
 		q.wmu.Lock()
 		batch = q.take(batch)
 		err := q.write(q.w, batch, q.limits.WriteTimeout)
+		if q.behind && err == nil {
+			q.mu.Lock()
+			q.behind = len(q.items) > 0 // caught up: Flush may write in place again
+			q.mu.Unlock()
+		}
 		q.wmu.Unlock()
 		q.mu.Lock()
 		q.writing = 0
