@@ -316,11 +316,7 @@ func publishFrom(ctx context.Context, pubs int, msgs int64, size int, open func(
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for i := range pubs {
-		send := open(i)
-		quota := msgs / int64(pubs)
-		if int64(i) < msgs%int64(pubs) {
-			quota++
-		}
+		send, quota := open(i), shareOf(msgs, pubs, i)
 		wg.Go(func() {
 			payload := make([]byte, size)
 			for n := int64(0); n < quota && ctx.Err() == nil; n++ {
@@ -338,4 +334,13 @@ func publishFrom(ctx context.Context, pubs int, msgs int64, size int, open func(
 		return sent.Load(), *err
 	}
 	return sent.Load(), nil
+}
+
+// shareOf is worker i's share of n messages split over k workers.
+func shareOf(n int64, k, i int) int64 {
+	s := n / int64(k)
+	if int64(i) < n%int64(k) {
+		s++
+	}
+	return s
 }

@@ -281,10 +281,7 @@ func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs in
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range concurrency {
-		quota := msgs / int64(concurrency)
-		if int64(i) < msgs%int64(concurrency) {
-			quota++
-		}
+		quota := shareOf(msgs, concurrency, i)
 		wg.Go(func() {
 			payload := make([]byte, size)
 			for n := int64(0); n < quota && ctx.Err() == nil; n++ {
