@@ -167,6 +167,10 @@ func measurePubsub(ctx context.Context, rep *report, s system, workload string, 
 	}
 	rep.record(workload, "delivered", "msgs/s", "higher", s.name(), got[0].MsgsPerS)
 	rep.record(workload, "delivered share", "%", "higher", s.name(), 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
+	if lost := pub.Msgs - got[0].Msgs; lost > 0 {
+		rep.note(fmt.Sprintf("%s %s: %d of %d lost, %d of them dropped by the subscriber's client (its dispatch queue full), the rest before it",
+			s.name(), workload, lost, pub.Msgs, got[0].Errors))
+	}
 	return nil
 }
 

@@ -114,8 +114,10 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 		return res, nil, err
 	}
 	var got []loadgen.Result
-	for _, sub := range counters {
-		got = append(got, sub.Wait(ctx, s.straggle))
+	for i, sub := range counters {
+		r := sub.Wait(ctx, s.straggle)
+		r.Errors = clients[i].Dropped() // what its own dispatch queue had no room for
+		got = append(got, r)
 	}
 	return res, got, nil
 }
