@@ -24,6 +24,19 @@ func heldFrame(t *testing.T, q *Queue, name string) bool {
 	return q.EnqueueFrameHeld(f, time.Time{})
 }
 
+// smallBuffer shrinks c's socket send buffer, so that a test fills it
+// with little.
+func smallBuffer(t *testing.T, c net.Conn) {
+	t.Helper()
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		t.Fatalf("%T is not a Unix socket", c)
+	}
+	if err := uc.SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func readCommands(t *testing.T, r *wire.Reader, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -53,7 +66,8 @@ func TestFlushWritesInPlaceWhenTheWriterIsIdle(t *testing.T) {
 
 func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
 	a, b := pair(t)
-	const n = 2000 // ~250 KB: past what the socket pair buffers
+	smallBuffer(t, a)
+	const n = 2000 // ~250 KB: far past what the socket pair buffers
 	q := New(a, Limits{MaxMessages: n, MaxBytes: 64 << 20, WriteTimeout: 10 * time.Second})
 	for i := range n {
 		if !heldFrame(t, q, "m"+strconv.Itoa(i)) {
@@ -110,6 +124,7 @@ func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
 
 func TestFlushOnAFrozenPeerRecordsNoProgress(t *testing.T) {
 	a, _ := pair(t)
+	smallBuffer(t, a)
 	q := New(a, Limits{MaxMessages: 1 << 16, MaxBytes: 64 << 20, WriteTimeout: 10 * time.Second})
 	// Fill the socket pair's buffers in place until nothing more goes.
 	for i := 0; len(q.out.rest) == 0; i++ {
