@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,16 +29,17 @@ type sink struct {
 	// nonblock is set while a Flush writes: a write the socket cannot take
 	// at once is kept in rest instead of waited for.
 	nonblock bool
-	rest     []byte // accepted from the wire.Writer, not yet on the socket; goes before anything else
-	wrote    bool   // a non-blocking write put bytes on the socket
-	err      error  // a write failed: the stream is broken, sticky
+	rest     []byte        // accepted from the wire.Writer, not yet on the socket; goes before anything else
+	wrote    bool          // a non-blocking write put bytes on the socket
+	err      error         // a write failed: the stream is broken, sticky
+	progress *atomic.Int64 // the queue's lastWrite
 }
 
 // maxKeptRest bounds the rest buffer's capacity kept for reuse.
 const maxKeptRest = 64 << 10
 
-func newSink(nc net.Conn) *sink {
-	s := &sink{nc: nc}
+func newSink(nc net.Conn, progress *atomic.Int64) *sink {
+	s := &sink{nc: nc, progress: progress}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -74,15 +76,22 @@ func (s *sink) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// restChunk is how much of rest finish writes at a time: progress is
+// recorded after each, as the writer records each flush of a long batch,
+// so a producer stalled for room sees a slow peer progress.
+const restChunk = 32 << 10
+
 // finish writes rest, blocking up to the connection's write deadline.
 func (s *sink) finish() error {
 	if s.err != nil || len(s.rest) == 0 {
 		return s.err
 	}
-	_, err := s.nc.Write(s.rest)
-	if err != nil {
-		s.err = err
-		return err
+	for off := 0; off < len(s.rest); off += restChunk {
+		if _, err := s.nc.Write(s.rest[off:min(off+restChunk, len(s.rest))]); err != nil {
+			s.err = err
+			return err
+		}
+		s.progress.Store(time.Now().UnixNano())
 	}
 	if cap(s.rest) > maxKeptRest {
 		s.rest = nil

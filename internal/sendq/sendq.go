@@ -102,9 +102,10 @@ type Queue struct {
 // New returns a queue writing to nc. Start it with go q.Run().
 func New(nc net.Conn, l Limits) *Queue {
 	q := &Queue{
-		nc: nc, limits: l, out: newSink(nc),
+		nc: nc, limits: l,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
+	q.out = newSink(nc, &q.lastWrite)
 	q.w = wire.NewWriter(q.out)
 	q.lastWrite.Store(time.Now().UnixNano())
 	return q
@@ -387,7 +388,6 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration) error
 			releaseFrames(batch)
 			return err
 		}
-		q.lastWrite.Store(time.Now().UnixNano())
 	}
 	for i := range batch {
 		before := w.Buffered()
