@@ -80,6 +80,7 @@ func main() {
 // plan sizes the workloads.
 type plan struct {
 	pubsubMsgs, fanoutMsgs, bigMsgs, reqMsgs, req16Msgs int64
+	spreadMsgs, manyMsgs                                int64 // 12 in all; 13 per subscription count
 	frozenMsgs                                          int64 // per run of 7 (alone, beside a reader, beside the frozen reader)
 	idleConns                                           int
 	durableFor                                          time.Duration   // each run of 8
@@ -95,11 +96,11 @@ func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 func (p plan) runsAny(ws []string) bool { return slices.ContainsFunc(ws, p.runs) }
 
 // singleWorkloads run on one server of each system (run.go).
-var singleWorkloads = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+var singleWorkloads = []string{"1", "2", "3", "4", "5", "6", "7", "8", "12", "13"}
 
 var (
-	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200, durableWindow: defaultDurableWindow}
-	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40, durableWindow: defaultDurableWindow}
+	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, spreadMsgs: 500_000, manyMsgs: 500_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200, durableWindow: defaultDurableWindow}
+	quickPlan = plan{pubsubMsgs: 20_000, fanoutMsgs: 10_000, bigMsgs: 2_000, reqMsgs: 1_000, req16Msgs: 2_000, spreadMsgs: 20_000, manyMsgs: 20_000, frozenMsgs: frozenMsgs, idleConns: 50, durableFor: 500 * time.Millisecond, durableSpread: 40, durableWindow: defaultDurableWindow}
 )
 
 // row is one metric of one workload, measured on every system.

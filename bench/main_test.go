@@ -24,14 +24,14 @@ func TestMain(m *testing.M) {
 // not 2s, for stragglers: at full speed a busbar subscriber may miss a
 // few messages, and each such run would otherwise wait up to 4s.
 func TestQuickComparison(t *testing.T) {
-	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, frozenMsgs: frozenMsgs, idleConns: 20, straggle: time.Second,
+	p := plan{pubsubMsgs: 2000, fanoutMsgs: 1000, bigMsgs: 200, reqMsgs: 200, req16Msgs: 400, spreadMsgs: 2000, manyMsgs: 2000, frozenMsgs: frozenMsgs, idleConns: 20, straggle: time.Second,
 		durableFor: 200 * time.Millisecond, durableSpread: 16, durableWindow: defaultDurableWindow, only: onlyOf(singleWorkloads)}
 	var log strings.Builder
 	rep, err := run(context.Background(), p, 1, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Rows) != 29 {
+	if len(rep.Rows) != 39 { // 12: rate, share, CPU; 13: the same for 10 and 10,000 subscriptions, and their ratio
 		t.Fatalf("%d rows", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {

@@ -135,6 +135,16 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 		}
 		rep.record("5 pubsub 16KiB", "delivered", "MB/s", "higher", sys, got[0].MBPerS)
 	}
+	if p.runs("12") { // 100 publishers, each to its own subscriber
+		if err := measureSpread(ctx, p, rep, s); err != nil {
+			return err
+		}
+	}
+	if p.runs("13") { // 10 and 10,000 subscriptions on one connection
+		if err := measureMany(ctx, p, rep, s, round); err != nil {
+			return err
+		}
+	}
 	if p.runs("7") { // a frozen reader beside a healthy one
 		if err := measureFrozen(ctx, p, rep, s, round); err != nil {
 			return err
@@ -157,6 +167,10 @@ func measurePubsub(ctx context.Context, rep *report, s system, workload string, 
 	}
 	rep.record(workload, "delivered", "msgs/s", "higher", s.name(), got[0].MsgsPerS)
 	rep.record(workload, "delivered share", "%", "higher", s.name(), 100*float64(got[0].Msgs)/float64(max(1, pub.Msgs)))
+	if lost := pub.Msgs - got[0].Msgs; lost > 0 {
+		rep.note(fmt.Sprintf("%s %s: %d of %d lost, %d of them dropped by the subscriber's client (its dispatch queue full), the rest before it",
+			s.name(), workload, lost, pub.Msgs, got[0].Errors))
+	}
 	return nil
 }
 

@@ -91,10 +91,12 @@ func serveRole(role, dir string) error {
 		// A relay, as `busbar serve` embeds it: <data>/relay, with the
 		// per-inbox push rate off (`busbar serve --relay-push-rate -1`):
 		// workload 8 pushes tens of thousands a second into one inbox, and
-		// measures the path, not the rate limit. Every other limit is the
-		// default.
+		// measures the path, not the rate limit. Registrations per
+		// connection are raised from 1,024 to hold workload 13's 10,000
+		// subscriptions on one connection (nats-server has no such limit
+		// by default). Every other limit is the default.
 		b, err := broker.New(broker.Options{Auth: store, RelayDir: filepath.Join(dir, "relay"),
-			Relay: relay.Options{MaxPushRate: -1}})
+			Relay: relay.Options{MaxPushRate: -1}, MaxRegistrations: manySubs + fewSubs})
 		if err != nil {
 			return err
 		}

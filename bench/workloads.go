@@ -30,6 +30,9 @@ type system interface {
 	// freeze subscribes to pubsub's channel on a connection that then
 	// never reads; closing it ends the subscription.
 	freeze(ctx context.Context) (io.Closer, error)
+	// spread publishes msgs in all over the connections and channels of
+	// sh (workloads 12 and 13, scale.go).
+	spread(ctx context.Context, sh shape, size int, msgs int64) (spreadRun, error)
 	server() *child
 }
 
@@ -111,8 +114,10 @@ func (s *busbarSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (
 		return res, nil, err
 	}
 	var got []loadgen.Result
-	for _, sub := range counters {
-		got = append(got, sub.Wait(ctx, s.straggle))
+	for i, sub := range counters {
+		r := sub.Wait(ctx, s.straggle)
+		r.Errors = clients[i].Dropped() // what its own dispatch queue had no room for
+		got = append(got, r)
 	}
 	return res, got, nil
 }
@@ -186,30 +191,15 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 			c.Close()
 		}
 	}()
-	type counter struct {
-		got, bytes, first, last atomic.Int64
-		lat                     loadgen.Recorder
-		done                    chan struct{}
-		once                    sync.Once
-	}
-	var counters []*counter
+	var counters []*tally
 	for range subs {
 		nc, err := s.connectFar()
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
 		conns = append(conns, nc)
-		k := &counter{done: make(chan struct{})}
-		sub, err := nc.Subscribe("bench.flow", func(m *nats.Msg) {
-			now := time.Now().UnixNano()
-			k.first.CompareAndSwap(0, now)
-			k.last.Store(now)
-			k.lat.Add(loadgen.AgeAt(m.Data, now))
-			k.bytes.Add(int64(len(m.Data)))
-			if k.got.Add(1) >= msgs {
-				k.once.Do(func() { close(k.done) })
-			}
-		})
+		k := newTally(msgs)
+		sub, err := nc.Subscribe("bench.flow", func(m *nats.Msg) { k.add(m.Data) })
 		if err != nil {
 			return loadgen.Result{}, nil, err
 		}
@@ -241,8 +231,8 @@ func (s *natsSystem) pubsub(ctx context.Context, subs, size int, msgs int64) (lo
 	pub := loadgen.NewResult("pub", sent, sent*int64(size), 0, time.Since(start), nil)
 	var got []loadgen.Result
 	for _, k := range counters {
-		waitCount(ctx, k.done, &k.got, s.straggle)
-		got = append(got, loadgen.NewResult("sub", k.got.Load(), k.bytes.Load(), 0, time.Duration(k.last.Load()-k.first.Load()), k.lat.Summary()))
+		k.wait(ctx, s.straggle)
+		got = append(got, k.result())
 	}
 	return pub, got, nil
 }
@@ -293,10 +283,7 @@ func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs in
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range concurrency {
-		quota := msgs / int64(concurrency)
-		if int64(i) < msgs%int64(concurrency) {
-			quota++
-		}
+		quota := shareOf(msgs, concurrency, i)
 		wg.Go(func() {
 			payload := make([]byte, size)
 			for n := int64(0); n < quota && ctx.Err() == nil; n++ {

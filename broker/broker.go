@@ -268,9 +268,12 @@ func (b *Broker) untrack(c *conn) {
 // node stays.
 func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 	var v hotpath.View
+	var h held // what the frames of one read queued, flushed before the next read
+	defer h.flush()
 	for {
 		if !r.FrameReady() {
 			c.readAt.Store(0) // the next frame may need a read
+			h.flush()
 		}
 		frame, err := r.ReadFrame()
 		c.meter.batch(r.FrameReady())
@@ -291,6 +294,6 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		if c.out.Closing() {
 			return // replaced, expired or shutting down: route nothing more as this node
 		}
-		b.dispatch(c, frame, &v)
+		b.dispatchHeld(c, frame, &v, &h)
 	}
 }

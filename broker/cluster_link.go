@@ -149,7 +149,7 @@ func (cl *cluster) take(c *conn, from string, frame []byte) {
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
-	cl.b.dispatchView(c, v) // parsed once: above
+	cl.b.dispatchView(c, v, nil) // parsed once: above; its destinations woken at once
 }
 
 // fromVerdict keeps fromAllowed's last verdict within one link message:

@@ -3,8 +3,10 @@ package broker
 import (
 	"container/list"
 	"errors"
+	"hash/maphash"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +52,9 @@ type conn struct {
 	// allowed: a stream of messages on one channel checks its patterns
 	// once. Readers of other connections consult it too, hence atomic.
 	allowed [nActions]atomic.Pointer[string]
+	// lastGranted is, per action, the hash of the last channel granted
+	// without being remembered in allowed.
+	lastGranted [nActions]atomic.Uint64
 
 	// Guarded by Broker.hs.mu: c's place among the connections logging in
 	// (nil once it logged in or failed), and the pool it counts in.
@@ -219,7 +224,77 @@ func (c *conn) allows(a auth.Action, channel string) bool {
 	if !c.perms.Allows(a, channel) {
 		return false
 	}
-	kept := strings.Clone(channel) // channel may alias a read buffer
-	slot.Store(&kept)
+	// Remember the channel once it is granted twice in a row (a copy:
+	// channel may alias a read buffer). Traffic that cycles over many
+	// channels would otherwise allocate a copy per message and never
+	// use it.
+	if h := maphash.String(allowSeed, channel); c.lastGranted[i].Swap(h) == h {
+		kept := strings.Clone(channel)
+		slot.Store(&kept)
+	}
 	return true
+}
+
+// allowSeed seeds the hashes of lastGranted.
+var allowSeed = maphash.MakeSeed()
+
+// held is what a reader queued for other connections without waking their
+// writers while it routes the frames one read brought in; flush hands each
+// destination its batch once (sendq.Queue.Flush: written in place when the
+// destination's writer is idle), saving a writer wake-up per frame. A nil
+// held wakes each writer at once, for callers that route frames one by one
+// (a link to another broker, tests). Owned by one reader goroutine.
+type held struct {
+	dests []*conn
+	seen  map[*conn]struct{} // dests as a set, once there are more than heldScan
+}
+
+// heldScan is how many destinations a held batch finds by scanning before
+// it keeps a set.
+const heldScan = 8
+
+// enqueue queues f for d, holding the wake-up when h is not nil.
+func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time) bool {
+	if h == nil {
+		return d.out.EnqueueFrame(f, deadline)
+	}
+	if !d.out.EnqueueFrameHeld(f, deadline) {
+		return false
+	}
+	h.add(d)
+	return true
+}
+
+func (h *held) add(d *conn) {
+	if len(h.dests) < heldScan {
+		if !slices.Contains(h.dests, d) {
+			h.dests = append(h.dests, d)
+		}
+		return
+	}
+	if h.seen == nil {
+		h.seen = map[*conn]struct{}{}
+	}
+	if len(h.seen) == 0 {
+		for _, x := range h.dests {
+			h.seen[x] = struct{}{}
+		}
+	}
+	if _, ok := h.seen[d]; !ok {
+		h.seen[d] = struct{}{}
+		h.dests = append(h.dests, d)
+	}
+}
+
+// flush hands every held destination what was queued for it.
+func (h *held) flush() {
+	if h == nil {
+		return
+	}
+	for i, d := range h.dests {
+		d.out.Flush()
+		h.dests[i] = nil
+	}
+	h.dests = h.dests[:0]
+	clear(h.seen)
 }

@@ -25,19 +25,25 @@ import (
 // they are rare, and their bodies are parsed anyway. The path of one
 // message is drawn in docs/ARCHITECTURE.md.
 
-// dispatch routes one frame read from c.
-func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) {
+// dispatch routes one frame read from c, waking its destinations' writers
+// at once.
+func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) { b.dispatchHeld(c, frame, v, nil) }
+
+// dispatchHeld routes one frame read from c; what it queues for other
+// connections is held in h, when h is not nil, until h.flush.
+func (b *Broker) dispatchHeld(c *conn, frame []byte, v *hotpath.View, h *held) {
 	if err := hotpath.ParseView(frame, v); err != nil {
 		// The stream is still in sync: the node hears why and stays.
 		b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 		return
 	}
-	b.dispatchView(c, v)
+	b.dispatchView(c, v, h)
 }
 
-// dispatchView routes one frame read from c and parsed into v.
-func (b *Broker) dispatchView(c *conn, v *hotpath.View) {
+// dispatchView routes one frame read from c and parsed into v; h as for
+// dispatchHeld.
+func (b *Broker) dispatchView(c *conn, v *hotpath.View, h *held) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
 	c.countIn(v, v.Len())
 	defer c.dispatched()
@@ -54,17 +60,17 @@ func (b *Broker) dispatchView(c *conn, v *hotpath.View) {
 	}
 	switch v.Value(wire.HeaderType) {
 	case wire.TypeStream:
-		b.routeStream(c, v, cmd)
+		b.routeStream(c, v, cmd, h)
 	case wire.TypeEvent:
 		if _, ok := v.Get(wire.HeaderTo); ok {
-			b.routeCall(c, v, cmd, kindSend)
+			b.routeCall(c, v, cmd, kindSend, h)
 		} else {
-			b.routeCall(c, v, cmd, kindPublish)
+			b.routeCall(c, v, cmd, kindPublish, h)
 		}
 	case wire.TypeRequest:
-		b.routeCall(c, v, cmd, kindRequest)
+		b.routeCall(c, v, cmd, kindRequest, h)
 	case wire.TypeResponse:
-		b.routeResponse(c, v)
+		b.routeResponse(c, v, h)
 	default:
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, "message type must be event, request, response or stream"))
 	}
@@ -128,13 +134,13 @@ func frameFrom(c *conn, v *hotpath.View, withTTL bool) (*sendq.Frame, *refusal) 
 // routeStream delivers a fire-and-forget message to the subscribers of its
 // channel (or to its target's, when it has one). Nobody is answered: what
 // is not delivered is counted as a drop, with its reason.
-func (b *Broker) routeStream(c *conn, v *hotpath.View, channel string) {
-	if r := b.deliverStream(c, v, channel); r != nil {
+func (b *Broker) routeStream(c *conn, v *hotpath.View, channel string, h *held) {
+	if r := b.deliverStream(c, v, channel, h); r != nil {
 		b.answer(c, subject{kind: kindStream, command: channel}, r)
 	}
 }
 
-func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusal {
+func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held) *refusal {
 	deadline, r := b.admit(c, v, channel)
 	if r != nil {
 		return r
@@ -152,7 +158,7 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 		if !d.allows(auth.ActionSubscribe, channel) {
 			return
 		}
-		if reason, ok := d.enqueueStream(f, deadline); !ok {
+		if reason, ok := d.enqueueStream(f, deadline, h); !ok {
 			b.stats.drop(reason)
 			return
 		}
@@ -188,10 +194,11 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string) *refusa
 // publishers one stall, not one per message (and the healthy subscribers
 // of the same publisher keep their rate and latency); and when c's writer
 // has completed nothing for stuckAfter, the frame is dropped at once.
-func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
-	if c.out.EnqueueFrame(f, deadline) {
+func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time, h *held) (DropReason, bool) {
+	if h.enqueue(c, f, deadline) {
 		return 0, true
 	}
+	h.flush() // before a stall: the other destinations need not wait for this one
 	if c.peer {
 		return c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
 	}
@@ -228,7 +235,7 @@ func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, stall, stuck time.Du
 // routeCall routes a message that opens a call: a send (its receipt), a
 // request (its response) or a publication (one receipt per candidate).
 // Every refusal is answered in the form the kind calls for.
-func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind) {
+func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind, h *held) {
 	id := v.Value(wire.HeaderID)
 	if !validID(id) {
 		what := "an event"
@@ -245,9 +252,9 @@ func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind) {
 	switch k {
 	case kindSend:
 		s.from = v.Value(wire.HeaderTo)
-		r = b.deliverSend(c, v, &s)
+		r = b.deliverSend(c, v, &s, h)
 	case kindRequest:
-		r = b.deliverRequest(c, v, s, v.Value(wire.HeaderTo))
+		r = b.deliverRequest(c, v, s, v.Value(wire.HeaderTo), h)
 	case kindPublish:
 		r = b.deliverPublish(c, v, s)
 	}
@@ -262,7 +269,7 @@ func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
 // deliverSend forwards an event to its target node, whose receipt will
 // answer it. s.from is the target as given, and becomes the destination's
 // address once it is known.
-func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject) *refusal {
+func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *refusal {
 	deadline, r := b.admit(c, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionSend, s.command)
@@ -289,12 +296,12 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject) *refusal {
 	case !dest.hasSub(s.command):
 		return refuse(wire.NoSubscriber, "")
 	}
-	return b.forwardCall(c, dest, v, s, callReceipt, deadline)
+	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h)
 }
 
 // deliverRequest forwards a request to the one handler of its channel on
 // the target node.
-func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string) *refusal {
+func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, h *held) *refusal {
 	deadline, r := b.admit(c, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionRequest, s.command)
@@ -318,12 +325,12 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string) 
 	case !dest.hasHandler(s.command):
 		return refuse(wire.ResultNoHandler, "no handler for "+s.command+" on "+node)
 	}
-	return b.forwardCall(c, dest, v, &s, callRequest, deadline)
+	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h)
 }
 
 // forwardCall opens the call dest must answer and queues v for dest. A
 // send's answer maps OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time) *refusal {
+func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held) *refusal {
 	// A link carries the calls of all the other broker's nodes, each
 	// bounded there.
 	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
@@ -340,7 +347,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp()}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
-	if !dest.out.EnqueueFrame(f, deadline) {
+	if !h.enqueue(dest, f, deadline) {
 		b.pend.take(dest, s.id, k)
 		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
 	}
@@ -494,7 +501,7 @@ func (b *Broker) candidates(channel string) []*conn {
 
 // routeResponse forwards a response to the call it answers. A response
 // that matches no open call (late, or forged) is dropped and counted.
-func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
+func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	id := v.Value(wire.HeaderReplyTo)
 	cl := b.pend.take(c, id, callRequest)
 	if cl == nil {
@@ -531,7 +538,7 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View) {
 		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is over the NATS payload limit between brokers"))
 		return
 	}
-	if !cl.origin.out.EnqueueFrame(f, time.Time{}) {
+	if !h.enqueue(cl.origin, f, time.Time{}) {
 		b.stats.drop(DropAnswerUndeliverable)
 	} else {
 		c.countOut(MsgResponse, len(f.B))

@@ -103,7 +103,7 @@ func benchRouteAmong(b *testing.B, n int) {
 	if got := br.dir.subscribers("orders.created"); len(got) != 1 || got[0].node != "sub" {
 		b.Fatalf("orders.created reaches %d connections, want sub alone", len(got))
 	}
-	loopStream(b, br, "pub")
+	loopStream(b, br, "pub", false)
 }
 
 func BenchmarkRouteWildcardAmong(b *testing.B) {

@@ -76,8 +76,13 @@ type Queue struct {
 	nc     net.Conn
 	limits Limits
 
-	wmu sync.Mutex   // held while bytes go to nc: by Run per batch, or by WriteThrough
-	w   *wire.Writer // guarded by wmu
+	wmu sync.Mutex // held while bytes go to nc: by Run per batch, by WriteThrough, or by Flush
+	// Guarded by wmu: the encoder, the socket under it, the write
+	// deadline last set, and Flush's batch.
+	w        *wire.Writer
+	out      *sink
+	deadline time.Time
+	behind   bool // a Flush left bytes the socket refused; until the writer empties the queue, Flush leaves the writing to it
 
 	// Owned by whoever holds wmu: the spare slices take swaps in.
 	spare     []item
@@ -108,9 +113,11 @@ type Queue struct {
 // New returns a queue writing to nc. Start it with go q.Run().
 func New(nc net.Conn, l Limits) *Queue {
 	q := &Queue{
-		nc: nc, limits: l, w: wire.NewWriter(nc),
+		nc: nc, limits: l,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
+	q.out = newSink(nc, &q.lastWrite)
+	q.w = wire.NewWriter(q.out)
 	q.lastWrite.Store(time.Now().UnixNano())
 	return q
 }
@@ -248,6 +255,7 @@ func waitLocked[T any](q *Queue, done <-chan T, cause func() error, try func() b
 		}
 		space := q.space
 		q.mu.Unlock()
+		q.signal() // what fills the queue may be held for a Flush (EnqueueFrameHeld)
 		select {
 		case <-space:
 		case <-q.quit:
@@ -369,6 +377,11 @@ func (q *Queue) writeBatches(again int) error {
 		batch := q.take()
 		err := q.write(q.w, batch, q.limits.WriteTimeout, true)
 		q.recycle(batch)
+		if q.behind && err == nil {
+			q.mu.Lock()
+			q.behind = len(q.items) > 0 // caught up: Flush may write in place again
+			q.mu.Unlock()
+		}
 		q.wmu.Unlock()
 		q.mu.Lock()
 		q.writing = 0
@@ -453,7 +466,7 @@ func (q *Queue) take() []item {
 	items := q.items
 	q.items = q.spare[:0]
 	q.segs, q.batchSegs = q.batchSegs[:0], q.segs
-	q.writing = q.bytes
+	q.writing = q.bytes + len(q.out.rest) // the caller holds wmu
 	q.bytes = 0
 	q.mu.Unlock()
 	q.spare = nil
@@ -467,13 +480,21 @@ func (q *Queue) take() []item {
 // reader (or a link waiting for credit) waits for a buffer's worth of
 // progress, not for the whole batch.
 func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, counted bool) error {
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(q.out.rest) == 0 && q.out.err == nil {
 		return nil
 	}
 	now := time.Now()
 	// The deadline covers the whole batch: the writer flushes by itself
 	// once its buffer is full, before the final Flush below.
-	_ = q.nc.SetWriteDeadline(now.Add(timeout))
+	q.deadline = now.Add(timeout)
+	_ = q.nc.SetWriteDeadline(q.deadline)
+	// First what a Flush in place left (or the error it met).
+	if len(q.out.rest) > 0 || q.out.err != nil {
+		if err := q.out.finish(); err != nil {
+			releaseFrames(batch)
+			return err
+		}
+	}
 	// The room of what reached the socket is given back as the writer
 	// flushes by itself. An item's cost is "handed" once its bytes went to
 	// w (an in-place frame when its run is written); when w's buffer

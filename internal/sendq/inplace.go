@@ -1,0 +1,210 @@
+package sendq
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Flushing in place. A broker's reader routes every frame a read brought
+// in before it reads again. Waking each destination's writer per frame
+// costs a goroutine hand-off per frame; instead the reader queues with
+// EnqueueFrameHeld and, once the batch is routed, calls Flush on each
+// destination it touched: when that destination's writer is idle, the
+// reader writes the batch to the socket itself, without blocking (a
+// non-blocking write system call), and whatever the socket does not take
+// at once is left for the writer to finish, and later batches go to the
+// writer too until it finds the queue empty (the peer caught up). A slow
+// or frozen peer therefore costs the reader one system call, never a
+// wait.
+
+// sink is the io.Writer under a queue's wire.Writer. Guarded by the
+// queue's wmu.
+type sink struct {
+	nc  net.Conn
+	raw syscall.RawConn // nil: the connection has no descriptor (TLS, WebSocket); no flushing in place
+	// nonblock is set while a Flush writes: a write the socket cannot take
+	// at once is kept in rest instead of waited for.
+	nonblock bool
+	rest     []byte        // accepted from the wire.Writer, not yet on the socket; goes before anything else
+	wrote    bool          // a non-blocking write put bytes on the socket
+	err      error         // a write failed: the stream is broken, sticky
+	progress *atomic.Int64 // the queue's lastWrite
+}
+
+// maxKeptRest bounds the rest buffer's capacity kept for reuse.
+const maxKeptRest = 64 << 10
+
+func newSink(nc net.Conn, progress *atomic.Int64) *sink {
+	s := &sink{nc: nc, progress: progress}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			s.raw = raw
+		}
+	}
+	return s
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.nonblock {
+		if len(s.rest) > 0 { // in order, behind what is already waiting
+			s.rest = append(s.rest, p...)
+			return len(p), nil
+		}
+		n, err := s.tryWrite(p)
+		if err != nil {
+			s.err = err
+			return n, err
+		}
+		s.wrote = s.wrote || n > 0
+		s.rest = append(s.rest, p[n:]...)
+		return len(p), nil
+	}
+	if err := s.finish(); err != nil {
+		return 0, err
+	}
+	n, err := s.nc.Write(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// restChunk is how much of rest finish writes at a time: progress is
+// recorded after each, as the writer records each flush of a long batch,
+// so a producer stalled for room sees a slow peer progress.
+const restChunk = 32 << 10
+
+// finish writes rest, blocking up to the connection's write deadline.
+func (s *sink) finish() error {
+	if s.err != nil || len(s.rest) == 0 {
+		return s.err
+	}
+	for off := 0; off < len(s.rest); off += restChunk {
+		if _, err := s.nc.Write(s.rest[off:min(off+restChunk, len(s.rest))]); err != nil {
+			s.err = err
+			return err
+		}
+		s.progress.Store(time.Now().UnixNano())
+	}
+	if cap(s.rest) > maxKeptRest {
+		s.rest = nil
+	} else {
+		s.rest = s.rest[:0]
+	}
+	return nil
+}
+
+// tryWrite writes what the socket takes of p without waiting.
+func (s *sink) tryWrite(p []byte) (n int, err error) {
+	cerr := s.raw.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			m, e := syscall.Write(int(fd), p[n:])
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+			case e != nil:
+				err = e
+			default:
+				n += m
+				continue
+			}
+			break
+		}
+		return true // done: never wait for the socket to drain
+	})
+	if errors.Is(cerr, os.ErrDeadlineExceeded) {
+		cerr = nil // nothing written: the writer sets a fresh deadline and writes it
+	}
+	if err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// EnqueueFrameHeld queues a shared frame like EnqueueFrame without waking
+// the writer: the caller promises a Flush once it has queued the batch it
+// is routing.
+func (q *Queue) EnqueueFrameHeld(f *Frame, deadline time.Time) bool {
+	q.mu.Lock()
+	ok := q.addFrameLocked(f, deadline)
+	q.mu.Unlock()
+	return ok
+}
+
+// Flush sends what is queued. When the writer is idle and the connection
+// has a descriptor, it writes from the caller's goroutine without
+// blocking, leaving to the writer whatever the socket did not take;
+// otherwise it wakes the writer. It never waits for the peer, so a reader
+// may call it.
+func (q *Queue) Flush() {
+	if q.out.raw == nil || !q.wmu.TryLock() {
+		q.signal()
+		return
+	}
+	if q.behind || len(q.out.rest) > 0 || q.out.err != nil {
+		// The writer has bytes to finish first, or the peer has not kept
+		// up since a flush last filled its socket: the writer waits for
+		// it, and a copy of what the socket refused is saved.
+		q.wmu.Unlock()
+		q.signal()
+		return
+	}
+	batch := q.take()
+	if len(batch) == 0 {
+		q.recycle(batch)
+		q.wmu.Unlock()
+		return
+	}
+	now := time.Now()
+	if !now.Before(q.deadline) {
+		// A write deadline that passed fails even a non-blocking write.
+		q.deadline = now.Add(q.limits.WriteTimeout)
+		_ = q.nc.SetWriteDeadline(q.deadline)
+	}
+	q.out.nonblock, q.out.wrote = true, false
+	var err error
+	var run inlineRun // frames encoded in place (Reserve), as write does
+	for i := range batch {
+		if it := &batch[i]; it.m == nil && it.f == nil {
+			err = q.addInline(q.w, &run, it, now)
+		} else if err = q.flushRun(q.w, &run); err == nil {
+			err = q.writeItem(q.w, it, now)
+		}
+		if err != nil {
+			releaseFrames(batch[i+1:])
+			break
+		}
+	}
+	if err == nil {
+		err = q.flushRun(q.w, &run)
+	}
+	if err == nil {
+		err = q.w.Flush()
+	}
+	q.out.nonblock = false
+	q.recycle(batch) // what the socket refused was copied (sink.rest)
+	left := len(q.out.rest)
+	q.behind = left > 0
+	if q.out.wrote {
+		q.lastWrite.Store(now.UnixNano())
+	}
+	q.mu.Lock() // under wmu: no batch of the writer's starts meanwhile
+	q.writing = left
+	if left == 0 && q.space != nil {
+		close(q.space)
+		q.space = nil
+	}
+	q.mu.Unlock()
+	q.wmu.Unlock()
+	if left > 0 || err != nil {
+		q.signal() // the writer finishes the rest, or fails and closes
+	}
+}
