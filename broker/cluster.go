@@ -32,6 +32,9 @@ const (
 	DefaultClusterLease          = 3 * time.Second
 	DefaultClusterConnectTimeout = 5 * time.Second
 	DefaultClusterSubjectPrefix  = "busbar"
+	// DefaultClusterTombstoneRetention is how long a broker keeps the
+	// tombstone of a namespace dropped on the bus (docs/cluster.md).
+	DefaultClusterTombstoneRetention = 7 * 24 * time.Hour
 	// clusterPublishGap is the least time between two snapshots a change
 	// triggers: a burst of registrations costs one snapshot per gap, not
 	// one per node. The gap stretches to clusterPublishCost times what the
@@ -82,6 +85,12 @@ type ClusterOptions struct {
 	// RelayTimeout bounds the wait for a home's answer to a forwarded
 	// command; past it the command is answered UNAVAILABLE.
 	RelayTimeout time.Duration
+	// TombstoneRetention is how long the broker keeps the tombstone of a
+	// state namespace dropped on the bus, from when it learnt of the drop
+	// (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner): a
+	// broker that was away longer and still holds the namespace brings it
+	// back.
+	TombstoneRetention time.Duration
 }
 
 func (o *ClusterOptions) enabled() bool { return len(o.URLs) > 0 }
@@ -104,6 +113,9 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	}
 	if o.RelayTimeout == 0 {
 		o.RelayTimeout = DefaultClusterRelayTimeout
+	}
+	if o.TombstoneRetention == 0 {
+		o.TombstoneRetention = DefaultClusterTombstoneRetention
 	}
 	for _, r := range o.Relays {
 		if r == "" || strings.ContainsAny(r, " \t\r\n*>.") {
@@ -275,7 +287,7 @@ func (cl *cluster) publisher() {
 		case now := <-tick.C:
 			cl.expire(now)
 			cl.relayTick(now)
-			cl.publishDigest()
+			cl.publishDigest(now)
 		case <-cl.resync:
 			cl.publishAllState()
 			continue
