@@ -125,6 +125,8 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	switch {
 	case name == DefaultName:
 		return fmt.Errorf("broker: a broker joining a bus needs a name of its own (Name is the default %q)", DefaultName)
+	case o.TombstoneRetention < 0:
+		return fmt.Errorf("broker: Cluster.TombstoneRetention %v is negative", o.TombstoneRetention)
 	case o.Lease < 2*o.Heartbeat:
 		return fmt.Errorf("broker: Cluster.Lease %v must be at least twice Cluster.Heartbeat %v", o.Lease, o.Heartbeat)
 	case (o.TLSCert == "") != (o.TLSKey == ""):

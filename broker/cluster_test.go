@@ -264,6 +264,7 @@ func TestClusterOptionsAreChecked(t *testing.T) {
 	}{
 		{"default name", broker.Options{Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}}}, "needs a name of its own"},
 		{"lease", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Heartbeat: time.Second, Lease: 1999 * time.Millisecond}}, "at least twice"},
+		{"tombstone retention", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TombstoneRetention: -time.Nanosecond}}, "TombstoneRetention -1ns is negative"},
 		{"tls pair", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TLSCert: "c.pem"}}, "go together"},
 		{"prefix", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, SubjectPrefix: "a.>"}}, "not a NATS subject prefix"},
 		{"relay name", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Relays: []string{"b2", ""}}}, "is not a broker name"},
