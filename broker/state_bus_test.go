@@ -375,3 +375,61 @@ func TestBusStateNewOwnerReachesEveryBroker(t *testing.T) {
 	}
 	awaitValue(t, alpha, "home", "lamp", `"dim"`)
 }
+
+// TestBusClientFailsOverToAnotherBroker: a client given two brokers of a
+// bus, with the default reconnect, survives the loss of its broker: it
+// moves to the other, its handler and its state watch with it (the watch
+// resynced), and a node on a third broker reaches it there.
+func TestBusClientFailsOverToAnotherBroker(t *testing.T) {
+	u := startBus(t)
+	gamma := connect(t, u.brokers[2], "gamma")
+	events := make(chan client.ConnEvent, 8)
+	alpha := connect(t, u.brokers[0], "alpha", func(o *client.Options) {
+		o.Server = u.brokers[0].Endpoint + "," + u.brokers[1].Endpoint
+		o.OnConnEvent = func(ev client.ConnEvent) { events <- ev }
+	})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := alpha.Scope("s").Channel("ping").Handle(ctx, echo); err != nil {
+		t.Fatal(err)
+	}
+	w, err := alpha.State("home").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := u.brokers[0].Broker.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []client.ConnEventKind{client.Disconnected, client.Reconnected} {
+		select {
+		case ev := <-events:
+			if ev.Kind != want || want == client.Reconnected && (ev.Broker != "b2" || ev.Err != nil) {
+				t.Fatalf("event %+v, want %s", ev, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event", want)
+		}
+	}
+	if _, err := gamma.State("home").Set(ctx, "lamp", "on"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-w.Changes():
+		if e.Key != "lamp" || e.Source != "gamma" {
+			t.Fatalf("the watch saw %+v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch saw nothing after the failover")
+	}
+	awaitKnown(t, u.brokers[1:], "alpha")
+	testbroker.Await(t, busSettle, "gamma's request to reach alpha on b2", func() error {
+		r, err := gamma.Scope("s").Channel("ping").Request(ctxT(t, 5*time.Second), "alpha", []byte("hi"))
+		if err != nil {
+			return err
+		}
+		if string(r.Payload()) != "hi" {
+			return fmt.Errorf("reply %q", r.Payload())
+		}
+		return nil
+	})
+}
