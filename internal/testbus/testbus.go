@@ -73,28 +73,61 @@ type Placement struct {
 	// Sees waits until every broker lists each node, with the
 	// subscriptions given as "node:channel".
 	Sees func(t *testing.T, nodes ...string)
+	// Settled checks what a node reads of another's change: on one broker
+	// once, as the change is there when its call returns; on a bus until
+	// it holds or Settle passes, as the change reaches the other brokers
+	// asynchronously. what names the expectation in a failure.
+	Settled func(t *testing.T, what string, check func() error)
 	// Brokers are the brokers in play.
 	Brokers []*testbroker.Env
 	// Bus is the bus, or nil on one broker.
 	Bus *Bus
 }
 
+// One is every node on broker e.
+func One(e *testbroker.Env) Placement {
+	return Placement{
+		At:   func(int) *testbroker.Env { return e },
+		Sees: func(*testing.T, ...string) {},
+		Settled: func(t *testing.T, what string, check func() error) {
+			t.Helper()
+			if err := check(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		},
+		Brokers: []*testbroker.Env{e},
+	}
+}
+
+// Spread is node i on broker i mod 3 of u.
+func Spread(u *Bus) Placement {
+	return Placement{
+		At:   func(i int) *testbroker.Env { return u.Brokers[i%len(u.Brokers)] },
+		Sees: func(t *testing.T, nodes ...string) { t.Helper(); AwaitKnown(t, u.Brokers, nodes...) },
+		Settled: func(t *testing.T, what string, check func() error) {
+			t.Helper()
+			testbroker.Await(t, Settle, what, check)
+		},
+		Brokers: u.Brokers,
+		Bus:     u,
+	}
+}
+
 // EachTopology runs body as subtests "one-broker" (a broker with opts on
 // TCP) and "bus" (Start's three, node i on broker i mod 3).
 func EachTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p Placement)) {
-	t.Run("one-broker", func(t *testing.T) {
-		e := testbroker.Start(t, "tcp", opts)
-		body(t, Placement{At: func(int) *testbroker.Env { return e }, Sees: func(*testing.T, ...string) {}, Brokers: []*testbroker.Env{e}})
-	})
-	t.Run("bus", func(t *testing.T) {
-		u := Start(t, opts)
-		body(t, Placement{
-			At:      func(i int) *testbroker.Env { return u.Brokers[i%len(u.Brokers)] },
-			Sees:    func(t *testing.T, nodes ...string) { AwaitKnown(t, u.Brokers, nodes...) },
-			Brokers: u.Brokers,
-			Bus:     u,
-		})
-	})
+	t.Run("one-broker", func(t *testing.T) { body(t, One(testbroker.Start(t, "tcp", opts))) })
+	t.Run("bus", func(t *testing.T) { body(t, Spread(Start(t, opts))) })
+}
+
+// EachTransportAndTopology runs body on one broker with opts over every
+// transport (testbroker.Transports), then on the bus: a contract test
+// that runs over every transport runs on the bus too, in one matrix.
+func EachTransportAndTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p Placement)) {
+	for _, scheme := range testbroker.Transports {
+		t.Run(scheme, func(t *testing.T) { body(t, One(testbroker.Start(t, scheme, opts))) })
+	}
+	t.Run("bus", func(t *testing.T) { body(t, Spread(Start(t, opts))) })
 }
 
 // AwaitKnown waits until every broker lists each node ("node" or
