@@ -11,6 +11,7 @@ package broker_test
 import (
 	"testing"
 
+	"busbar/auth"
 	"busbar/broker"
 	"busbar/internal/testbroker"
 	"busbar/internal/testbus"
@@ -54,16 +55,19 @@ type placement struct {
 	// sees waits until every broker lists each node, with the
 	// subscriptions given as "node:channel".
 	sees func(t *testing.T, nodes ...string)
+	// settled checks what a node reads of another's change: once on one
+	// broker, until it holds on a bus (testbus.Placement.Settled).
+	settled func(t *testing.T, what string, check func() error)
 	// brokers are the brokers in play.
 	brokers []*testbroker.Env
 }
 
 // eachTopology runs body on one broker and on a bus of three, with opts
-// (a bus adds names and its cluster options).
-func eachTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p placement)) {
+// (a bus adds names and its cluster options) and the extra principals.
+func eachTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p placement), extra ...auth.Principal) {
 	testbus.EachTopology(t, opts, func(t *testing.T, p testbus.Placement) {
-		body(t, placement{at: p.At, sees: p.Sees, brokers: p.Brokers})
-	})
+		body(t, placement{at: p.At, sees: p.Sees, settled: p.Settled, brokers: p.Brokers})
+	}, extra...)
 }
 
 var awaitKnown = testbus.AwaitKnown

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/broker"
 	"busbar/internal/testbroker"
 	"busbar/internal/testnats"
@@ -43,11 +44,13 @@ type Bus struct {
 }
 
 // Start runs a three-server NATS cluster and three brokers on it over
-// TCP, each with opts (names and cluster options added).
-func Start(t *testing.T, opts broker.Options) *Bus {
+// TCP, each with opts (names and cluster options added) and the extra
+// principals (testbroker.Start).
+func Start(t *testing.T, opts broker.Options, extra ...auth.Principal) *Bus {
 	t.Helper()
 	u := &Bus{NATS: testnats.Start(t, 3)}
-	for i := range 3 {
+	u.Brokers = append(u.Brokers, u.startBroker(t, opts, 0, extra, u.NATS.URL(0)))
+	for i := 1; i < 3; i++ {
 		u.Brokers = append(u.Brokers, u.StartBroker(t, opts, i, u.NATS.URL(i)))
 	}
 	return u
@@ -58,12 +61,17 @@ func Start(t *testing.T, opts broker.Options) *Bus {
 // a broker added to the bus, or one started again.
 func (u *Bus) StartBroker(t *testing.T, opts broker.Options, i int, urls ...string) *testbroker.Env {
 	t.Helper()
+	return u.startBroker(t, opts, i, nil, urls...)
+}
+
+func (u *Bus) startBroker(t *testing.T, opts broker.Options, i int, extra []auth.Principal, urls ...string) *testbroker.Env {
+	t.Helper()
 	opts.Name = fmt.Sprintf("b%d", i+1)
 	opts.Cluster.URLs, opts.Cluster.Heartbeat, opts.Cluster.Lease = urls, Heartbeat, Lease
 	if len(u.Brokers) > 0 {
 		return testbroker.StartSharing(t, "tcp", opts, u.Brokers[0])
 	}
-	return testbroker.Start(t, "tcp", opts)
+	return testbroker.Start(t, "tcp", opts, extra...)
 }
 
 // Placement is where a test body's nodes go.
@@ -114,10 +122,11 @@ func Spread(u *Bus) Placement {
 }
 
 // EachTopology runs body as subtests "one-broker" (a broker with opts on
-// TCP) and "bus" (Start's three, node i on broker i mod 3).
-func EachTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p Placement)) {
-	t.Run("one-broker", func(t *testing.T) { body(t, One(testbroker.Start(t, "tcp", opts))) })
-	t.Run("bus", func(t *testing.T) { body(t, Spread(Start(t, opts))) })
+// TCP) and "bus" (Start's three, node i on broker i mod 3), each with
+// the extra principals.
+func EachTopology(t *testing.T, opts broker.Options, body func(t *testing.T, p Placement), extra ...auth.Principal) {
+	t.Run("one-broker", func(t *testing.T) { body(t, One(testbroker.Start(t, "tcp", opts, extra...))) })
+	t.Run("bus", func(t *testing.T) { body(t, Spread(Start(t, opts, extra...))) })
 }
 
 // EachTransportAndTopology runs body on one broker with opts over every
