@@ -6,6 +6,7 @@ package broker_test
 // broker (docs/cluster.md#replicated-state).
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,17 +114,25 @@ func TestBusStateSurvivesABrokerRestart(t *testing.T) {
 	awaitValue(t, alpha, "garden", "mine", "2")
 }
 
-// TestBusStateConvergesAfterAPartition: writes made on both sides of a
-// cut reach the other side once it heals.
-func TestBusStateConvergesAfterAPartition(t *testing.T) {
+// homeOnABus starts a bus with alpha on b1 and gamma on b3, writes key of
+// namespace home as alpha (value, JSON) and waits until gamma reads it.
+func homeOnABus(t *testing.T, key, value string) (*bus, *client.Client, *client.Client, context.Context) {
+	t.Helper()
 	u := startBus(t)
 	alpha := connect(t, u.brokers[0], "alpha")
 	gamma := connect(t, u.brokers[2], "gamma")
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := alpha.State("home").Set(ctx, "before", 1); err != nil {
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := alpha.State("home").Set(ctx, key, json.RawMessage(value)); err != nil {
 		t.Fatal(err)
 	}
-	awaitValue(t, gamma, "home", "before", "1")
+	awaitValue(t, gamma, "home", key, value)
+	return u, alpha, gamma, ctx
+}
+
+// TestBusStateConvergesAfterAPartition: writes made on both sides of a
+// cut reach the other side once it heals.
+func TestBusStateConvergesAfterAPartition(t *testing.T) {
+	u, alpha, gamma, ctx := homeOnABus(t, "before", "1")
 	u.nats.Stop(2) // b3 is cut off
 	awaitDirectory(t, u.brokers[:1], map[string]string{"alpha": "b1"})
 	if _, err := alpha.State("home").Set(ctx, "during", json.RawMessage(`"b1"`)); err != nil {
@@ -236,11 +245,11 @@ func awaitDigests(t *testing.T, nc *testnats.Cluster, rounds int, brokers ...str
 	})
 }
 
-// TestBusStateDropReachesEveryBroker: a namespace dropped through one
-// broker is gone from every broker, every broker's watchers are told to
-// resync, and written again it comes back with the new writes only,
-// whatever the digests carry afterwards.
-func TestBusStateDropReachesEveryBroker(t *testing.T) {
+// homeWatchedEverywhere starts a bus with alpha, beta and gamma on b1,
+// b2 and b3, writes home/lamp as alpha, and, once every broker has it,
+// watches home with a raw node on each broker.
+func homeWatchedEverywhere(t *testing.T) (*bus, *client.Client, *client.Client, *client.Client, context.Context, []*testbroker.Raw) {
+	t.Helper()
 	u := startBus(t)
 	alpha, beta, gamma := u.three(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -249,9 +258,18 @@ func TestBusStateDropReachesEveryBroker(t *testing.T) {
 	}
 	var watchers []*testbroker.Raw
 	for i, c := range []*client.Client{alpha, beta, gamma} {
-		awaitValue(t, c, "home", "lamp", `"on"`)
+		awaitSnapshot(t, c, "home", "alpha", "lamp")
 		watchers = append(watchers, rawStateWatch(t, u.brokers[i], fmt.Sprint("watcher", i+1), "home"))
 	}
+	return u, alpha, beta, gamma, ctx, watchers
+}
+
+// TestBusStateDropReachesEveryBroker: a namespace dropped through one
+// broker is gone from every broker, every broker's watchers are told to
+// resync, and written again it comes back with the new writes only,
+// whatever the digests carry afterwards.
+func TestBusStateDropReachesEveryBroker(t *testing.T) {
+	u, alpha, beta, gamma, ctx, watchers := homeWatchedEverywhere(t)
 	if err := beta.State("home").Drop(ctx); err != nil { // on b2; alpha, on b1, owns it
 		t.Fatal(err)
 	}
@@ -275,13 +293,7 @@ func TestBusStateDropReachesEveryBroker(t *testing.T) {
 // it took meanwhile included (the drop wins), and gets the namespace as
 // it was written again after the drop.
 func TestBusStateDropReachesABrokerThatWasCutOff(t *testing.T) {
-	u := startBus(t)
-	alpha := connect(t, u.brokers[0], "alpha")
-	gamma := connect(t, u.brokers[2], "gamma")
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := alpha.State("home").Set(ctx, "lamp", "on"); err != nil {
-		t.Fatal(err)
-	}
+	u, alpha, gamma, ctx := homeOnABus(t, "lamp", `"on"`)
 	if _, err := alpha.State("home").Open(ctx, "door"); err != nil {
 		t.Fatal(err)
 	}
@@ -340,17 +352,7 @@ func TestBusStateDropReachesABrokerThatWasStopped(t *testing.T) {
 // refused everywhere, the new owner's accepted anywhere, and the
 // watchers on every broker are told to resync.
 func TestBusStateNewOwnerReachesEveryBroker(t *testing.T) {
-	u := startBus(t)
-	alpha, beta, gamma := u.three(t)
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := alpha.State("home").Set(ctx, "lamp", "on"); err != nil {
-		t.Fatal(err)
-	}
-	var watchers []*testbroker.Raw
-	for i, c := range []*client.Client{alpha, beta, gamma} {
-		awaitSnapshot(t, c, "home", "alpha", "lamp")
-		watchers = append(watchers, rawStateWatch(t, u.brokers[i], fmt.Sprint("watcher", i+1), "home"))
-	}
+	u, alpha, beta, gamma, ctx, watchers := homeWatchedEverywhere(t)
 	u.nats.Stop(2) // b3 is cut off
 	awaitDirectory(t, u.brokers[:2], map[string]string{"alpha": "b1", "beta": "b2", "watcher1": "b1", "watcher2": "b2"})
 	snap, err := beta.State("home").SetOwner(ctx, "heir")
