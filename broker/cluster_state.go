@@ -289,11 +289,11 @@ func (s *stateService) replicas() ([]replica, []nsTomb) {
 	defer s.mu.Unlock()
 	out := make([]replica, 0, len(s.spaces))
 	for ns, n := range s.spaces {
-		out = append(out, replica{snap: n.Snapshot(), meta: s.meta[ns], dropped: s.dropped[ns].Floor})
+		out = append(out, replica{snap: n.Snapshot(), meta: s.meta[ns], dropped: s.dropped[ns]})
 	}
 	tombs := make([]nsTomb, 0, len(s.dropped))
-	for ns, t := range s.dropped {
-		tombs = append(tombs, nsTomb{NS: ns, Floor: t.Floor})
+	for ns, floor := range s.dropped {
+		tombs = append(tombs, nsTomb{NS: ns, Floor: floor})
 	}
 	return out, tombs
 }

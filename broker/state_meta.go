@@ -20,13 +20,18 @@ package broker
 //     after the drop (by the brokers' clocks, or by a broker that knows the
 //     tombstone) survives it.
 //
-// Tombstones are kept ClusterOptions.TombstoneRetention, stored, and sent
-// with every digest, so a broker that was cut off or stopped during a
-// drop drops its copy when it hears from the others again; one that
-// comes back after the retention brings the namespace back.
+// Tombstones are kept ClusterOptions.TombstoneRetention from the drop
+// (the floor is its time), stored, and sent with every digest, so a
+// broker that was cut off or stopped during a drop drops its copy when it
+// hears from the others again; one that comes back after the retention
+// brings the namespace back. Counting from the drop, not from when each
+// broker learnt of it, lets every broker forget a tombstone at about the
+// same time: one that learnt late does not teach it again to those that
+// forgot it.
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -43,12 +48,10 @@ type nsMeta struct {
 	Inherited bool `json:"inherited,omitempty"`
 }
 
-// tombstone is a dropped namespace: every incarnation with an epoch at or
-// under Floor is gone. At is when this broker learnt of it (its
-// retention counts from there).
-type tombstone struct {
-	Floor uint64
-	At    time.Time
+// dropTime is when a drop with floor was decided, by the dropping
+// broker's clock.
+func dropTime(floor uint64) time.Time {
+	return time.Unix(0, int64(min(floor, math.MaxInt64)))
 }
 
 // stampAbove is a time stamp later than after: the clock, or after+1 when
@@ -64,29 +67,29 @@ func ownerWins(at uint64, owner string, curAt uint64, cur string) bool {
 
 // newMetaLocked is the record of a namespace this broker creates now.
 func (s *stateService) newMetaLocked(ns string) nsMeta {
-	t, ok := s.dropped[ns]
-	e := stampAbove(0)
-	if ok {
-		e = stampAbove(t.Floor)
-	}
+	e := stampAbove(s.dropped[ns]) // 0 when there is no tombstone
 	return nsMeta{Epoch: e, OwnerAt: e}
 }
 
 // buriedLocked reports whether an incarnation of ns with epoch is dropped.
 func (s *stateService) buriedLocked(ns string, epoch uint64) bool {
-	t, ok := s.dropped[ns]
-	return ok && epoch <= t.Floor
+	floor, ok := s.dropped[ns]
+	return ok && epoch <= floor
 }
 
 // buryLocked records a tombstone of ns at floor, if it raises the one
 // this broker has, and drops this broker's incarnation if the floor covers
 // it: its watchers are told to resync. It reports whether it dropped one.
+// On a bus, a tombstone past the retention is ignored, as it would be
+// forgotten.
 func (s *stateService) buryLocked(ns string, floor uint64, b *Broker) bool {
-	if t, ok := s.dropped[ns]; ok && t.Floor >= floor {
+	if cur, ok := s.dropped[ns]; ok && cur >= floor {
 		return false // known already
 	}
-	t := tombstone{Floor: floor, At: time.Now()}
-	rec := &storedTomb{NS: ns, Floor: floor, At: t.At.UnixNano()}
+	if b.cl != nil && time.Since(dropTime(floor)) >= b.cl.opts.TombstoneRetention {
+		return false
+	}
+	rec := &storedTomb{NS: ns, Floor: floor}
 	n := s.spaces[ns]
 	covers := n != nil && s.meta[ns].Epoch <= floor
 	if s.store != nil {
@@ -101,7 +104,7 @@ func (s *stateService) buryLocked(ns string, floor uint64, b *Broker) bool {
 			return false
 		}
 	}
-	s.dropped[ns] = t
+	s.dropped[ns] = floor
 	if covers {
 		s.removeLocked(ns, n)
 	}
@@ -116,14 +119,14 @@ func (s *stateService) removeLocked(ns string, n *state.Namespace) {
 	s.resetWatchersLocked(ns)
 }
 
-// forgetTombstones forgets the tombstones learnt retention or longer
+// forgetTombstones forgets the tombstones of drops retention or longer
 // before now, on disk first. It reports how many it forgot.
 func (s *stateService) forgetTombstones(now time.Time, retention time.Duration) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var old []string
-	for ns, t := range s.dropped {
-		if now.Sub(t.At) >= retention {
+	for ns, floor := range s.dropped {
+		if now.Sub(dropTime(floor)) >= retention {
 			old = append(old, ns)
 		}
 	}
@@ -161,7 +164,7 @@ func putTomb(tx *bolt.Tx, t storedTomb) error {
 }
 
 // loadTombs reads and verifies the tombstones (b nil: none).
-func loadTombs(b *bolt.Bucket, into map[string]tombstone) error {
+func loadTombs(b *bolt.Bucket, into map[string]uint64) error {
 	if b == nil {
 		return nil
 	}
@@ -180,7 +183,7 @@ func loadTombs(b *bolt.Bucket, into map[string]tombstone) error {
 		if err := state.CheckName(t.NS); err != nil {
 			return fmt.Errorf("tombstone %q: %w", k, err)
 		}
-		into[t.NS] = tombstone{Floor: t.Floor, At: time.Unix(0, t.At)}
+		into[t.NS] = t.Floor
 	}
 	return nil
 }

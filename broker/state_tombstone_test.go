@@ -29,28 +29,29 @@ func openState(t *testing.T, path string) *stateService {
 }
 
 // TestStateTombstoneKeptForItsRetention: a tombstone is stored, kept
-// until TombstoneRetention has passed since the broker learnt of it, and
-// forgotten, on disk too, at that moment.
+// until TombstoneRetention has passed since the drop (its floor is the
+// drop's time), and forgotten, on disk too, at that moment.
 func TestStateTombstoneKeptForItsRetention(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
+	dropped := time.Now()
+	floor := uint64(dropped.UnixNano())
 	s := openState(t, path)
 	s.mu.Lock()
-	s.buryLocked("gone", 42, quietBroker())
+	s.buryLocked("gone", floor, quietBroker())
 	s.mu.Unlock()
-	learnt := s.dropped["gone"].At
 	if err := s.close(); err != nil {
 		t.Fatal(err)
 	}
 
 	s = openState(t, path)
-	if got := s.dropped["gone"]; got.Floor != 42 || !got.At.Equal(learnt) {
-		t.Fatalf("after a restart the tombstone is %+v, want floor 42 learnt at %v", got, learnt)
+	if got := s.dropped["gone"]; got != floor {
+		t.Fatalf("after a restart the tombstone's floor is %d, want %d", got, floor)
 	}
 	const retention = time.Hour
-	if n, err := s.forgetTombstones(learnt.Add(retention-time.Nanosecond), retention); n != 0 || err != nil {
+	if n, err := s.forgetTombstones(dropped.Add(retention-time.Nanosecond), retention); n != 0 || err != nil {
 		t.Fatalf("just inside the retention: forgot %d (%v)", n, err)
 	}
-	if n, err := s.forgetTombstones(learnt.Add(retention), retention); n != 1 || err != nil {
+	if n, err := s.forgetTombstones(dropped.Add(retention), retention); n != 1 || err != nil {
 		t.Fatalf("at the retention: forgot %d (%v)", n, err)
 	}
 	if err := s.close(); err != nil {
@@ -58,6 +59,29 @@ func TestStateTombstoneKeptForItsRetention(t *testing.T) {
 	}
 	if s = openState(t, path); len(s.dropped) != 0 {
 		t.Fatalf("a forgotten tombstone is back after a restart: %v", s.dropped)
+	}
+}
+
+// TestStateTombstonePastItsRetentionIsNotLearnt: on a bus, a broker does
+// not take from another a tombstone older than the retention (it would
+// forget it at once), so brokers that forgot a tombstone are not taught it
+// again by one that learnt it later; one just inside the retention is
+// taken, and drops what it covers.
+func TestStateTombstonePastItsRetentionIsNotLearnt(t *testing.T) {
+	const retention = time.Hour
+	b := quietBroker()
+	b.cl = &cluster{opts: ClusterOptions{TombstoneRetention: retention}}
+	s := openState(t, filepath.Join(t.TempDir(), "state.db"))
+	s.mergeRemote(stateMsg{Broker: "b9", NS: "ns", Owner: "a", Epoch: 1, OwnerAt: 1, Entries: []state.Entry{{Key: "k", Value: json.RawMessage(`1`), Version: 1, Source: "a"}}}, b)
+	old := uint64(time.Now().Add(-retention).UnixNano())
+	s.buryAll("b9", []nsTomb{{NS: "ns", Floor: old}}, b)
+	if _, ok := s.dropped["ns"]; ok || s.spaces["ns"] == nil {
+		t.Fatalf("a tombstone past the retention was taken: %v, ns held: %v", s.dropped, s.spaces["ns"] != nil)
+	}
+	recent := uint64(time.Now().Add(-retention + time.Minute).UnixNano())
+	s.buryAll("b9", []nsTomb{{NS: "ns", Floor: recent}}, b)
+	if s.dropped["ns"] != recent || s.spaces["ns"] != nil {
+		t.Fatalf("a tombstone inside the retention: %v, ns held: %v", s.dropped, s.spaces["ns"] != nil)
 	}
 }
 

@@ -55,10 +55,10 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 		return rejectf("no namespace %q", ns)
 	}
 	var rec *storedTomb
-	var t tombstone
+	var floor uint64
 	if cl != nil {
-		t = tombstone{Floor: max(uint64(time.Now().UnixNano()), s.meta[ns].Epoch), At: time.Now()}
-		rec = &storedTomb{NS: ns, Floor: t.Floor, At: t.At.UnixNano()}
+		floor = max(uint64(time.Now().UnixNano()), s.meta[ns].Epoch)
+		rec = &storedTomb{NS: ns, Floor: floor}
 	}
 	if s.store != nil {
 		if err := s.store.drop(ns, rec); err != nil {
@@ -66,10 +66,10 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 		}
 	}
 	if cl != nil {
-		s.dropped[ns] = t
+		s.dropped[ns] = floor
 	}
 	s.removeLocked(ns, n)
-	cl.replicateDrop(ns, t.Floor) // under the lock, in order with the writes
+	cl.replicateDrop(ns, floor) // under the lock, in order with the writes
 	return nil
 }
 

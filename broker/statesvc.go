@@ -40,7 +40,7 @@ type stateService struct {
 	// On a bus, each namespace's incarnation and owner record, and the
 	// tombstones of dropped ones (state_meta.go).
 	meta    map[string]nsMeta
-	dropped map[string]tombstone
+	dropped map[string]uint64 // tombstones' floors
 }
 
 // write applies d from c: the namespace is created, owned by c's node, by

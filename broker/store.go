@@ -8,7 +8,7 @@ package broker
 //
 //	namespaces  name → record(storedMeta{ns, owner, seq, epoch, owner_at, inherited})
 //	entries     name → a nested bucket: key → record(state.Entry)
-//	dropped     name → record(storedTomb{ns, floor, at}), on a bus only
+//	dropped     name → record(storedTomb{ns, floor}), on a bus only
 //
 // and a namespace is in both of the first two or in neither (persist
 // writes both in one transaction). The third, absent in a store that never
@@ -95,7 +95,6 @@ type storedMeta struct {
 type storedTomb struct {
 	NS    string `json:"ns"`
 	Floor uint64 `json:"floor"`
-	At    int64  `json:"at"` // when this broker learnt of it, Unix nanoseconds
 }
 
 const recordFormat = 1 // the first byte of a checksummed record
@@ -156,7 +155,7 @@ type store struct {
 type loaded struct {
 	spaces []state.Snapshot
 	metas  map[string]nsMeta
-	tombs  map[string]tombstone
+	tombs  map[string]uint64 // floors
 	legacy []legacyRecord
 	fresh  bool // no buckets yet: a new file
 }
@@ -236,7 +235,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("reading it failed: %v"
 // load runs bbolt's consistency check, then reads and verifies every
 // namespace.
 func load(tx *bolt.Tx) (loaded, error) {
-	l := loaded{metas: map[string]nsMeta{}, tombs: map[string]tombstone{}}
+	l := loaded{metas: map[string]nsMeta{}, tombs: map[string]uint64{}}
 	var first error
 	problems := 0
 	for err := range tx.Check() { // drained to the end: Check's goroutine sends until done
@@ -440,7 +439,7 @@ func (s *stateService) open(path string, log *slog.Logger) error {
 	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
 	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
 	s.lost = map[*conn]map[string]struct{}{}
-	s.meta, s.dropped = map[string]nsMeta{}, map[string]tombstone{}
+	s.meta, s.dropped = map[string]nsMeta{}, map[string]uint64{}
 	if path == "" {
 		return nil
 	}
