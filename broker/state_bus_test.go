@@ -320,27 +320,34 @@ func TestBusStateDropReachesABrokerThatWasCutOff(t *testing.T) {
 	}
 }
 
-// TestBusStateDropReachesABrokerThatWasStopped: a broker stopped while a
-// namespace is dropped, and started again on its store, drops its copy
-// and does not give it back to the others.
-func TestBusStateDropReachesABrokerThatWasStopped(t *testing.T) {
+// TestBusStateDropAndNewOwnerReachABrokerThatWasStopped: a broker
+// stopped while one namespace is dropped and another given a new owner,
+// and started again on its store, drops its copy of the first (and does
+// not give it back to the others) and takes the new owner of the second.
+func TestBusStateDropAndNewOwnerReachABrokerThatWasStopped(t *testing.T) {
 	nc := testnats.Start(t, 3)
 	path := filepath.Join(t.TempDir(), "state.db")
 	b1, b2 := stateBroker(t, nc, 0, ""), stateBroker(t, nc, 1, path)
 	alpha, beta := connect(t, b1, "alpha"), connect(t, b2, "beta")
 	ctx := ctxT(t, 30*time.Second)
-	if _, err := alpha.State("home").Set(ctx, "lamp", "on"); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{"home", "garden"} {
+		if _, err := alpha.State(ns).Set(ctx, "lamp", "on"); err != nil {
+			t.Fatal(err)
+		}
+		awaitValue(t, beta, ns, "lamp", `"on"`)
 	}
-	awaitValue(t, beta, "home", "lamp", `"on"`)
 	if err := b2.Broker.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := alpha.State("home").Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := alpha.State("garden").SetOwner(ctx, "heir"); err != nil {
+		t.Fatal(err)
+	}
 	again := connect(t, stateBroker(t, nc, 1, path), "beta")
 	awaitSnapshot(t, again, "home", "")
+	awaitSnapshot(t, again, "garden", "heir", "lamp")
 	awaitDigests(t, nc, 3, "b1", "b2")
 	awaitSnapshot(t, alpha, "home", "")
 	awaitSnapshot(t, again, "home", "")
