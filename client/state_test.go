@@ -568,3 +568,65 @@ func TestStateRawValueStoredVerbatim(t *testing.T) {
 		})
 	})
 }
+
+// TestStateWatchSeesADropAndTheNamespaceAgain: a watch whose namespace is
+// dropped is told so (each key it held arrives deleted, with no version
+// or source), stays live, and sees the namespace created again, whatever
+// the versions of its new writes. On a bus the watcher, the owner, the
+// admin and the new writer are spread over the brokers.
+// (The resync merged the empty snapshot by the version rule and kept the
+// old numbering: the dropped keys stayed, and the new namespace's first
+// deltas were ignored as already seen.)
+func TestStateWatchSeesADropAndTheNamespaceAgain(t *testing.T) {
+	testbus.EachTopology(t, testOpts(), func(t *testing.T, p testbus.Placement) {
+		owner := connect(t, p.At(0), "owner")
+		watcher := connect(t, p.At(1), "watcher")
+		admin := connect(t, p.At(2), "admin")
+		ctx := ctxT(t, 20*time.Second)
+		for i := range 3 {
+			if _, err := owner.State("ns").Set(ctx, "k", i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Settled(t, "the writes on the watcher's and the admin's brokers", func() error {
+			for _, c := range []*client.Client{watcher, admin} {
+				if e, _, err := c.State("ns").Get(ctx, "k"); err != nil || string(e.Value) != "2" {
+					return fmt.Errorf("%s reads %+v %v", c.Node(), e, err)
+				}
+			}
+			return nil
+		})
+		w, err := watcher.State("ns").Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := admin.State("ns").Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextChange(t, w); got.Key != "k" || !got.Deleted || got.Version != 0 || got.Source != "" {
+			t.Fatalf("after the drop the watch saw %+v, want k deleted", got)
+		}
+		p.Settled(t, "the drop on the writer's broker", func() error {
+			if snap, err := owner.State("ns").Snapshot(ctx); err != nil || len(snap.Entries) != 0 {
+				return fmt.Errorf("%+v %v", snap, err)
+			}
+			return nil
+		})
+		fresh := connect(t, p.At(0), "fresh")
+		raw := p.At(0).DialRaw(t)
+		raw.Hello(t, wire.ProtocolVersion, "low", "local", p.At(0).Secrets["local"])
+		if m := rawSet(t, raw, "1", state.Delta{NS: "ns", Key: "k", Value: json.RawMessage(`"again"`), Version: 1}); m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("a write at version 1 to the namespace created again: %q", m)
+		}
+		if got := nextChange(t, w); got.Key != "k" || string(got.Value) != `"again"` || got.Source != "low" {
+			t.Fatalf("the watch saw %+v, want the namespace's new k", got)
+		}
+		if _, err := fresh.State("ns").Open(ctx, "x"); err == nil { // "low" created it again, and owns it
+			t.Fatal("a node that is not the new owner opened a key")
+		}
+		if w.Err() != nil {
+			t.Fatalf("the watch ended: %v", w.Err())
+		}
+	})
+}
