@@ -195,6 +195,14 @@ func testStateWritePermission(t *testing.T, p placement) {
 	if _, err := w.State("cfg.app").Delete(ctx, "shared"); err != nil {
 		t.Fatalf("permitted delete of an open key: %v", err)
 	}
+	// The owner's write below must follow the delete, not race it from
+	// another broker (where the greater source would win a tie).
+	p.settled(t, "the delete at the owner's broker", func() error {
+		if e, _, err := owner.State("cfg.app").Get(ctx, "shared"); err != nil || !e.Deleted || e.Source != "w" {
+			return fmt.Errorf("%+v %v", e, err)
+		}
+		return nil
+	})
 	// Permitted, but not the owner: ownership still decides.
 	before := e.Broker.Stats().StateRefused
 	_, err := w.State("cfg.app").Set(ctx, "k", 1)
