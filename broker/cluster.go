@@ -32,6 +32,9 @@ const (
 	DefaultClusterLease          = 3 * time.Second
 	DefaultClusterConnectTimeout = 5 * time.Second
 	DefaultClusterSubjectPrefix  = "busbar"
+	// DefaultClusterTombstoneRetention is how long a broker keeps the
+	// tombstone of a namespace dropped on the bus (docs/cluster.md).
+	DefaultClusterTombstoneRetention = 7 * 24 * time.Hour
 	// clusterPublishGap is the least time between two snapshots a change
 	// triggers: a burst of registrations costs one snapshot per gap, not
 	// one per node. The gap stretches to clusterPublishCost times what the
@@ -94,6 +97,12 @@ type ClusterOptions struct {
 	// reach only when more than LinkPendingBytes / (LinkWindow + 2 ×
 	// NATS's max_payload) brokers, 21 with the defaults, send at once.
 	LinkPendingBytes int
+	// TombstoneRetention is how long the broker keeps the tombstone of a
+	// state namespace dropped on the bus, from when it learnt of the drop
+	// (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner): a
+	// broker that was away longer and still holds the namespace brings it
+	// back.
+	TombstoneRetention time.Duration
 }
 
 func (o *ClusterOptions) enabled() bool { return len(o.URLs) > 0 }
@@ -123,6 +132,9 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	if o.LinkPendingBytes == 0 {
 		o.LinkPendingBytes = DefaultClusterLinkPendingBytes
 	}
+	if o.TombstoneRetention == 0 {
+		o.TombstoneRetention = DefaultClusterTombstoneRetention
+	}
 	for _, r := range o.Relays {
 		if r == "" || strings.ContainsAny(r, " \t\r\n*>.") {
 			return fmt.Errorf("broker: Cluster.Relays: %q is not a broker name", r)
@@ -131,6 +143,8 @@ func (o *ClusterOptions) setDefaults(name string) error {
 	switch {
 	case name == DefaultName:
 		return fmt.Errorf("broker: a broker joining a bus needs a name of its own (Name is the default %q)", DefaultName)
+	case o.TombstoneRetention < 0:
+		return fmt.Errorf("broker: Cluster.TombstoneRetention %v is negative", o.TombstoneRetention)
 	case o.Lease < 2*o.Heartbeat:
 		return fmt.Errorf("broker: Cluster.Lease %v must be at least twice Cluster.Heartbeat %v", o.Lease, o.Heartbeat)
 	case o.LinkWindow < MinClusterLinkWindow:
@@ -302,7 +316,7 @@ func (cl *cluster) publisher() {
 		case now := <-tick.C:
 			cl.expire(now)
 			cl.relayTick(now)
-			cl.publishDigest()
+			cl.publishDigest(now)
 		case <-cl.resync:
 			cl.publishAllState()
 			continue

@@ -123,9 +123,10 @@ func setState(t *testing.T, n *rawNode, ns, key string, ver int) {
 
 // hasKey reports whether b holds key in ns.
 func hasKey(b *Broker, ns, key string) bool {
-	for _, s := range b.state.snapshots() {
-		for _, e := range s.Entries {
-			if s.NS == ns && e.Key == key {
+	reps, _ := b.state.replicas()
+	for _, r := range reps {
+		for _, e := range r.snap.Entries {
+			if r.snap.NS == ns && e.Key == key {
 				return true
 			}
 		}

@@ -24,48 +24,6 @@ import (
 	"busbar/wire"
 )
 
-// Short leases keep the fault tests quick; the bound they check is the
-// documented one, Lease + Heartbeat. The lease is still 20 heartbeats:
-// under -race on 2 loaded cores a broker's heartbeat can come late, and a
-// shorter lease dropped a live broker's nodes mid-test.
-const (
-	busHeartbeat = 100 * time.Millisecond
-	busLease     = 2 * time.Second
-	// busSettle is what a test waits for the bus to converge: far more
-	// than it takes, so a loaded machine does not fail it.
-	busSettle = 10 * time.Second
-)
-
-// bus is three brokers b1..b3, broker i connected to NATS server i.
-type bus struct {
-	nats    *testnats.Cluster
-	brokers []*testbroker.Env
-}
-
-func startBus(t *testing.T) *bus { return startBusWith(t, testOpts()) }
-
-// startBusWith is startBus with opts for every broker.
-func startBusWith(t *testing.T, opts broker.Options) *bus {
-	t.Helper()
-	nc := testnats.Start(t, 3)
-	u := &bus{nats: nc}
-	for i := range 3 {
-		u.brokers = append(u.brokers, u.startBrokerWith(t, opts, i, nc.URL(i)))
-	}
-	return u
-}
-
-func (u *bus) startBroker(t *testing.T, i int, urls ...string) *testbroker.Env {
-	return u.startBrokerWith(t, testOpts(), i, urls...)
-}
-
-func (u *bus) startBrokerWith(t *testing.T, opts broker.Options, i int, urls ...string) *testbroker.Env {
-	t.Helper()
-	opts.Name = fmt.Sprintf("b%d", i+1)
-	opts.Cluster = broker.ClusterOptions{URLs: urls, Heartbeat: busHeartbeat, Lease: busLease}
-	return testbroker.Start(t, "tcp", opts)
-}
-
 // three connects alpha, beta and gamma, one to each broker.
 func (u *bus) three(t *testing.T) (*client.Client, *client.Client, *client.Client) {
 	return connect(t, u.brokers[0], "alpha"), connect(t, u.brokers[1], "beta"), connect(t, u.brokers[2], "gamma")
@@ -264,6 +222,7 @@ func TestClusterOptionsAreChecked(t *testing.T) {
 	}{
 		{"default name", broker.Options{Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}}}, "needs a name of its own"},
 		{"lease", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Heartbeat: time.Second, Lease: 1999 * time.Millisecond}}, "at least twice"},
+		{"tombstone retention", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TombstoneRetention: -time.Nanosecond}}, "TombstoneRetention -1ns is negative"},
 		{"tls pair", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, TLSCert: "c.pem"}}, "go together"},
 		{"prefix", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, SubjectPrefix: "a.>"}}, "not a NATS subject prefix"},
 		{"relay name", broker.Options{Name: "b1", Cluster: broker.ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Relays: []string{"b2", ""}}}, "is not a broker name"},

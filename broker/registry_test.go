@@ -21,6 +21,9 @@ import (
 // (They used to go only when the old connection's reader ended, which waits
 // up to WriteTimeout for the stuck writer; meanwhile resolve still picked
 // the dead connection and its records counted in collisions.)
+// One broker, in virtual time: a bus's NATS connections are real sockets,
+// which a synctest bubble cannot wait on. Across brokers:
+// TestBusServiceMovesWithItsNode.
 func TestReplacedConnectionLeavesTheRegistry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, secret := newTestBroker(t, Options{WriteTimeout: 4 * time.Second})

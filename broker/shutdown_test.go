@@ -19,8 +19,11 @@ import (
 
 func TestGracefulShutdown(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{DrainTimeout: 5 * time.Second})
-	a := connect(t, e, "alpha")
-	b := connect(t, e, "beta")
+	// Clients that do not reconnect: the broker's SHUTDOWN ends them (one
+	// that does reconnects, to this broker again or another).
+	once := func(o *client.Options) { o.MaxReconnects = client.NoReconnect }
+	a := connect(t, e, "alpha", once)
+	b := connect(t, e, "beta", once)
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	if _, err := a.Scope("s").Channel("work").Handle(ctxT(t, 5*time.Second), func(context.Context, *client.Message) ([]byte, error) {

@@ -7,6 +7,7 @@ package broker_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,10 +56,11 @@ func refused(t *testing.T, what string, err error, action auth.Action, ns string
 
 // seed writes one key in each of cfg.app, cfg.app.x (one token past
 // cfg.*), cfgx (one byte past "cfg") and billing, as node "owner" of the
-// unrestricted principal, and opens cfg.app's "shared".
-func seed(t *testing.T, e *testbroker.Env) *client.Client {
+// unrestricted principal on p.at(0), and opens cfg.app's "shared"; it
+// returns once every broker holds them.
+func seed(t *testing.T, p placement) *client.Client {
 	t.Helper()
-	owner := connect(t, e, "owner")
+	owner := connect(t, p.at(0), "owner")
 	for _, ns := range []string{"cfg.app", "cfg.app.x", "cfgx", "billing"} {
 		if _, err := owner.State(ns).Set(ctxT(t, 5*time.Second), "k", "v-"+ns); err != nil {
 			t.Fatal(err)
@@ -67,15 +69,47 @@ func seed(t *testing.T, e *testbroker.Env) *client.Client {
 	if _, err := owner.State("cfg.app").Open(ctxT(t, 5*time.Second), "shared"); err != nil {
 		t.Fatal(err)
 	}
+	awaitState(t, p, "cfg.app", "shared")
 	return owner
+}
+
+// awaitState waits until an unrestricted node on every broker of p reads
+// key of ns as the broker of p.at(0) holds it.
+func awaitState(t *testing.T, p placement, ns, key string) {
+	t.Helper()
+	var readers []*client.Client
+	for i, e := range p.brokers {
+		readers = append(readers, connect(t, e, fmt.Sprint("checker", i)))
+	}
+	want, _, err := readers[0].State(ns).Get(ctxT(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range readers {
+		p.settled(t, ns+"/"+key+" on "+r.Broker(), func() error {
+			got, _, err := r.State(ns).Get(ctxT(t, 5*time.Second), key)
+			if err != nil || got.Version != want.Version || got.Source != want.Source {
+				return fmt.Errorf("%+v %v", got, err)
+			}
+			return nil
+		})
+		r.Close()
+	}
 }
 
 // TestStateReadPermission: a principal that may read cfg.* gets and
 // watches cfg.app, is refused billing and the namespaces just past its
 // pattern, sees only what it may read in a dump, and may not write.
+//
+// On a bus the reader is on another broker than the owner, which checks
+// its permissions and counts its refusals.
 func TestStateReadPermission(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts(), statePrincipals()...)
-	owner := seed(t, e)
+	eachTopology(t, testOpts(), testStateReadPermission, statePrincipals()...)
+}
+
+func testStateReadPermission(t *testing.T, p placement) {
+	owner := seed(t, p)
+	e := p.at(1)
 	r := connect(t, e, "r", as("reader"))
 
 	e1, found, err := r.State("cfg.app").Get(ctxT(t, 5*time.Second), "k")
@@ -142,11 +176,18 @@ func TestStateReadPermission(t *testing.T) {
 // keys of cfg.app its owner opened, is refused billing by permission,
 // closed keys by ownership, and creating or opening by state-admin; a
 // write that loses does not show it a value it may not read.
+//
+// On a bus the writer is on another broker than the owner, and the stale
+// writes on a third.
 func TestStateWritePermission(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts(), statePrincipals()...)
-	owner := seed(t, e)
+	eachTopology(t, testOpts(), testStateWritePermission, statePrincipals()...)
+}
+
+func testStateWritePermission(t *testing.T, p placement) {
+	owner := seed(t, p)
+	e := p.at(1)
 	w := connect(t, e, "w", as("writer"))
-	ctx := ctxT(t, 10*time.Second)
+	ctx := ctxT(t, 20*time.Second)
 
 	if en, err := w.State("cfg.app").Set(ctx, "shared", 7); err != nil || string(en.Value) != "7" || en.Source != "w" {
 		t.Fatalf("permitted write to an open key: %+v %v", en, err)
@@ -154,6 +195,14 @@ func TestStateWritePermission(t *testing.T) {
 	if _, err := w.State("cfg.app").Delete(ctx, "shared"); err != nil {
 		t.Fatalf("permitted delete of an open key: %v", err)
 	}
+	// The owner's write below must follow the delete, not race it from
+	// another broker (where the greater source would win a tie).
+	p.settled(t, "the delete at the owner's broker", func() error {
+		if e, _, err := owner.State("cfg.app").Get(ctx, "shared"); err != nil || !e.Deleted || e.Source != "w" {
+			return fmt.Errorf("%+v %v", e, err)
+		}
+		return nil
+	})
 	// Permitted, but not the owner: ownership still decides.
 	before := e.Broker.Stats().StateRefused
 	_, err := w.State("cfg.app").Set(ctx, "k", 1)
@@ -186,6 +235,8 @@ func TestStateWritePermission(t *testing.T) {
 	if _, err := owner.State("cfg.app").Set(ctx, "shared", "secret"); err != nil {
 		t.Fatal(err)
 	}
+	awaitState(t, p, "cfg.app", "shared")
+	e = p.at(2)
 	stale := state.Delta{NS: "cfg.app", Key: "shared", Value: json.RawMessage(`0`), Version: 1}
 	for _, tc := range []struct {
 		principal string
@@ -209,12 +260,18 @@ func TestStateWritePermission(t *testing.T) {
 
 // TestStateAdminPermission: creating a namespace and opening its keys
 // need state-admin on it; its owner may then open keys, as before.
+//
+// On a bus the maker and the writer are on two brokers other than the
+// seeding owner's.
 func TestStateAdminPermission(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts(), statePrincipals()...)
-	seed(t, e)
-	mk := connect(t, e, "mk", as("maker"))
-	w := connect(t, e, "w", as("writer"))
-	ctx := ctxT(t, 10*time.Second)
+	eachTopology(t, testOpts(), testStateAdminPermission, statePrincipals()...)
+}
+
+func testStateAdminPermission(t *testing.T, p placement) {
+	seed(t, p)
+	mk := connect(t, p.at(1), "mk", as("maker"))
+	w := connect(t, p.at(2), "w", as("writer"))
+	ctx := ctxT(t, 20*time.Second)
 
 	if _, err := mk.State("cfg.mine").Set(ctx, "k", 1); err != nil {
 		t.Fatalf("create with state-admin: %v", err)
@@ -225,9 +282,13 @@ func TestStateAdminPermission(t *testing.T) {
 	if _, err := mk.State("cfg.mine").Open(ctx, "k"); err != nil {
 		t.Fatalf("owner opens with state-admin: %v", err)
 	}
-	if _, err := w.State("cfg.mine").Set(ctx, "k", 2); err != nil {
-		t.Fatalf("write to the key just opened: %v", err)
-	}
+	p.settled(t, "the opened key on the writer's broker", func() error {
+		if snap, err := mk.State("cfg.mine").Snapshot(ctx); err != nil || snap.Owner != "mk" {
+			return fmt.Errorf("%+v %v", snap, err)
+		}
+		_, err := w.State("cfg.mine").Set(ctx, "k", 2)
+		return err
+	})
 	// A namespace that does not exist yet is created by an open, too.
 	if _, err := mk.State("cfg.other").Open(ctx, "k"); err != nil {
 		t.Fatalf("open creating a namespace: %v", err)
@@ -246,7 +307,8 @@ func TestStateAdminPermission(t *testing.T) {
 
 // TestStateLegacyPrincipals: with a principals file from before the state
 // lists, a principal that may use every channel keeps every namespace; one
-// restricted to some channels gets no state.
+// restricted to some channels gets no state. One broker: how a broker
+// reads its own principals file.
 func TestStateLegacyPrincipals(t *testing.T) {
 	fullSecret, fullHash, _ := auth.NewSecret()
 	partSecret, partHash, _ := auth.NewSecret()
@@ -291,7 +353,8 @@ func TestStateLegacyPrincipals(t *testing.T) {
 }
 
 // TestStateInProcessUnrestricted: an in-process connection has no
-// principal and, as with channels, may do everything.
+// principal and, as with channels, may do everything. One broker: an
+// in-process connection is to one broker.
 func TestStateInProcessUnrestricted(t *testing.T) {
 	e := testbroker.Start(t, "inproc", testOpts(), statePrincipals()...)
 	c := connect(t, e, "inside", as("reader")) // in-process: the principal is not consulted

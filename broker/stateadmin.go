@@ -7,6 +7,7 @@ package broker
 
 import (
 	"encoding/json"
+	"time"
 
 	"busbar/auth"
 	"busbar/state"
@@ -23,14 +24,8 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 	if r := permitState(c, auth.ActionStateAdmin, t.NS); r != nil {
 		return r
 	}
-	if b.cl != nil {
-		// Every broker of a bus holds every namespace and merges the
-		// others' entries: a drop or a new owner decided here alone would
-		// be undone by the next merge.
-		return rejectf("namespace %q: dropping a namespace or changing its owner is not supported on a bus of brokers yet", t.NS)
-	}
 	if s.command == wire.CmdStateDrop {
-		if r := b.state.drop(t.NS); r != nil {
+		if r := b.state.drop(t.NS, b.cl); r != nil {
 			return r
 		}
 		b.log.Info("state namespace dropped", "ns", t.NS, "by", c.node)
@@ -40,7 +35,7 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 	if err := auth.ValidNodeName(t.Owner); err != nil {
 		return rejectf("new owner: %v", err)
 	}
-	snap, r := b.state.transfer(t.NS, t.Owner)
+	snap, r := b.state.transfer(t.NS, t.Owner, b.cl)
 	if r != nil {
 		return r
 	}
@@ -49,29 +44,44 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 }
 
 // drop deletes namespace ns, on disk first. Its watchers are told to
-// resync (bus.state.reset): they find it empty, with no owner.
-func (s *stateService) drop(ns string) *refusal {
+// resync (bus.state.reset): they find it empty, with no owner. On a bus
+// (cl not nil) it leaves a tombstone, stored with the drop, and tells
+// the other brokers, which drop their copies (state_meta.go).
+func (s *stateService) drop(ns string, cl *cluster) *refusal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.spaces[ns]
 	if n == nil {
 		return rejectf("no namespace %q", ns)
 	}
+	var rec *storedTomb
+	var floor uint64
+	if cl != nil {
+		floor = max(uint64(time.Now().UnixNano()), s.meta[ns].Epoch)
+		rec = &storedTomb{NS: ns, Floor: floor}
+	}
 	if s.store != nil {
-		if err := s.store.drop(ns); err != nil {
+		if err := s.store.drop(ns, rec); err != nil {
 			return refuse(wire.ResultHandler, "the broker could not store the drop: "+err.Error())
 		}
 	}
-	delete(s.spaces, ns)
-	s.disownLocked(n.Owner())
-	s.resetWatchersLocked(ns)
+	if cl != nil {
+		s.dropped[ns] = floor
+	}
+	s.removeLocked(ns, n)
+	cl.replicateDrop(ns, floor) // under the lock, in order with the writes
 	return nil
 }
 
 // transfer makes owner the owner of ns, on disk first; its entries and
 // their versions stay. Watchers are told to resync, as the owner is part
 // of the snapshot they hold.
-func (s *stateService) transfer(ns, owner string) (state.Snapshot, *refusal) {
+//
+// The new owner is stamped with the time (above the one it replaces), so
+// that on a bus the latest change of owner wins on every broker whatever
+// order they hear of it (state_meta.go); the namespace is marked as
+// inherited, which lets the store hold the former owner's writes.
+func (s *stateService) transfer(ns, owner string, cl *cluster) (state.Snapshot, *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.spaces[ns]
@@ -83,19 +93,28 @@ func (s *stateService) transfer(ns, owner string) (state.Snapshot, *refusal) {
 	case s.owned[owner] >= MaxNamespacesPerNode:
 		return state.Snapshot{}, rejectf("%s owns %d namespaces, the limit", owner, MaxNamespacesPerNode)
 	}
+	meta := s.meta[ns]
+	meta.OwnerAt, meta.Inherited = stampAbove(meta.OwnerAt), true
 	snap := n.Snapshot()
-	old := snap.Owner
 	snap.Owner = owner
 	if s.store != nil {
-		if err := s.store.setOwner(ns, owner, snap.Seq); err != nil {
+		if err := s.store.setMeta(storedMeta{NS: ns, Owner: owner, Seq: snap.Seq, nsMeta: meta}); err != nil {
 			return state.Snapshot{}, refuse(wire.ResultHandler, "the broker could not store the new owner: "+err.Error())
 		}
 	}
-	s.spaces[ns] = state.FromSnapshot(snap)
-	s.disownLocked(old)
-	s.owned[owner]++
-	s.resetWatchersLocked(ns)
+	s.setOwnerLocked(ns, n, snap, meta)
+	cl.replicateOwner(ns, owner, meta) // under the lock, in order with the writes
 	return snap, nil
+}
+
+// setOwnerLocked replaces namespace n with snap (the same entries, a new
+// owner) and meta, and tells its watchers.
+func (s *stateService) setOwnerLocked(ns string, n *state.Namespace, snap state.Snapshot, meta nsMeta) {
+	s.spaces[ns] = state.FromSnapshot(snap)
+	s.meta[ns] = meta
+	s.disownLocked(n.Owner())
+	s.owned[snap.Owner]++
+	s.resetWatchersLocked(ns)
 }
 
 func (s *stateService) disownLocked(owner string) {

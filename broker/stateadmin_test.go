@@ -14,7 +14,9 @@ import (
 // TestStateAdminTellsWatchersToResync: a namespace given to a new owner
 // or dropped sends its watchers bus.state.reset, so a replica never keeps
 // an owner or entries the broker no longer has; the new owner writes, the
-// old one may not.
+// old one may not. One broker, on pipes, to read the broker's own
+// messages; on a bus: TestBusStateDropReachesEveryBroker and
+// TestBusStateNewOwnerReachesEveryBroker (state_bus_test.go).
 func TestStateAdminTellsWatchersToResync(t *testing.T) {
 	b, secret := newTestBroker(t, Options{})
 	t.Cleanup(func() {

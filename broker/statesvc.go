@@ -37,6 +37,10 @@ type stateService struct {
 	// and merges a fresh snapshot. A replica that stopped receiving at the
 	// end of a burst would otherwise never notice.
 	lost map[*conn]map[string]struct{}
+	// On a bus, each namespace's incarnation and owner record, and the
+	// tombstones of dropped ones (state_meta.go).
+	meta    map[string]nsMeta
+	dropped map[string]uint64 // tombstones' floors
 }
 
 // write applies d from c: the namespace is created, owned by c's node, by
@@ -55,8 +59,9 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *r
 	s := &b.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.spaces[d.NS]
+	n, meta := s.spaces[d.NS], s.meta[d.NS]
 	if n == nil {
+		meta = s.newMetaLocked(d.NS)
 		if r := permitCreate(c, d.NS); r != nil {
 			return state.Result{}, r
 		}
@@ -97,19 +102,20 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *r
 		return state.Result{}, rejectf("%v", err)
 	}
 	seq := n.Seq() + 1
-	if err := s.persist(n, e, seq); err != nil {
+	if err := s.persist(n, meta, e, seq); err != nil {
 		b.log.Error("state store write failed", "ns", d.NS, "key", d.Key, "err", err)
 		return state.Result{}, refuse(wire.ResultHandler, "the broker could not store the write: "+err.Error())
 	}
 	if s.spaces[d.NS] == nil {
 		s.spaces[d.NS] = n
+		s.meta[d.NS] = meta
 		s.owned[c.node]++
 	}
 	n.Commit(e)
 	n.Advance()
 	s.notifyLocked(n.Delta(e, seq))
 	b.stateWritten(c, d.NS, d.Key, d.Deleted, seq)
-	b.cl.replicateState(n, e) // to every other broker (cluster_state.go)
+	b.cl.replicateState(n, meta, e) // to every other broker (cluster_state.go)
 	return state.Result{Applied: true, Found: true, Entry: e}, nil
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestOpenKeyWriterCannotExhaustOwnersClock: any writer of an open key may
 // pick the highest version (state.MaxVersion); the owner must still open
-// other keys of its namespace afterwards.
+// other keys of its namespace afterwards. One broker: the namespace's
+// clock is decided by the broker the write is made on.
 // (Such a write used to take the namespace clock to MaxVersion, and the
 // owner's Open, which writes at Clock()+1, was refused for every key.)
 func TestOpenKeyWriterCannotExhaustOwnersClock(t *testing.T) {

@@ -6,11 +6,14 @@ package broker
 //
 // Layout: two top-level buckets,
 //
-//	namespaces  name → record(storedMeta{ns, owner, seq})
+//	namespaces  name → record(storedMeta{ns, owner, seq, epoch, owner_at, inherited})
 //	entries     name → a nested bucket: key → record(state.Entry)
+//	dropped     name → record(storedTomb{ns, floor}), on a bus only
 //
-// and a namespace is in both or in neither (persist writes both in one
-// transaction). A record is
+// and a namespace is in both of the first two or in neither (persist
+// writes both in one transaction). The third, absent in a store that never
+// was on a bus, holds the tombstones of dropped namespaces
+// (state_meta.go). A record is
 //
 //	[1 byte: recordFormat][4 bytes: CRC-32C (Castagnoli) of the JSON, big-endian][the JSON]
 //
@@ -75,6 +78,7 @@ func (e *untrustedError) Is(target error) bool { return target == ErrStoreUntrus
 var (
 	bucketMeta    = []byte("namespaces") // name → record(storedMeta)
 	bucketEntries = []byte("entries")    // one nested bucket per namespace: key → record(state.Entry)
+	bucketDropped = []byte("dropped")    // name → record(storedTomb), on a bus
 )
 
 // storedMeta is a namespace's record in bucketMeta. NS repeats the bucket
@@ -84,6 +88,13 @@ type storedMeta struct {
 	NS    string `json:"ns,omitempty"`
 	Owner string `json:"owner"`
 	Seq   uint64 `json:"seq"`
+	nsMeta
+}
+
+// storedTomb is a tombstone's record in bucketDropped.
+type storedTomb struct {
+	NS    string `json:"ns"`
+	Floor uint64 `json:"floor"`
 }
 
 const recordFormat = 1 // the first byte of a checksummed record
@@ -143,6 +154,8 @@ type store struct {
 // legacy format, to rewrite with their checksum.
 type loaded struct {
 	spaces []state.Snapshot
+	metas  map[string]nsMeta
+	tombs  map[string]uint64 // floors
 	legacy []legacyRecord
 	fresh  bool // no buckets yet: a new file
 }
@@ -155,10 +168,10 @@ type legacyRecord struct {
 // openStore opens and verifies the store at path (a missing file is a new,
 // empty store). A store that cannot be trusted is refused with an
 // *untrustedError; a fall-back to the previous transaction is logged.
-func openStore(path string, log *slog.Logger) (st *store, spaces []state.Snapshot, err error) {
+func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
 	var info fileInfo
 	if err := guarded(func() (err error) { info, err = inspectFile(path); return err }); err != nil {
-		return nil, nil, &untrustedError{path, err}
+		return nil, l, &untrustedError{path, err}
 	}
 	var db *bolt.DB
 	if err := guarded(func() (err error) {
@@ -166,26 +179,25 @@ func openStore(path string, log *slog.Logger) (st *store, spaces []state.Snapsho
 		return err
 	}); err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, nil, fmt.Errorf("broker: state store %s is locked by another process (another broker on the same data directory?)", path)
+			return nil, l, fmt.Errorf("broker: state store %s is locked by another process (another broker on the same data directory?)", path)
 		}
 		var pe *panicError
 		if errors.As(err, &pe) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
-			return nil, nil, &untrustedError{path, err}
+			return nil, l, &untrustedError{path, err}
 		}
-		return nil, nil, fmt.Errorf("broker: state store %s: %w", path, err) // not the file's fault: permissions, I/O
+		return nil, l, fmt.Errorf("broker: state store %s: %w", path, err) // not the file's fault: permissions, I/O
 	}
 	defer func() {
 		if err != nil {
 			_ = guarded(db.Close)
 		}
 	}()
-	var l loaded
 	if err := guarded(func() error { return db.View(func(tx *bolt.Tx) (err error) { l, err = load(tx); return err }) }); err != nil {
-		return nil, nil, &untrustedError{path, err}
+		return nil, l, &untrustedError{path, err}
 	}
 	if l.fresh || len(l.legacy) > 0 {
 		if err := guarded(func() error { return db.Update(func(tx *bolt.Tx) error { return upgrade(tx, l.legacy) }) }); err != nil {
-			return nil, nil, fmt.Errorf("broker: state store %s: %w", path, err)
+			return nil, l, fmt.Errorf("broker: state store %s: %w", path, err)
 		}
 		if len(l.legacy) > 0 {
 			log.Info("state store: records from before checksums rewritten with them", "file", path, "records", len(l.legacy))
@@ -198,7 +210,7 @@ func openStore(path string, log *slog.Logger) (st *store, spaces []state.Snapsho
 			"After a crash, that is a write torn while it was committed, which was never acknowledged; otherwise the file is damaged, and the last write before the stop may be lost",
 			"file", path, "damaged_meta_page", info.damagedMeta, "opened_txid", info.txid)
 	}
-	return &store{db: db}, l.spaces, nil
+	return &store{db: db}, l, nil
 }
 
 // guarded runs f in this goroutine with a recover and SetPanicOnFault
@@ -223,7 +235,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("reading it failed: %v"
 // load runs bbolt's consistency check, then reads and verifies every
 // namespace.
 func load(tx *bolt.Tx) (loaded, error) {
-	var l loaded
+	l := loaded{metas: map[string]nsMeta{}, tombs: map[string]uint64{}}
 	var first error
 	problems := 0
 	for err := range tx.Check() { // drained to the end: Check's goroutine sends until done
@@ -240,6 +252,9 @@ func load(tx *bolt.Tx) (loaded, error) {
 	}
 	meta, entries, err := topBuckets(tx)
 	if err != nil {
+		return l, err
+	}
+	if err := loadTombs(tx.Bucket(bucketDropped), l.tombs); err != nil {
 		return l, err
 	}
 	if meta == nil {
@@ -274,7 +289,7 @@ func load(tx *bolt.Tx) (loaded, error) {
 func topBuckets(tx *bolt.Tx) (meta, entries *bolt.Bucket, err error) {
 	c := tx.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if v != nil || !bytes.Equal(k, bucketMeta) && !bytes.Equal(k, bucketEntries) {
+		if v != nil || !bytes.Equal(k, bucketMeta) && !bytes.Equal(k, bucketEntries) && !bytes.Equal(k, bucketDropped) {
 			return nil, nil, fmt.Errorf("unexpected top-level key %q", k)
 		}
 	}
@@ -310,12 +325,13 @@ func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snap
 		l.legacy = append(l.legacy, legacyRecord{ns: ns, rec: encodeRecord(storedMeta{NS: ns, Owner: m.Owner, Seq: m.Seq})})
 	}
 	snap.Owner, snap.Seq = m.Owner, m.Seq
+	l.metas[ns] = m.nsMeta
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil {
 			return snap, fmt.Errorf("key %q: a bucket where its entry belongs", k)
 		}
-		e, legacy, err := loadEntry(ns, m.Owner, string(k), v)
+		e, legacy, err := loadEntry(ns, m, string(k), v)
 		if err != nil {
 			return snap, fmt.Errorf("key %q: %w", k, err)
 		}
@@ -330,7 +346,7 @@ func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snap
 	return snap, nil
 }
 
-func loadEntry(ns, owner, key string, rec []byte) (e state.Entry, legacy bool, err error) {
+func loadEntry(ns string, m storedMeta, key string, rec []byte) (e state.Entry, legacy bool, err error) {
 	if legacy, err = decodeRecord(rec, &e); err != nil {
 		return e, legacy, err
 	}
@@ -342,8 +358,8 @@ func loadEntry(ns, owner, key string, rec []byte) (e state.Entry, legacy bool, e
 		return e, legacy, d.Check()
 	case auth.ValidNodeName(e.Source) != nil:
 		return e, legacy, fmt.Errorf("source %q is not a node name", e.Source)
-	case !e.Open && e.Source != owner:
-		return e, legacy, fmt.Errorf("written by %s, but the key is not open and %s owns the namespace", e.Source, owner)
+	case !e.Open && e.Source != m.Owner && !m.Inherited:
+		return e, legacy, fmt.Errorf("written by %s, but the key is not open and %s owns the namespace (and always did)", e.Source, m.Owner)
 	}
 	return e, legacy, nil
 }
@@ -372,10 +388,11 @@ func upgrade(tx *bolt.Tx, legacy []legacyRecord) error {
 	return nil
 }
 
-// put writes e and its namespace's record with seq, durably, in one
+// put writes e and its namespace's record m, durably, in one
 // transaction.
-func (st *store) put(ns, owner string, seq uint64, e state.Entry) error {
-	meta := encodeRecord(storedMeta{NS: ns, Owner: owner, Seq: seq})
+func (st *store) put(m storedMeta, e state.Entry) error {
+	ns := m.NS
+	meta := encodeRecord(m)
 	rec := encodeRecord(e)
 	return st.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put([]byte(ns), meta); err != nil {
@@ -389,11 +406,17 @@ func (st *store) put(ns, owner string, seq uint64, e state.Entry) error {
 	})
 }
 
-// drop deletes namespace ns and its entries, durably.
-func (st *store) drop(ns string) error {
+// drop deletes namespace ns and its entries, durably, and with tomb
+// (on a bus) records its tombstone in the same transaction.
+func (st *store) drop(ns string, tomb *storedTomb) error {
 	return st.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Delete([]byte(ns)); err != nil {
 			return err
+		}
+		if tomb != nil {
+			if err := putTomb(tx, *tomb); err != nil {
+				return err
+			}
 		}
 		entries := tx.Bucket(bucketEntries)
 		if entries.Bucket([]byte(ns)) == nil {
@@ -403,10 +426,11 @@ func (st *store) drop(ns string) error {
 	})
 }
 
-// setOwner rewrites namespace ns's record with a new owner, durably.
-func (st *store) setOwner(ns, owner string, seq uint64) error {
-	meta := encodeRecord(storedMeta{NS: ns, Owner: owner, Seq: seq})
-	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(ns), meta) })
+// setMeta rewrites a namespace's record (a new owner, a new epoch),
+// durably.
+func (st *store) setMeta(m storedMeta) error {
+	meta := encodeRecord(m)
+	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(m.NS), meta) })
 }
 
 // open loads the store at path ("" keeps state in memory); log hears of a
@@ -415,17 +439,19 @@ func (s *stateService) open(path string, log *slog.Logger) error {
 	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
 	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
 	s.lost = map[*conn]map[string]struct{}{}
+	s.meta, s.dropped = map[string]nsMeta{}, map[string]uint64{}
 	if path == "" {
 		return nil
 	}
-	st, spaces, err := openStore(path, log)
+	st, l, err := openStore(path, log)
 	if err != nil {
 		return err
 	}
-	for _, snap := range spaces {
+	for _, snap := range l.spaces {
 		s.spaces[snap.NS] = state.FromSnapshot(snap)
 		s.owned[snap.Owner]++
 	}
+	s.meta, s.dropped = l.metas, l.tombs
 	s.store = st
 	return nil
 }
@@ -441,10 +467,10 @@ func (s *stateService) close() error {
 	return err
 }
 
-// persist writes e and the namespace's record with seq, durably.
-func (s *stateService) persist(n *state.Namespace, e state.Entry, seq uint64) error {
+// persist writes e and the namespace's record (seq, meta m), durably.
+func (s *stateService) persist(n *state.Namespace, m nsMeta, e state.Entry, seq uint64) error {
 	if s.store == nil {
 		return nil
 	}
-	return s.store.put(n.Name(), n.Owner(), seq, e)
+	return s.store.put(storedMeta{NS: n.Name(), Owner: n.Owner(), Seq: seq, nsMeta: m}, e)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // Client is one process's connection to a broker, made again after a
-// loss when Options.MaxReconnects allows (reconnect.go). It is safe for
+// loss within Options.MaxReconnects attempts (reconnect.go). It is safe for
 // concurrent use.
 //
 // Its state is split by feature, each part with its own lock (doc.go has
@@ -112,6 +112,9 @@ func (p *pending) fail(why error) {
 func Connect(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	if err := auth.ValidNodeName(opts.Node); err != nil {
+		return nil, err
+	}
+	if err := opts.checkReconnects(); err != nil {
 		return nil, err
 	}
 	if opts.IID != "" {

@@ -20,6 +20,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testbus"
 	"busbar/transport"
 	"busbar/wire"
 )
@@ -52,11 +53,14 @@ func expectEvents(t *testing.T, w *client.ServiceWatch, want ...string) {
 	}
 }
 
+// TestAnnounceAndWhois: an announcement's record, found by whois and
+// the directory from another node, and withdrawn: on one broker over
+// every transport, and from another broker of a bus.
 func TestAnnounceAndWhois(t *testing.T) {
-	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
-		alpha := connect(t, e, "alpha")
-		beta := connect(t, e, "beta")
-		ctx := ctxT(t, 5*time.Second)
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
+		alpha := connect(t, p.At(0), "alpha")
+		beta := connect(t, p.At(1), "beta")
+		ctx := ctxT(t, 20*time.Second)
 		a := wire.Announcement{Service: "billing", Version: "1.2.0", SchemaVersion: 3,
 			Meta: json.RawMessage(`{"region":"eu"}`), Channels: []string{"billing.refund", "billing.charge", "billing.charge"}}
 		info, err := alpha.Announce(ctx, a)
@@ -68,11 +72,14 @@ func TestAnnounceAndWhois(t *testing.T) {
 			time.Since(info.Provenance.At) > time.Minute || strings.Join(info.Channels, ",") != "billing.charge,billing.refund" {
 			t.Fatalf("record = %+v", info)
 		}
-		all, err := beta.Whois(ctx, "")
-		if err != nil || len(all) != 1 || all[0].Address != "billing.alpha.bus" || string(all[0].Meta) != `{"region":"eu"}` ||
-			all[0].Version != "1.2.0" || all[0].SchemaVersion != 3 {
-			t.Fatalf("whois = %+v, %v", all, err)
-		}
+		p.Settled(t, "whois from another node", func() error {
+			all, err := beta.Whois(ctx, "")
+			if err != nil || len(all) != 1 || all[0].Address != "billing.alpha.bus" || string(all[0].Meta) != `{"region":"eu"}` ||
+				all[0].Version != "1.2.0" || all[0].SchemaVersion != 3 {
+				return fmt.Errorf("whois = %+v, %v", all, err)
+			}
+			return nil
+		})
 		if one, err := beta.Whois(ctx, "billing"); err != nil || len(one) != 1 {
 			t.Fatalf("whois billing = %+v, %v", one, err)
 		}
@@ -95,12 +102,21 @@ func TestAnnounceAndWhois(t *testing.T) {
 		if err := alpha.Withdraw(ctx, "billing"); !errors.Is(err, client.ErrRejected) {
 			t.Fatalf("second withdraw: %v", err)
 		}
-		if all, _ := beta.Whois(ctx, ""); len(all) != 0 {
-			t.Fatalf("after withdraw: %+v", all)
-		}
+		p.Settled(t, "the withdrawal seen from another node", func() error {
+			if all, err := beta.Whois(ctx, ""); err != nil || len(all) != 0 {
+				return fmt.Errorf("after withdraw: %+v %v", all, err)
+			}
+			return nil
+		})
 	})
 }
 
+// TestWatchServices: a watch's snapshot, then every change once, in
+// order, the same on two watches of one client. One broker: it checks
+// every intermediate change, and another broker's changes arrive as its
+// share does, a snapshot that may fold several changes into one
+// (docs/cluster.md; across brokers: broker.TestBusWatchSeesServicesOfEveryBroker,
+// broker.TestBusCollisionAcrossBrokersRaisesTheSameEvents).
 func TestWatchServices(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	alpha := connect(t, e, "alpha")
@@ -175,12 +191,16 @@ func TestWatchServices(t *testing.T) {
 	}
 }
 
+// TestServiceCollision: one service name announced by two nodes is a
+// collision for both, with its events; both stay reachable by address,
+// the bare name is ambiguous until one goes. On a bus the two and the
+// watcher are on three brokers.
 func TestServiceCollision(t *testing.T) {
-	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
-		alpha := connect(t, e, "alpha")
-		beta := connect(t, e, "beta")
-		caller := connect(t, e, "caller")
-		ctx := ctxT(t, 10*time.Second)
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
+		alpha := connect(t, p.At(0), "alpha")
+		beta := connect(t, p.At(1), "beta")
+		caller := connect(t, p.At(2), "caller")
+		ctx := ctxT(t, 20*time.Second)
 		w, err := caller.WatchServices(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -197,11 +217,18 @@ func TestServiceCollision(t *testing.T) {
 		if info, err := alpha.Announce(ctx, wire.Announcement{Service: "cache", Channels: []string{"cache.get"}}); err != nil || info.Collision {
 			t.Fatalf("first: %+v %v", info, err)
 		}
+		expectEvents(t, w, "up cache@alpha collision=false")
+		p.Settled(t, "the first announcement seen by the second node", func() error {
+			if list, err := beta.Whois(ctx, "cache"); err != nil || len(list) != 1 {
+				return fmt.Errorf("%+v %v", list, err)
+			}
+			return nil
+		})
+		p.Sees(t, "alpha", "beta")
 		if info, err := beta.Announce(ctx, wire.Announcement{Service: "cache", Channels: []string{"cache.get"}}); err != nil || !info.Collision {
 			t.Fatalf("second: %+v %v", info, err)
 		}
 		expectEvents(t, w,
-			"up cache@alpha collision=false",
 			"up cache@beta collision=true",
 			"collision cache@alpha collision=true",
 			"collision cache@beta collision=true")
@@ -224,45 +251,62 @@ func TestServiceCollision(t *testing.T) {
 		// When one leaves, the collision is over and the name resolves.
 		beta.Close()
 		expectEvents(t, w, "down cache@beta collision=true", "up cache@alpha collision=false")
-		if m, err := ch.Request(ctx, "cache", nil); err != nil || string(m.Payload()) != "alpha" || m.From() != "alpha.bus" {
-			t.Fatalf("bare name with one instance: %v", err)
+		p.Settled(t, "the bare name with one instance", func() error {
+			if m, err := ch.Request(ctx, "cache", nil); err != nil || string(m.Payload()) != "alpha" || m.From() != "alpha.bus" {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		})
+	})
+}
+
+// TestBareTargetResolution: a request or send reaches a node by its
+// service's bare name, its service address, its name and its address;
+// a name that is neither is NO_HANDLER. On a bus the caller is on
+// another broker.
+func TestBareTargetResolution(t *testing.T) {
+	testbus.EachTopology(t, testOpts(), func(t *testing.T, p testbus.Placement) {
+		alpha := connect(t, p.At(0), "alpha")
+		caller := connect(t, p.At(1), "caller")
+		ctx := ctxT(t, 20*time.Second)
+		if _, err := alpha.Scope("s").Channel("math.double").Handle(ctx, func(_ context.Context, m *client.Message) ([]byte, error) {
+			return append(m.Payload(), m.Payload()...), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alpha.Announce(ctx, wire.Announcement{Service: "calc", Channels: []string{"math.double"}}); err != nil {
+			t.Fatal(err)
+		}
+		var in inbox
+		if _, err := alpha.Scope("s").Channel("news").Subscribe(ctx, in.Handler); err != nil {
+			t.Fatal(err)
+		}
+		p.Sees(t, "alpha:news")
+		ch := caller.Scope("c").Channel("math.double")
+		p.Settled(t, "the service known to the caller's broker", func() error {
+			if list, err := caller.Whois(ctx, "calc"); err != nil || len(list) != 1 {
+				return fmt.Errorf("%+v %v", list, err)
+			}
+			return nil
+		})
+		for _, target := range []string{"calc", "calc.alpha.bus", "alpha", "alpha.bus"} {
+			if m, err := ch.Request(ctx, target, []byte("ab")); err != nil || string(m.Payload()) != "abab" {
+				t.Fatalf("request to %s: %v", target, err)
+			}
+		}
+		// A name that is neither a service nor a node is a typed error.
+		if _, err := ch.Request(ctx, "nosuch", nil); !errors.Is(err, client.ErrNoHandler) {
+			t.Fatalf("unknown name: %v", err)
+		}
+		// A send to a bare service name reaches its node too.
+		if r, _ := caller.Scope("c").Channel("news").Send(ctx, "calc", []byte("x")); r.Result != wire.Accepted || r.Node != "alpha.bus" {
+			t.Fatalf("send to calc: %+v", r)
 		}
 	})
 }
 
-func TestBareTargetResolution(t *testing.T) {
-	e := testbroker.Start(t, "tcp", testOpts())
-	alpha := connect(t, e, "alpha")
-	caller := connect(t, e, "caller")
-	ctx := ctxT(t, 5*time.Second)
-	if _, err := alpha.Scope("s").Channel("math.double").Handle(ctx, func(_ context.Context, m *client.Message) ([]byte, error) {
-		return append(m.Payload(), m.Payload()...), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alpha.Announce(ctx, wire.Announcement{Service: "calc", Channels: []string{"math.double"}}); err != nil {
-		t.Fatal(err)
-	}
-	ch := caller.Scope("c").Channel("math.double")
-	for _, target := range []string{"calc", "calc.alpha.bus", "alpha", "alpha.bus"} {
-		if m, err := ch.Request(ctx, target, []byte("ab")); err != nil || string(m.Payload()) != "abab" {
-			t.Fatalf("request to %s: %v", target, err)
-		}
-	}
-	// A name that is neither a service nor a node is a typed error.
-	if _, err := ch.Request(ctx, "nosuch", nil); !errors.Is(err, client.ErrNoHandler) {
-		t.Fatalf("unknown name: %v", err)
-	}
-	// A send to a bare service name reaches its node too.
-	var in inbox
-	if _, err := alpha.Scope("s").Channel("news").Subscribe(ctx, in.Handler); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := caller.Scope("c").Channel("news").Send(ctx, "calc", []byte("x")); r.Result != wire.Accepted || r.Node != "alpha.bus" {
-		t.Fatalf("send to calc: %+v", r)
-	}
-}
-
+// TestAnnounceLimits: every limit of an announcement at and past its
+// edge. One broker: the announcer's broker checks them.
 func TestAnnounceLimits(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	alpha := connect(t, e, "alpha")
@@ -309,6 +353,10 @@ func TestAnnounceLimits(t *testing.T) {
 	ok("re-announcing one it has", wire.Announcement{Service: "s2", Version: "2"})
 }
 
+// TestInstanceIDs: a chosen instance id, refused to another live node,
+// kept across a reconnection. One broker: instance ids are checked
+// against the directory of the broker a node connects to; on a bus two
+// nodes on two brokers are not kept from sharing one (not built).
 func TestInstanceIDs(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	a := connect(t, e, "alpha", func(o *client.Options) { o.IID = "instance-1" })
@@ -372,6 +420,9 @@ func (x *countingExecutor) Execute(f func()) bool {
 	return true
 }
 
+// TestLoopbackRequest: a request a node makes to itself never leaves the
+// client, and runs through its executor. One broker per transport: the
+// broker is not involved.
 func TestLoopbackRequest(t *testing.T) {
 	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
 		var hits atomic.Int64
@@ -452,7 +503,8 @@ func TestLoopbackRequest(t *testing.T) {
 }
 
 // TestServiceWatchBufferEdge: a watch whose reader is behind holds
-// ServiceWatchBuffer events; one more ends it with ErrWatchOverflow.
+// ServiceWatchBuffer events; one more ends it with ErrWatchOverflow. One
+// broker: the buffer is the client's.
 func TestServiceWatchBufferEdge(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	watcher := connect(t, e, "watcher")

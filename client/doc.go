@@ -25,8 +25,9 @@
 // message whose deadline passed while queued is never sent or dispatched.
 // Messaging is live-only: nothing is replayed across connections.
 //
-// With Options.MaxReconnects set, a client whose connection is lost dials
-// its server list again and restores its subscriptions, handlers,
+// A client whose connection is lost dials its server list again (up to
+// Options.MaxReconnects attempts, DefaultMaxReconnects unless set; none
+// with NoReconnect) and restores its subscriptions, handlers,
 // announcements and watches on the new connection; calls in flight fail
 // with DISCONNECT, calls made meanwhile wait within their deadline
 // (docs/client.md#reconnecting, reconnect.go).

@@ -14,8 +14,9 @@ import (
 )
 
 // ExampleOptions_reconnecting keeps a subscriber across a broker restart:
-// the broker stops, starts again on the same socket, and the client —
-// with MaxReconnects set — reconnects and restores its subscription.
+// the broker stops, starts again on the same socket, and the client
+// reconnects and restores its subscription (by default within 60
+// attempts; this one never gives up).
 func ExampleOptions_reconnecting() {
 	dir, _ := os.MkdirTemp("", "busbar-example")
 	defer os.RemoveAll(dir)
@@ -36,7 +37,7 @@ func ExampleOptions_reconnecting() {
 	opts := client.Options{
 		Server: ep.String(), // or several: "unix:///a.sock,tcp://10.0.0.2:7474"
 		Node:   "listener", Credential: auth.Credential{Principal: "app", Secret: secret},
-		MaxReconnects: client.ReconnectForever, // 0, the default, ends with the connection
+		MaxReconnects: client.ReconnectForever, // 0, the default, gives up after 60 attempts; client.NoReconnect, at once
 		OnConnEvent:   func(ev client.ConnEvent) { events <- ev },
 	}
 	c, err := client.Connect(ctx, opts)
@@ -51,7 +52,7 @@ func ExampleOptions_reconnecting() {
 	b = serve() // …and comes back on the same socket
 	fmt.Println((<-events).Kind)
 
-	opts.Node, opts.MaxReconnects, opts.OnConnEvent = "publisher", 0, nil
+	opts.Node, opts.MaxReconnects, opts.OnConnEvent = "publisher", client.NoReconnect, nil
 	pub, _ := client.Connect(ctx, opts)
 	pub.Scope("app").Channel("news").Send(ctx, "listener", []byte("still here"))
 	fmt.Println(<-got)

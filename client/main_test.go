@@ -8,6 +8,7 @@ import (
 
 	"busbar/internal/leakcheck"
 	"busbar/internal/testbroker"
+	"busbar/internal/testbus"
 	"busbar/internal/testclient"
 )
 
@@ -20,6 +21,13 @@ var (
 	connectPausable = testclient.ConnectPausable
 	ctxT            = testclient.Ctx
 )
+
+// eachPlacement runs body with its nodes on one broker over every
+// transport, then spread over a bus of three brokers (internal/testbus):
+// the client's contract tests in one matrix.
+func eachPlacement(t *testing.T, body func(t *testing.T, p testbus.Placement)) {
+	testbus.EachTransportAndTopology(t, testOpts(), body)
+}
 
 // eachTransport runs body against a fresh broker on every transport.
 func eachTransport(t *testing.T, body func(t *testing.T, e *testbroker.Env)) {

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -30,8 +31,15 @@ const (
 	// from the first to the second (docs/client.md#reconnecting).
 	DefaultReconnectWaitMin = 100 * time.Millisecond
 	DefaultReconnectWaitMax = 2 * time.Second
+	// DefaultMaxReconnects is Options.MaxReconnects when it is 0: the
+	// dial attempts per outage before the client ends (as nats.go's
+	// default; with one server and the default waits, about two minutes).
+	DefaultMaxReconnects = 60
 	// ReconnectForever, as Options.MaxReconnects, never gives up.
 	ReconnectForever = -1
+	// NoReconnect, as Options.MaxReconnects, makes no attempt: a lost
+	// connection ends the client (Done, Err).
+	NoReconnect = -2
 )
 
 // Options configure Connect.
@@ -78,11 +86,13 @@ type Options struct {
 	HandshakeTimeout time.Duration
 
 	// MaxReconnects is how many dial attempts the client makes, per
-	// outage, to get a connection back when it loses one: 0 (the default)
-	// makes none, so the client ends with the connection (Done, Err);
-	// ReconnectForever never gives up. While reconnecting the client keeps
-	// its subscriptions, handlers, announcements and watches and restores
-	// them on the new connection (docs/client.md#reconnecting).
+	// outage, to get a connection back when it loses one: 0 means
+	// DefaultMaxReconnects (60); ReconnectForever never gives up;
+	// NoReconnect makes none, so the client ends with the connection
+	// (Done, Err). Any other negative value is refused by Connect. While
+	// reconnecting the client keeps its subscriptions, handlers,
+	// announcements and watches and restores them on the new connection
+	// (docs/client.md#reconnecting).
 	MaxReconnects int
 	// ReconnectWaitMin and ReconnectWaitMax bound the wait between passes
 	// over the server list (defaults DefaultReconnectWaitMin and
@@ -129,9 +139,21 @@ func (o *Options) setDefaults() {
 		o.ReconnectWaitMax = DefaultReconnectWaitMax
 	}
 	o.ReconnectWaitMax = max(o.ReconnectWaitMax, o.ReconnectWaitMin)
+	if o.MaxReconnects == 0 {
+		o.MaxReconnects = DefaultMaxReconnects
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// checkReconnects refuses a MaxReconnects that is neither a count nor
+// one of the two named values.
+func (o *Options) checkReconnects() error {
+	if o.MaxReconnects < NoReconnect {
+		return fmt.Errorf("client: MaxReconnects %d: give a count, ReconnectForever (%d) or NoReconnect (%d)", o.MaxReconnects, ReconnectForever, NoReconnect)
+	}
+	return nil
 }
 
 // endpoints is the server list: Server's entries, then Servers'. With

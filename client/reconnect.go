@@ -74,7 +74,7 @@ func (c *Client) supervise(cn *conn) {
 			c.notify(ConnEvent{Kind: Closed, Err: c.Err()})
 			return
 		}
-		if c.opts.MaxReconnects == 0 || cn.replaced {
+		if c.opts.MaxReconnects == NoReconnect || cn.replaced {
 			// A replaced connection is not taken back: the node now runs
 			// elsewhere, and two copies would take turns replacing each other.
 			c.shutdown(cn.err)
@@ -107,7 +107,7 @@ func (c *Client) redial(lost string) (*conn, *wire.Reader, int, error) {
 		}
 	}
 	var last error
-	for attempt := 1; c.opts.MaxReconnects < 0 || attempt <= c.opts.MaxReconnects; attempt++ {
+	for attempt := 1; c.opts.MaxReconnects == ReconnectForever || attempt <= c.opts.MaxReconnects; attempt++ {
 		if attempt > n && (attempt-1)%n == 0 { // a new pass: wait first
 			t := time.NewTimer(c.opts.reconnectWait((attempt - 1) / n))
 			select {

@@ -450,15 +450,22 @@ func TestServiceWatchResyncsAfterReconnect(t *testing.T) {
 }
 
 // TestReconnectGivesUpAfterMaxReconnects: MaxReconnects dials per outage,
-// and not one more; then the client ends with DISCONNECT. 0 makes none.
+// and not one more; then the client ends with DISCONNECT. NoReconnect
+// makes none; 0, the default, DefaultMaxReconnects.
 func TestReconnectGivesUpAfterMaxReconnects(t *testing.T) {
 	env := testbroker.Start(t, "unix", testOpts())
-	for _, max := range []int{0, 1, 3} {
+	for _, tc := range []struct{ set, attempts int }{
+		{client.NoReconnect, 0}, {1, 1}, {3, 3}, {0, client.DefaultMaxReconnects},
+	} {
+		max := tc.attempts
 		var dials atomic.Int32
 		var first net.Conn
 		ev := newConnEvents()
 		c, err := dialClient(env, "n", reconnecting(ev), func(o *client.Options) {
-			o.MaxReconnects = max
+			o.MaxReconnects = tc.set
+			// The waits between passes, short: the default's 60 attempts
+			// would otherwise take about two minutes.
+			o.ReconnectWaitMin, o.ReconnectWaitMax = time.Microsecond, time.Microsecond
 			o.Dial = func(ctx context.Context) (net.Conn, error) {
 				if dials.Add(1) > 1 {
 					return nil, errors.New("broker unreachable")
@@ -487,6 +494,22 @@ func TestReconnectGivesUpAfterMaxReconnects(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// TestMaxReconnectsBelowNoReconnectIsRefused: MaxReconnects is a count,
+// ReconnectForever or NoReconnect; anything further below is refused by
+// Connect, NoReconnect itself accepted.
+func TestMaxReconnectsBelowNoReconnectIsRefused(t *testing.T) {
+	env := testbroker.Start(t, "unix", testOpts())
+	_, err := dialClient(env, "n", func(o *client.Options) { o.MaxReconnects = client.NoReconnect - 1 })
+	if err == nil || !strings.Contains(err.Error(), "MaxReconnects -3") {
+		t.Fatalf("MaxReconnects -3: %v", err)
+	}
+	c, err := dialClient(env, "n", func(o *client.Options) { o.MaxReconnects = client.NoReconnect })
+	if err != nil {
+		t.Fatalf("NoReconnect: %v", err)
+	}
+	c.Close()
 }
 
 // TestCloseDuringReconnect: Close stops a reconnect under way and leaves

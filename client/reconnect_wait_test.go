@@ -27,7 +27,7 @@ func TestReconnectWaitDoublesUpToItsMaximum(t *testing.T) {
 func TestReconnectWaitDefaults(t *testing.T) {
 	var o Options
 	o.setDefaults()
-	if o.ReconnectWaitMin != DefaultReconnectWaitMin || o.ReconnectWaitMax != DefaultReconnectWaitMax || o.MaxReconnects != 0 {
+	if o.ReconnectWaitMin != DefaultReconnectWaitMin || o.ReconnectWaitMax != DefaultReconnectWaitMax || o.MaxReconnects != DefaultMaxReconnects {
 		t.Fatalf("defaults %v %v %d", o.ReconnectWaitMin, o.ReconnectWaitMax, o.MaxReconnects)
 	}
 	o = Options{ReconnectWaitMin: time.Second, ReconnectWaitMax: time.Millisecond}

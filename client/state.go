@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,8 +231,11 @@ func (c *Client) Snapshots(ctx context.Context) ([]state.Snapshot, error) {
 // the watch started from, then Changes delivers every entry that changes
 // after it, once, in order. When the replica notices it missed deltas (a
 // gap in the broker's numbering, or the broker's bus.state.reset after it
-// dropped some for this client), it asks for a fresh snapshot and
-// delivers what differs, so every key's latest value arrives once.
+// dropped some for this client, or dropped the namespace or gave it a new
+// owner), it asks for a fresh snapshot and delivers what differs, so
+// every key's latest value arrives once; a key the snapshot lacks (the
+// namespace was dropped) arrives as an entry with only its key and
+// Deleted.
 type StateWatch struct {
 	st      *stateClient     // set once; read-only after
 	ns      string           // set once; read-only after
@@ -359,11 +363,41 @@ func (w *StateWatch) install(a *wire.Message) {
 		st.seen(snap.NS, e.Version)
 	}
 	w.resync = false
-	for _, e := range w.replica.Merge(snap) {
+	changed := resyncChanges(w.replica, snap)
+	w.replica = state.FromSnapshot(snap) // and its numbering: a dropped namespace's starts again
+	for _, e := range changed {
 		if !w.deliver(e) {
 			return
 		}
 	}
+}
+
+// resyncChanges is what a fresh snapshot from the watch's own broker
+// changes in the replica: each entry that differs from the replica's
+// (after missed deltas, a newer one), and, for each key the replica holds
+// that the snapshot lacks, an entry with only the key and Deleted: the
+// namespace was dropped (and perhaps created again, with entries of its
+// own whatever their versions).
+func resyncChanges(replica *state.Namespace, snap state.Snapshot) []state.Entry {
+	var out []state.Entry
+	in := make(map[string]bool, len(snap.Entries))
+	for _, e := range snap.Entries {
+		in[e.Key] = true
+		if cur, ok := replica.Get(e.Key); !ok || !sameEntry(cur, e) {
+			out = append(out, e)
+		}
+	}
+	for _, e := range replica.Snapshot().Entries {
+		if !in[e.Key] {
+			out = append(out, state.Entry{Key: e.Key, Deleted: true})
+		}
+	}
+	return out
+}
+
+func sameEntry(a, b state.Entry) bool {
+	return a.Key == b.Key && a.Version == b.Version && a.Source == b.Source &&
+		a.Deleted == b.Deleted && a.Open == b.Open && bytes.Equal(a.Value, b.Value)
 }
 
 // deliver hands e to the application without blocking the reader.

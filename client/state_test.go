@@ -20,6 +20,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testbus"
 	"busbar/state"
 	"busbar/wire"
 )
@@ -39,11 +40,15 @@ func nextChange(t *testing.T, w *client.StateWatch) state.Entry {
 	panic("unreachable")
 }
 
+// TestStateBasics: a write is read by another node, a foreign write to
+// a closed key is refused and counted, an opened key takes anyone's
+// write, a tombstone reads as deleted: with both nodes on one broker
+// (every transport), and on two brokers of a bus.
 func TestStateBasics(t *testing.T) {
-	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
-		alpha := connect(t, e, "alpha")
-		beta := connect(t, e, "beta")
-		ctx := ctxT(t, 10*time.Second)
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
+		alpha := connect(t, p.At(0), "alpha")
+		beta := connect(t, p.At(1), "beta")
+		ctx := ctxT(t, 20*time.Second)
 		lights := alpha.State("lights")
 		if _, found, err := lights.Get(ctx, "hall"); err != nil || found {
 			t.Fatalf("unknown key: %v %v", found, err)
@@ -52,37 +57,56 @@ func TestStateBasics(t *testing.T) {
 		if err != nil || string(en.Value) != `{"on":true}` || en.Source != "alpha" || en.Version == 0 {
 			t.Fatalf("set: %+v %v", en, err)
 		}
-		got, found, err := beta.State("lights").Get(ctx, "hall")
-		if err != nil || !found || !reflect.DeepEqual(got, en) {
-			t.Fatalf("get from another node: %+v %v %v", got, found, err)
-		}
-		// A foreign write to a closed key is refused and counted.
-		before := e.Broker.Stats().StateRefused
+		p.Settled(t, "get from another node", func() error {
+			got, found, err := beta.State("lights").Get(ctx, "hall")
+			if err != nil || !found || !reflect.DeepEqual(got, en) {
+				return fmt.Errorf("%+v %v %v", got, found, err)
+			}
+			return nil
+		})
+		// A foreign write to a closed key is refused and counted, by the
+		// writer's broker.
+		before := p.At(1).Broker.Stats().StateRefused
 		if _, err := beta.State("lights").Set(ctx, "hall", "off"); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "belongs to alpha") {
 			t.Fatalf("foreign write: %v", err)
 		}
 		if _, err := beta.State("lights").Open(ctx, "hall"); !errors.Is(err, client.ErrRejected) {
 			t.Fatalf("foreign open: %v", err)
 		}
-		if n := e.Broker.Stats().StateRefused - before; n != 2 {
+		if n := p.At(1).Broker.Stats().StateRefused - before; n != 2 {
 			t.Fatalf("refused counted %d", n)
 		}
 		// Opened, anyone may write it.
 		if en, err := lights.Open(ctx, "hall"); err != nil || !en.Open || string(en.Value) != `{"on":true}` {
 			t.Fatalf("open: %+v %v", en, err)
 		}
+		p.Settled(t, "the key open for another node", func() error {
+			if got, _, err := beta.State("lights").Get(ctx, "hall"); err != nil || !got.Open {
+				return fmt.Errorf("%+v %v", got, err)
+			}
+			return nil
+		})
 		if en, err := beta.State("lights").Set(ctx, "hall", "off"); err != nil || en.Source != "beta" || !en.Open {
 			t.Fatalf("write to an open key: %+v %v", en, err)
 		}
+		p.Settled(t, "the open key's write back at its owner", func() error {
+			if got, _, err := lights.Get(ctx, "hall"); err != nil || got.Source != "beta" {
+				return fmt.Errorf("%+v %v", got, err)
+			}
+			return nil
+		})
 		// A tombstone reads as deleted and keeps the open flag.
 		del, err := lights.Delete(ctx, "hall")
 		if err != nil || !del.Deleted || del.Value != nil || !del.Open {
 			t.Fatalf("delete: %+v %v", del, err)
 		}
-		snap, err := beta.State("lights").Snapshot(ctx)
-		if err != nil || snap.Owner != "alpha" || len(snap.Entries) != 1 || !snap.Entries[0].Deleted {
-			t.Fatalf("snapshot: %+v %v", snap, err)
-		}
+		p.Settled(t, "the tombstone read by another node", func() error {
+			snap, err := beta.State("lights").Snapshot(ctx)
+			if err != nil || snap.Owner != "alpha" || len(snap.Entries) != 1 || !snap.Entries[0].Deleted {
+				return fmt.Errorf("snapshot: %+v %v", snap, err)
+			}
+			return nil
+		})
 		all, err := beta.Snapshots(ctx)
 		if err != nil || len(all) != 1 || all[0].NS != "lights" {
 			t.Fatalf("all snapshots: %+v %v", all, err)
@@ -92,77 +116,110 @@ func TestStateBasics(t *testing.T) {
 
 // TestStateTombstoneAndTies drives the conflict rule over the wire with
 // hand-picked versions: an older write does not resurrect a tombstone,
-// and equal versions go to the greater node name.
+// and equal versions go to the greater node name. On a bus the two
+// writers are on two brokers and the owner on a third, and each step is
+// read back on every broker before the next: the rule is the same
+// wherever a write is decided.
 func TestStateTombstoneAndTies(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	owner := connect(t, e, "owner")
-	ctx := ctxT(t, 10*time.Second)
-	if _, err := owner.State("ns").Open(ctx, "k"); err != nil {
-		t.Fatal(err)
-	}
-	set := func(r *testbroker.Raw, id string, d state.Delta) state.Result {
-		t.Helper()
-		body, _ := json.Marshal(d)
-		r.Send(t, wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, id).WithBody(body))
-		m := r.Read(t)
-		var res state.Result
-		if m.Value(wire.HeaderRC) != "0" || json.Unmarshal(m.Body(), &res) != nil {
-			t.Fatalf("%s: %q", id, m)
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
+		owner := connect(t, p.At(0), "owner")
+		ctx := ctxT(t, 20*time.Second)
+		if _, err := owner.State("ns").Open(ctx, "k"); err != nil {
+			t.Fatal(err)
 		}
-		return res
-	}
-	alice, bob := e.DialRaw(t), e.DialRaw(t)
-	alice.Hello(t, wire.ProtocolVersion, "alice", "local", e.Secrets["local"])
-	bob.Hello(t, wire.ProtocolVersion, "bob", "local", e.Secrets["local"])
-	steps := []struct {
-		r       *testbroker.Raw
-		d       state.Delta
-		applied bool
-		winner  string
-	}{
-		{alice, state.Delta{Value: json.RawMessage(`"a10"`), Version: 10}, true, "alice"},
-		{bob, state.Delta{Value: json.RawMessage(`"b10"`), Version: 10}, true, "bob"},                     // tie: bob > alice
-		{alice, state.Delta{Value: json.RawMessage(`"a10'"`), Version: 10}, false, "bob"},                 // tie: alice < bob
-		{alice, state.Delta{Deleted: true, Version: 11}, true, "alice"},                                   // tombstone
-		{bob, state.Delta{Value: json.RawMessage(`"late"`), Version: 9}, false, "alice"},                  // no resurrection
-		{bob, state.Delta{Value: json.RawMessage(`"forged"`), Version: 12, Source: "owner"}, true, "bob"}, // src is stamped, not trusted
-	}
-	for i, s := range steps {
-		s.d.NS, s.d.Key = "ns", "k"
-		res := set(s.r, fmt.Sprint(i), s.d)
-		if res.Applied != s.applied || res.Entry.Source != s.winner {
-			t.Fatalf("step %d: %+v", i, res)
+		set := func(r *testbroker.Raw, id string, d state.Delta) state.Result {
+			t.Helper()
+			body, _ := json.Marshal(d)
+			r.Send(t, wire.New(wire.TypeRequest, wire.CmdStateSet).WithHeader(wire.HeaderID, id).WithBody(body))
+			m := r.Read(t)
+			var res state.Result
+			if m.Value(wire.HeaderRC) != "0" || json.Unmarshal(m.Body(), &res) != nil {
+				t.Fatalf("%s: %q", id, m)
+			}
+			return res
 		}
-	}
-	got, _, err := owner.State("ns").Get(ctx, "k")
-	if err != nil || got.Source != "bob" || string(got.Value) != `"forged"` || got.Version != 12 {
-		t.Fatalf("final: %+v %v", got, err)
-	}
+		raw := func(i int, node string) *testbroker.Raw {
+			e := p.At(i)
+			r := e.DialRaw(t)
+			r.Hello(t, wire.ProtocolVersion, node, "local", e.Secrets["local"])
+			return r
+		}
+		alice, bob := raw(1, "alice"), raw(2, "bob")
+		readers := []*client.Client{owner, connect(t, p.At(1), "reader1"), connect(t, p.At(2), "reader2")}
+		everywhere := func(what string, want state.Entry) {
+			t.Helper()
+			for _, c := range readers {
+				p.Settled(t, what+" on "+c.Broker(), func() error {
+					got, _, err := c.State("ns").Get(ctx, "k")
+					if err != nil || got.Version != want.Version || got.Source != want.Source {
+						return fmt.Errorf("%+v %v", got, err)
+					}
+					return nil
+				})
+			}
+		}
+		everywhere("the open key", state.Entry{Version: 1, Source: "owner"})
+		steps := []struct {
+			r       *testbroker.Raw
+			d       state.Delta
+			applied bool
+			winner  string
+		}{
+			{alice, state.Delta{Value: json.RawMessage(`"a10"`), Version: 10}, true, "alice"},
+			{bob, state.Delta{Value: json.RawMessage(`"b10"`), Version: 10}, true, "bob"},                     // tie: bob > alice
+			{alice, state.Delta{Value: json.RawMessage(`"a10'"`), Version: 10}, false, "bob"},                 // tie: alice < bob
+			{alice, state.Delta{Deleted: true, Version: 11}, true, "alice"},                                   // tombstone
+			{bob, state.Delta{Value: json.RawMessage(`"late"`), Version: 9}, false, "alice"},                  // no resurrection
+			{bob, state.Delta{Value: json.RawMessage(`"forged"`), Version: 12, Source: "owner"}, true, "bob"}, // src is stamped, not trusted
+		}
+		for i, s := range steps {
+			s.d.NS, s.d.Key = "ns", "k"
+			res := set(s.r, fmt.Sprint(i), s.d)
+			if res.Applied != s.applied || res.Entry.Source != s.winner {
+				t.Fatalf("step %d: %+v", i, res)
+			}
+			everywhere(fmt.Sprint("step ", i), res.Entry)
+		}
+		got, _, err := owner.State("ns").Get(ctx, "k")
+		if err != nil || got.Source != "bob" || string(got.Value) != `"forged"` || got.Version != 12 {
+			t.Fatalf("final: %+v %v", got, err)
+		}
+	})
 }
 
 // TestStateRacingWritersConverge: writers race on one open key while
-// watchers replicate; every replica ends with the broker's entries.
+// watchers replicate; every replica ends with the broker's entries. On a
+// bus the writers and watchers are spread over the brokers, and every
+// broker ends with the same entries too.
 func TestStateRacingWritersConverge(t *testing.T) {
-	eachTransport(t, func(t *testing.T, e *testbroker.Env) {
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
 		ctx := ctxT(t, 30*time.Second)
-		owner := connect(t, e, "owner")
+		owner := connect(t, p.At(0), "owner")
 		for _, k := range []string{"k1", "k2"} {
 			if _, err := owner.State("race").Open(ctx, k); err != nil {
 				t.Fatal(err)
 			}
 		}
+		var watchers []*client.Client
 		var watches []*client.StateWatch
 		for i := range 3 {
-			w, err := connect(t, e, fmt.Sprint("watcher", i)).State("race").Watch(ctx)
+			c := connect(t, p.At(i), fmt.Sprint("watcher", i))
+			p.Settled(t, "the open keys on "+p.At(i).Broker.Name(), func() error {
+				if snap, err := c.State("race").Snapshot(ctx); err != nil || len(snap.Entries) != 2 {
+					return fmt.Errorf("%+v %v", snap, err)
+				}
+				return nil
+			})
+			w, err := c.State("race").Watch(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			watches = append(watches, w)
+			watchers, watches = append(watchers, c), append(watches, w)
 		}
 		var wg sync.WaitGroup
 		for i := range 4 {
-			c := connect(t, e, fmt.Sprint("writer", i))
+			c := connect(t, p.At(i), fmt.Sprint("writer", i))
 			wg.Go(func() {
 				for j := range 40 {
 					key := []string{"k1", "k2"}[j%2]
@@ -180,10 +237,23 @@ func TestStateRacingWritersConverge(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		final, err := owner.State("race").Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		var final state.Snapshot
+		p.Settled(t, "every broker with the same entries", func() error {
+			var err error
+			if final, err = owner.State("race").Snapshot(ctx); err != nil {
+				return err
+			}
+			for _, c := range watchers {
+				snap, err := c.State("race").Snapshot(ctx)
+				if err != nil {
+					return err
+				}
+				if !reflect.DeepEqual(snap.Entries, final.Entries) {
+					return fmt.Errorf("%s's broker holds\n%+v\n%s's\n%+v", c.Node(), snap.Entries, owner.Node(), final.Entries)
+				}
+			}
+			return nil
+		})
 		for i, w := range watches {
 			replica := state.FromSnapshot(w.Initial())
 			deadline := time.After(10 * time.Second)
@@ -201,7 +271,10 @@ func TestStateRacingWritersConverge(t *testing.T) {
 
 // TestStateLateJoinerAndReconnect: a watch starts from exactly the current
 // state, then gets each later change once, in order; a node that
-// reconnects gets the current state again.
+// reconnects gets the current state again. One broker: it checks that
+// broker's numbering of the deltas (Seq), which is each broker's own (a
+// watch across brokers: TestStateWritesReachWatchersOnEveryBroker,
+// TestStateRacingWritersConverge).
 func TestStateLateJoinerAndReconnect(t *testing.T) {
 	e := testbroker.Start(t, "tcp", testOpts())
 	ctx := ctxT(t, 10*time.Second)
@@ -266,7 +339,8 @@ func TestStateLateJoinerAndReconnect(t *testing.T) {
 }
 
 // TestStateSurvivesRestart: a broker with a store keeps every namespace,
-// tombstones and open flags included, across a restart.
+// tombstones and open flags included, across a restart. (On a bus:
+// broker.TestBusStateSurvivesABrokerRestart.)
 func TestStateSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	start := func() (*broker.Broker, *client.Client) {
@@ -322,6 +396,8 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestStateLimits: every limit of state at and past its edge. One broker:
+// the writer's broker checks them, wherever the namespace is replicated.
 func TestStateLimits(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	c := connect(t, e, "alpha")
@@ -367,7 +443,8 @@ func TestStateLimits(t *testing.T) {
 }
 
 // TestStateWatchEnds: a watch ends with its context, and an unwatched
-// namespace sends no more deltas.
+// namespace sends no more deltas. One broker: it is the client's and its
+// own broker's affair.
 func TestStateWatchEnds(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	c := connect(t, e, "alpha")
@@ -395,7 +472,8 @@ func TestStateWatchEnds(t *testing.T) {
 }
 
 // TestStateWatchBufferEdge: a replica whose reader is behind holds
-// StateWatchBuffer changes; one more ends it with ErrWatchOverflow.
+// StateWatchBuffer changes; one more ends it with ErrWatchOverflow. One
+// broker: the buffer is the client's.
 func TestStateWatchBufferEdge(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	owner := connect(t, e, "owner")
@@ -432,6 +510,7 @@ func rawSet(t *testing.T, r *testbroker.Raw, id string, d state.Delta) *wire.Mes
 // key, it can still write in its other namespaces.
 // (The client's Lamport clock was one for every namespace, so every later
 // Set of the owner computed MaxVersion+1 and its own Check refused it.)
+// One broker: the clock is the client's.
 func TestStateMaxVersionStaysInItsNamespace(t *testing.T) {
 	e := testbroker.Start(t, "unix", testOpts())
 	owner := connect(t, e, "owner")
@@ -453,22 +532,101 @@ func TestStateMaxVersionStaysInItsNamespace(t *testing.T) {
 }
 
 // TestStateRawValueStoredVerbatim: a json.RawMessage value is stored as
-// written, and one of exactly MaxValueBytes is accepted.
+// written, and one of exactly MaxValueBytes is accepted; another node
+// reads the same bytes, on a bus through another broker.
 // (json.Marshal of the delta HTML-escaped it, '<' becoming \u003c, so the
 // broker stored other bytes and refused a value the client's check passed.)
 func TestStateRawValueStoredVerbatim(t *testing.T) {
-	e := testbroker.Start(t, "unix", testOpts())
-	c := connect(t, e, "alpha")
-	ctx := ctxT(t, 5*time.Second)
-	en, err := c.State("ns").Set(ctx, "k", json.RawMessage(`"<b>"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(en.Value) != `"<b>"` {
-		t.Errorf("stored value %s, written \"<b>\"", en.Value)
-	}
-	big := json.RawMessage(`"` + strings.Repeat("<", state.MaxValueBytes-2) + `"`)
-	if _, err := c.State("ns").Set(ctx, "big", big); err != nil {
-		t.Errorf("a value of exactly MaxValueBytes was refused: %.120v", err)
-	}
+	eachPlacement(t, func(t *testing.T, p testbus.Placement) {
+		c := connect(t, p.At(0), "alpha")
+		reader := connect(t, p.At(1), "beta")
+		ctx := ctxT(t, 20*time.Second)
+		en, err := c.State("ns").Set(ctx, "k", json.RawMessage(`"<b>"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(en.Value) != `"<b>"` {
+			t.Errorf("stored value %s, written \"<b>\"", en.Value)
+		}
+		big := json.RawMessage(`"` + strings.Repeat("<", state.MaxValueBytes-2) + `"`)
+		if _, err := c.State("ns").Set(ctx, "big", big); err != nil {
+			t.Errorf("a value of exactly MaxValueBytes was refused: %.120v", err)
+		}
+		p.Settled(t, "another node to read both values verbatim", func() error {
+			snap, err := reader.State("ns").Snapshot(ctx)
+			if err != nil {
+				return err
+			}
+			got := map[string]string{}
+			for _, e := range snap.Entries {
+				got[e.Key] = string(e.Value)
+			}
+			if got["k"] != `"<b>"` || got["big"] != string(big) {
+				return fmt.Errorf("read %.60q and %d bytes", got["k"], len(got["big"]))
+			}
+			return nil
+		})
+	})
+}
+
+// TestStateWatchSeesADropAndTheNamespaceAgain: a watch whose namespace is
+// dropped is told so (each key it held arrives deleted, with no version
+// or source), stays live, and sees the namespace created again, whatever
+// the versions of its new writes. On a bus the watcher, the owner, the
+// admin and the new writer are spread over the brokers.
+// (The resync merged the empty snapshot by the version rule and kept the
+// old numbering: the dropped keys stayed, and the new namespace's first
+// deltas were ignored as already seen.)
+func TestStateWatchSeesADropAndTheNamespaceAgain(t *testing.T) {
+	testbus.EachTopology(t, testOpts(), func(t *testing.T, p testbus.Placement) {
+		owner := connect(t, p.At(0), "owner")
+		watcher := connect(t, p.At(1), "watcher")
+		admin := connect(t, p.At(2), "admin")
+		ctx := ctxT(t, 20*time.Second)
+		for i := range 3 {
+			if _, err := owner.State("ns").Set(ctx, "k", i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Settled(t, "the writes on the watcher's and the admin's brokers", func() error {
+			for _, c := range []*client.Client{watcher, admin} {
+				if e, _, err := c.State("ns").Get(ctx, "k"); err != nil || string(e.Value) != "2" {
+					return fmt.Errorf("%s reads %+v %v", c.Node(), e, err)
+				}
+			}
+			return nil
+		})
+		w, err := watcher.State("ns").Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := admin.State("ns").Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextChange(t, w); got.Key != "k" || !got.Deleted || got.Version != 0 || got.Source != "" {
+			t.Fatalf("after the drop the watch saw %+v, want k deleted", got)
+		}
+		p.Settled(t, "the drop on the writer's broker", func() error {
+			if snap, err := owner.State("ns").Snapshot(ctx); err != nil || len(snap.Entries) != 0 {
+				return fmt.Errorf("%+v %v", snap, err)
+			}
+			return nil
+		})
+		fresh := connect(t, p.At(0), "fresh")
+		raw := p.At(0).DialRaw(t)
+		raw.Hello(t, wire.ProtocolVersion, "low", "local", p.At(0).Secrets["local"])
+		if m := rawSet(t, raw, "1", state.Delta{NS: "ns", Key: "k", Value: json.RawMessage(`"again"`), Version: 1}); m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("a write at version 1 to the namespace created again: %q", m)
+		}
+		if got := nextChange(t, w); got.Key != "k" || string(got.Value) != `"again"` || got.Source != "low" {
+			t.Fatalf("the watch saw %+v, want the namespace's new k", got)
+		}
+		if _, err := fresh.State("ns").Open(ctx, "x"); err == nil { // "low" created it again, and owns it
+			t.Fatal("a node that is not the new owner opened a key")
+		}
+		if w.Err() != nil {
+			t.Fatalf("the watch ended: %v", w.Err())
+		}
+	})
 }

@@ -60,7 +60,8 @@ func burstWhilePaused(t *testing.T, e *testbroker.Env, owner *client.Client, ns 
 
 // TestWatchCloseDoesNotRaceSetup: Close, run after a Watch or
 // WatchServices has returned but not synchronised with it, does not race
-// with the watch's setup; run with -race.
+// with the watch's setup; run with -race. One broker: the race is the
+// client's.
 // (Watch used to assign its stop function after the answer came in, while
 // end, run by Close, read it unsynchronised.)
 func TestWatchCloseDoesNotRaceSetup(t *testing.T) {
@@ -103,6 +104,11 @@ func TestWatchCloseDoesNotRaceSetup(t *testing.T) {
 // must then deliver later changes or end, never freeze.
 // (The refusal left the replica resyncing forever, skipping every later
 // delta as part of the gap: the watch neither delivered nor ended.)
+// One broker, as the next two: each checks what the watcher's own broker
+// does when the watcher's queue is full, with queues so small that a
+// bus's links between brokers, which share the limits, could not run; a
+// write merged from another broker takes the same path to the watcher
+// (stateService.notifyLocked).
 func TestStateWatchRefusedResyncDoesNotFreeze(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{MaxPayload: 150_000, MaxQueueBytes: 300_000, MaxQueueMessages: 2})
 	owner := connect(t, e, "owner")

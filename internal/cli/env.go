@@ -106,6 +106,10 @@ func (f *connFlags) options() (client.Options, error) {
 		Server:     cmp.Or(f.server, "unix://"+filepath.Join(data, socketName)),
 		Node:       cmp.Or(f.name, fmt.Sprintf("cli-%d", os.Getpid())),
 		Credential: cred,
+		// Not the client's default (60 attempts): a verb ends with its
+		// connection and says so, unless it runs until interrupted and
+		// turns reconnecting on for ever (verbSetup.reconnecting).
+		MaxReconnects: client.NoReconnect,
 	}, nil
 }
 

@@ -168,12 +168,12 @@ credentials), so a namespace it creates outlives the process.`,
 		text: "Prints NS's entries, then one line per change until interrupted; it reconnects like sub.", example: "$ busbar state watch home"},
 	{path: "state drop", args: "NS", summary: "delete a whole namespace (state_admin)",
 		text: `Deletes namespace NS with every entry, whoever owns it; watchers are told
-to resync. Needs the state_admin permission on NS; refused on a bus of
-brokers (docs/state.md#administration).`, example: "$ busbar state drop home"},
+to resync. Needs the state_admin permission on NS. On a bus of brokers
+every broker drops it (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner).`, example: "$ busbar state drop home"},
 	{path: "state owner", args: "NS NODE", summary: "give a namespace to another owner (state_admin)",
 		text: `Makes NODE the owner of namespace NS, whoever owns it now (say, a
-cli-<pid> long gone). Needs the state_admin permission on NS; refused on a
-bus of brokers (docs/state.md#administration).`, example: "$ busbar state owner home thermostat"},
+cli-<pid> long gone). Needs the state_admin permission on NS. On a bus of
+brokers every broker takes the new owner (docs/state.md#administration).`, example: "$ busbar state owner home thermostat"},
 
 	{path: "principal", summary: "the broker's principals: add, list, remove (edits principals.json)",
 		text: `Edits the broker's principals file (--principals, else

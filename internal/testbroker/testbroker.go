@@ -82,14 +82,28 @@ func Start(t testing.TB, scheme string, opts broker.Options, extra ...auth.Princ
 	if err != nil {
 		t.Fatal(err)
 	}
+	return start(t, scheme, opts, &Env{Store: store, Secrets: secrets, Keys: keys})
+}
+
+// StartSharing is Start with the principals of like (its store, secrets
+// and keys): another broker of one bus, as brokers that share a
+// principals file.
+func StartSharing(t testing.TB, scheme string, opts broker.Options, like *Env) *Env {
+	t.Helper()
+	return start(t, scheme, opts, &Env{Store: like.Store, Secrets: like.Secrets, Keys: like.Keys})
+}
+
+// start runs a broker with opts on scheme for e, whose principals are set.
+func start(t testing.TB, scheme string, opts broker.Options, e *Env) *Env {
+	t.Helper()
 	if opts.Auth == nil {
-		opts.Auth = store
+		opts.Auth = e.Store
 	}
 	b, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Broker: b, Scheme: scheme, Store: store, Secrets: secrets, Keys: keys, Dir: t.TempDir()}
+	e.Broker, e.Scheme, e.Dir = b, scheme, t.TempDir()
 	var serverTLS *tls.Config
 	var ep transport.Endpoint
 	switch scheme {
