@@ -17,11 +17,20 @@ import (
 	"busbar/wire"
 )
 
-func TestServeJoinsABusThroughNATS(t *testing.T) {
+// startTwoBrokers starts a three-server NATS cluster in this process and
+// two `busbar serve --nats` processes on it: b1 through the first server,
+// b2 through the other two; short heartbeats and leases.
+func startTwoBrokers(t *testing.T) (b1, b2 *server) {
+	t.Helper()
 	nats := testnats.Start(t, 3)
 	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "500ms"}
-	s1 := startServe(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--name", "b1", "--nats", nats.URL(0)}, bus...)...)
-	s2 := startServe(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--name", "b2", "--nats", nats.URL(1) + "," + nats.URL(2)}, bus...)...)
+	b1 = startServe(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	b2 = startServe(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--name", "b2", "--nats", nats.URL(1) + "," + nats.URL(2)}, bus...)...)
+	return b1, b2
+}
+
+func TestServeJoinsABusThroughNATS(t *testing.T) {
+	s1, s2 := startTwoBrokers(t)
 	s2.background(t, "sub", "news", "--name", "watcher")
 	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b1 to list b2's node", func() error {
 		code, out, errOut := s1.busbar(t, "", "ls", "--json")

@@ -6,20 +6,15 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"busbar/internal/testbroker"
-	"busbar/internal/testnats"
 )
 
 func TestStateDropAndOwnerAcrossBrokers(t *testing.T) {
-	nats := testnats.Start(t, 3)
-	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "500ms"}
-	s1 := startServe(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--name", "b1", "--nats", nats.URL(0)}, bus...)...)
-	s2 := startServe(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--name", "b2", "--nats", nats.URL(1)}, bus...)...)
+	s1, s2 := startTwoBrokers(t)
 	for _, ns := range []string{"home", "attic"} {
 		if code, _, errOut := s1.busbar(t, "", "state", "set", ns, "lamp", "on", "--string", "--name", "cli-4242"); code != 0 {
 			t.Fatalf("state set on b1: %s", errOut)
