@@ -110,7 +110,7 @@ const (
 // subscribers never stop it: it drops for them).
 func (c *conn) enqueueLinkStream(f *sendq.Frame, deadline time.Time) (DropReason, bool) {
 	for {
-		if r, ok, progressed := c.stallFor(f, deadline, linkStall, linkStall); ok || !progressed {
+		if r, ok, progressed := c.stallFor(f, deadline, linkStall, linkStall, linkStall, false); ok || !progressed {
 			return r, ok
 		}
 	}

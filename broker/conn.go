@@ -265,6 +265,18 @@ func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time) bool {
 	return true
 }
 
+// enqueuePaced is enqueue below d's pace mark (sendq.ReserveShare).
+func (h *held) enqueuePaced(d *conn, f *sendq.Frame, deadline time.Time) bool {
+	if h == nil {
+		return d.out.EnqueuePaced(f, deadline)
+	}
+	if !d.out.EnqueuePacedHeld(f, deadline) {
+		return false
+	}
+	h.add(d)
+	return true
+}
+
 func (h *held) add(d *conn) {
 	if len(h.dests) < heldScan {
 		if !slices.Contains(h.dests, d) {

@@ -36,7 +36,7 @@ func TestDropsAreCountedByReason(t *testing.T) {
 		if got := b.Stats().Drops; got != ([numDropReasons]int64{}) {
 			t.Fatalf("drops before the queue is full: %v", got)
 		}
-		b.dispatch(pc, stream, &v) // full, writer recently active: waits streamStall, then drops
+		b.dispatch(pc, stream, &v) // full, writer recently active: waits frozenAfter, then drops
 		want := [numDropReasons]int64{}
 		want[DropQueueFull] = 1
 		checkDrops(t, b, want)
@@ -68,10 +68,16 @@ func TestDropsAreCountedByReason(t *testing.T) {
 
 // pubAndSub is a broker in a synctest bubble with nodes "pub" and "sub",
 // sub subscribed to "ch" and reading nothing more from here on. Its queue
-// holds two messages.
+// holds two messages (no reserve: sendq.ReserveShare).
 func pubAndSub(t *testing.T) *Broker {
+	b, _ := pubAndSubQueue(t, 2)
+	return b
+}
+
+// pubAndSubQueue is pubAndSub with queues of maxQueue messages, and sub.
+func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode) {
 	t.Helper()
-	b, secret := newTestBroker(t, Options{MaxQueueMessages: 2, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
+	b, secret := newTestBroker(t, Options{MaxQueueMessages: maxQueue, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
 	pub := join(t, b, secret, "pub")
 	sub := join(t, b, secret, "sub")
 	t.Cleanup(func() {
@@ -86,7 +92,7 @@ func pubAndSub(t *testing.T) *Broker {
 		t.Fatalf("subscribe: %v %v", err, m)
 	}
 	synctest.Wait()
-	return b
+	return b, sub
 }
 
 func checkDrops(t *testing.T, b *Broker, want [numDropReasons]int64) {
@@ -187,31 +193,73 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 // A subscriber that froze costs its publisher one stall, not one per
-// message: once a wait for room in its full queue has run out, later
-// messages for it are dropped at once until its writer makes progress. In
-// virtual time, ten messages for a frozen subscriber hold the publisher
-// for exactly one streamStall. (It used to be one stall per message for
-// the whole stuckAfter window, which cut a healthy subscriber's rate by a
-// third and raised its p99 6 to 8 times.)
+// message: the stall lasts until its writer has made no progress for
+// frozenAfter, the reserve above its queue's pace mark takes the next
+// messages, and later ones are dropped at once until its writer makes
+// progress. In virtual time, twelve messages past the pace mark hold the
+// publisher for exactly frozenAfter. (It used to be one stall per message
+// for the whole stuckAfter window, which cut a healthy subscriber's rate
+// by a third and raised its p99 6 to 8 times.)
 func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := pubAndSub(t)
+		b, _ := pubAndSubQueue(t, 8) // a pace mark of 6 messages, a reserve of 2
 		pc := b.dir.lookup("pub")
 		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
 		b.dispatch(pc, stream, &v)
 		synctest.Wait() // the writer took it, and blocks: sub reads no more
-		b.dispatch(pc, stream, &v)
-		b.dispatch(pc, stream, &v) // the queue is full
+		for range 6 {
+			b.dispatch(pc, stream, &v) // up to the pace mark
+		}
+		if s := b.Stats(); s.StreamStalls != 0 || s.Dropped != 0 {
+			t.Fatalf("%d stalls, %d drops below the pace mark", s.StreamStalls, s.Dropped)
+		}
 		start := time.Now()
-		for range 10 {
+		for range 12 {
 			b.dispatch(pc, stream, &v)
 		}
-		if held := time.Since(start); held != streamStall {
-			t.Fatalf("ten messages for a frozen subscriber held the publisher %v, want one stall of %v", held, streamStall)
+		if held := time.Since(start); held != frozenAfter {
+			t.Fatalf("twelve messages for a frozen subscriber held the publisher %v, want one stall of %v", held, frozenAfter)
 		}
 		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 10 {
-			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 10", s.StreamStalls, s.Drops[DropQueueFull])
+			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 10 (2 in the reserve)", s.StreamStalls, s.Drops[DropQueueFull])
+		}
+	})
+}
+
+// A subscriber that stops reading for less than frozenAfter (a process
+// not scheduled for a while on a busy machine) loses nothing: its
+// publisher waits for it, past the pace mark, then goes on.
+func TestPausedSubscriberLosesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, sub := pubAndSubQueue(t, 8)
+		pc := b.dir.lookup("pub")
+		var v hotpath.View
+		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+		const n = 40
+		got := make(chan int)
+		go func() {
+			time.Sleep(frozenAfter - time.Millisecond)
+			i := 0
+			for ; i < n; i++ {
+				if _, err := sub.r.ReadMessage(); err != nil {
+					break
+				}
+			}
+			got <- i
+		}()
+		start := time.Now()
+		for range n {
+			b.dispatch(pc, stream, &v)
+		}
+		if held := time.Since(start); held < frozenAfter-time.Millisecond {
+			t.Fatalf("the publisher was held %v, less than the pause", held)
+		}
+		if i := <-got; i != n {
+			t.Fatalf("the subscriber read %d of %d", i, n)
+		}
+		if s := b.Stats(); s.Dropped != 0 || s.StreamStalls == 0 {
+			t.Fatalf("%d drops, %d stalls; want none dropped, and stalls", s.Dropped, s.StreamStalls)
 		}
 	})
 }

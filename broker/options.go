@@ -29,7 +29,8 @@ const (
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
 	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
-	streamStall                 = 2 * time.Millisecond   // longest wait for room before a stream message is dropped
+	streamStall                 = 2 * time.Millisecond   // shortest wait for room before a stream message goes to the reserve
+	frozenAfter                 = 50 * time.Millisecond  // a writer without progress this long is taken for frozen by a stalled producer
 	stuckAfter                  = 250 * time.Millisecond // a writer without progress this long is not stalled for
 	MaxIDLen                    = 64                     // bytes in a message id
 	// MaxFrameOverhead is what a frame may carry beyond MaxPayload (its
@@ -66,6 +67,9 @@ type Options struct {
 
 	// MaxQueueBytes and MaxQueueMessages bound each connection's outbound
 	// queue. A message that does not fit is refused with BACKPRESSURED.
+	// Stream messages stall their producer at three quarters of each (the
+	// pace mark, sendq.ReserveShare) and fill the last quarter only when
+	// a stall ran out (enqueueStream).
 	MaxQueueBytes, MaxQueueMessages int
 	// WriteTimeout bounds one batch write to a socket. A peer that does not
 	// read for this long is disconnected as a slow consumer.

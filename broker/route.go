@@ -185,47 +185,64 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	return nil
 }
 
-// enqueueStream queues a stream frame for c. When c's queue is full and
-// c's writer is making progress, it stalls the producer (up to streamStall
-// per message) for room, as nats-server stalls fast producers: a
-// subscriber that is merely slower paces the publisher through TCP instead
-// of losing messages. A stall during which c's writer wrote nothing is not
-// tried again until it does, so a subscriber that froze costs its
-// publishers one stall, not one per message (and the healthy subscribers
-// of the same publisher keep their rate and latency); and when c's writer
-// has completed nothing for stuckAfter, the frame is dropped at once.
+// enqueueStream queues a stream frame for c. A node's connection takes
+// stream frames freely up to its queue's pace mark, and past it stalls
+// the producer (up to streamStall per message) for room below the mark,
+// as nats-server stalls fast producers: a subscriber that is merely
+// slower paces the publisher through TCP instead of losing messages. A
+// stall that runs out queues the frame in the reserve above the mark
+// (sendq.ReserveShare), which is there for a subscriber that is not
+// scheduled for a while — on two busy cores, often longer than a stall —
+// and drops it only when the reserve is full too. A stall during which
+// c's writer wrote nothing is not tried again until it does, so a
+// subscriber that froze costs its publishers one stall, not one per
+// message (and the healthy subscribers of the same publisher keep their
+// rate and latency) while its reserve fills; and when c's writer has
+// completed nothing for stuckAfter, the frame is dropped at once.
 func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time, h *held) (DropReason, bool) {
-	if h.enqueue(c, f, deadline) {
-		return 0, true
-	}
-	h.flush() // before a stall: the other destinations need not wait for this one
 	if c.peer {
+		if h.enqueue(c, f, deadline) {
+			return 0, true
+		}
+		h.flush()                               // before a stall: the other destinations need not wait for this one
 		return c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
 	}
-	r, ok, _ := c.stallFor(f, deadline, streamStall, stuckAfter)
-	return r, ok
+	if h.enqueuePaced(c, f, deadline) {
+		return 0, true
+	}
+	h.flush()
+	r, ok, _ := c.stallFor(f, deadline, streamStall, frozenAfter, stuckAfter, true)
+	if ok || r != DropQueueFull {
+		return r, ok
+	}
+	if h.enqueue(c, f, deadline) { // the reserve
+		return 0, true
+	}
+	return r, false
 }
 
-// stallFor is one stall of enqueueStream: it waits up to stall for room
-// in c's full queue, unless c's writer made no progress for stuck or
-// since the last stall ran out. progressed reports a writer that wrote
-// during a stall that still found no room.
-func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, stall, stuck time.Duration) (r DropReason, ok, progressed bool) {
+// stallFor is one stall of enqueueStream: it waits for room in c's full
+// queue (below its pace mark, with paced) until c's writer has made no
+// progress for frozen (at least minStall), unless it made none for stuck
+// or since the last stall ran out. progressed reports a writer that
+// wrote during a stall that still found no room.
+func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, minStall, frozen, stuck time.Duration, paced bool) (r DropReason, ok, progressed bool) {
 	last := c.out.LastWrite()
+	idle := time.Since(last)
 	switch {
-	case time.Since(last) > stuck:
+	case idle > stuck:
 		return DropStuckReader, false, false
 	case c.stallFailed.Load() == last.UnixNano():
 		return DropQueueFull, false, false // no progress since the last stall ran out
 	}
 	c.b.stats.streamStalls.Add(1)
-	if c.out.EnqueueFrameWithin(f, deadline, stall) {
+	if c.out.EnqueueFrameWithin(f, deadline, max(minStall, frozen-idle), paced) {
 		return 0, true, true
 	}
 	if c.out.LastWrite().Equal(last) {
-		// Not a byte written during the whole stall: frozen, as far as a
-		// publisher can tell. A writer that progressed but freed no room
-		// yet (a big batch to a slower reader) is waited for again.
+		// Not a byte written for frozen: frozen, as far as a publisher
+		// can tell. A writer that progressed but freed no room yet (a
+		// big batch to a slower reader) is waited for again.
 		c.stallFailed.Store(last.UnixNano())
 		return DropQueueFull, false, false
 	}

@@ -134,8 +134,26 @@ func (s *sink) tryWrite(p []byte) (n int, err error) {
 // is routing.
 func (q *Queue) EnqueueFrameHeld(f *Frame, deadline time.Time) bool {
 	q.mu.Lock()
-	ok := q.addFrameLocked(f, deadline)
+	ok := q.addFrameLocked(f, deadline, false)
 	q.mu.Unlock()
+	return ok
+}
+
+// EnqueuePacedHeld is EnqueueFrameHeld below the pace mark: it refuses a
+// frame that would take the queue into its reserve (ReserveShare).
+func (q *Queue) EnqueuePacedHeld(f *Frame, deadline time.Time) bool {
+	q.mu.Lock()
+	ok := q.addFrameLocked(f, deadline, true)
+	q.mu.Unlock()
+	return ok
+}
+
+// EnqueuePaced is EnqueuePacedHeld waking the writer.
+func (q *Queue) EnqueuePaced(f *Frame, deadline time.Time) bool {
+	ok := q.EnqueuePacedHeld(f, deadline)
+	if ok {
+		q.signal()
+	}
 	return ok
 }
 

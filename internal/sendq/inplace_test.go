@@ -232,7 +232,7 @@ func TestAWaitForRoomWakesAWriterOfHeldFrames(t *testing.T) {
 	}()
 	f := encoded(t, wire.New(wire.TypeStream, "three"))
 	defer f.Release()
-	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second) {
+	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second, false) {
 		t.Fatal("no room came: the held frames were never written")
 	}
 	if err := <-read; err != nil {

@@ -156,6 +156,24 @@ func (q *Queue) fitsLocked(size int) bool {
 	return !q.closed.Load() && len(q.items) < q.limits.MaxMessages && (used == 0 || used+size <= q.limits.MaxBytes)
 }
 
+// ReserveShare is the share of a queue's limits (one part in ReserveShare,
+// of MaxBytes and of MaxMessages) that paced frames do not fill: a
+// producer that may be paced (a broker's stream publisher) is stalled at
+// the pace mark, below the limits, and what is above it is a reserve for
+// the moments a reader that is not frozen is merely not scheduled, when a
+// stall runs out without its writer writing. Other traffic (events,
+// requests, replies) is bounded by the limits themselves.
+const ReserveShare = 4
+
+// fitsPacedLocked is fitsLocked at the pace mark: the limits less their
+// reserve (none for limits under ReserveShare).
+func (q *Queue) fitsPacedLocked(size int) bool {
+	used := q.bytes + q.writing
+	maxMsgs := q.limits.MaxMessages - q.limits.MaxMessages/ReserveShare
+	maxBytes := q.limits.MaxBytes - q.limits.MaxBytes/ReserveShare
+	return !q.closed.Load() && len(q.items) < maxMsgs && (used == 0 || used+size <= maxBytes)
+}
+
 func (q *Queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
@@ -208,18 +226,24 @@ var ErrClosed = errors.New("sendq: closed")
 // not drop. It returns ctx's error if ctx ends first, ErrClosed if the
 // queue closes.
 func (q *Queue) EnqueueFrameWait(ctx context.Context, f *Frame, deadline time.Time) error {
-	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addFrameLocked(f, deadline) })
+	return waitRoom(q, ctx.Done(), ctx.Err, func() bool { return q.addFrameLocked(f, deadline, false) })
 }
 
 // EnqueueFrameWithin is EnqueueFrame waiting at most wait for room: the
-// short stall a broker imposes on a fast producer before it drops.
-func (q *Queue) EnqueueFrameWithin(f *Frame, deadline time.Time, wait time.Duration) bool {
-	if q.EnqueueFrame(f, deadline) {
+// short stall a broker imposes on a fast producer before it drops. paced
+// waits for room below the pace mark (ReserveShare), as
+// EnqueuePacedHeld queues.
+func (q *Queue) EnqueueFrameWithin(f *Frame, deadline time.Time, wait time.Duration, paced bool) bool {
+	q.mu.Lock()
+	ok := q.addFrameLocked(f, deadline, paced)
+	q.mu.Unlock()
+	if ok {
+		q.signal()
 		return true
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	return waitRoom(q, t.C, nil, func() bool { return q.addFrameLocked(f, deadline) }) == nil
+	return waitRoom(q, t.C, nil, func() bool { return q.addFrameLocked(f, deadline, paced) }) == nil
 }
 
 // errGaveUp is waitRoom's error when its done channel fired and no cause was given.
@@ -273,7 +297,7 @@ func waitLocked[T any](q *Queue, done <-chan T, cause func() error, try func() b
 // holds its own reference, released once the frame is written or dropped.
 func (q *Queue) EnqueueFrame(f *Frame, deadline time.Time) bool {
 	q.mu.Lock()
-	ok := q.addFrameLocked(f, deadline)
+	ok := q.addFrameLocked(f, deadline, false)
 	q.mu.Unlock()
 	if ok {
 		q.signal()
@@ -281,8 +305,10 @@ func (q *Queue) EnqueueFrame(f *Frame, deadline time.Time) bool {
 	return ok
 }
 
-func (q *Queue) addFrameLocked(f *Frame, deadline time.Time) bool {
-	if !q.fitsLocked(len(f.B)) {
+// addFrameLocked queues f if it fits the limits, or with paced the pace
+// mark.
+func (q *Queue) addFrameLocked(f *Frame, deadline time.Time, paced bool) bool {
+	if fits := q.fitsLocked(len(f.B)); !fits || paced && !q.fitsPacedLocked(len(f.B)) {
 		return false
 	}
 	f.refs.Add(1)

@@ -53,6 +53,50 @@ func TestLimitsAtAndPastEdge(t *testing.T) {
 	}
 }
 
+// Paced frames stop at the pace mark, a ReserveShare below each limit;
+// other frames go on into the reserve up to the limits. A queue (not
+// started: nothing is written) is filled at and past each edge.
+func TestPacedFramesLeaveTheReserveFree(t *testing.T) {
+	a, _ := pair(t)
+	f := NewFrame()
+	defer f.Release()
+	f.B = append(f.B, make([]byte, 100)...)
+	for _, tc := range []struct {
+		name       string
+		l          Limits
+		mark, full int // frames queued at the pace mark and at the limit
+	}{
+		{"messages", Limits{MaxMessages: 8, MaxBytes: 1 << 20}, 6, 8},
+		{"bytes", Limits{MaxMessages: 100, MaxBytes: 800}, 6, 8},
+		{"messages under ReserveShare", Limits{MaxMessages: 3, MaxBytes: 1 << 20}, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.l.WriteTimeout = time.Second
+			q := New(a, tc.l)
+			defer releaseFrames(q.items)
+			for i := range tc.mark {
+				if !q.EnqueuePacedHeld(f, time.Time{}) {
+					t.Fatalf("paced frame %d refused below the mark", i+1)
+				}
+			}
+			if q.EnqueuePacedHeld(f, time.Time{}) || q.EnqueueFrameWithin(f, time.Time{}, time.Millisecond, true) {
+				t.Fatal("a paced frame was queued past the mark")
+			}
+			for i := tc.mark; i < tc.full; i++ {
+				if !q.EnqueueFrameHeld(f, time.Time{}) {
+					t.Fatalf("frame %d refused in the reserve", i+1)
+				}
+			}
+			if q.EnqueueFrameHeld(f, time.Time{}) {
+				t.Fatal("a frame was queued past the limit")
+			}
+			if n, _ := q.Depth(); n != tc.full {
+				t.Fatalf("%d queued, want %d", n, tc.full)
+			}
+		})
+	}
+}
+
 func TestDeadlinesAndTTL(t *testing.T) {
 	a, b := pair(t)
 	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
@@ -332,7 +376,7 @@ func TestRoomFreedAsABatchFlushes(t *testing.T) {
 	defer func() { close(g.gate); q.Close(nil); <-q.Done() }()
 	// The writer's first flush goes through and its last one is held, so
 	// the batch cannot end while this waits.
-	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second) {
+	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second, false) {
 		t.Fatal("no room given back while the batch's first flush was written")
 	}
 }
