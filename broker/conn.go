@@ -265,6 +265,17 @@ func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time) bool {
 	return true
 }
 
+// stage queues the frame appended to d's queue since a Reserve (which
+// locked it), holding the wake-up when h is not nil.
+func (h *held) stage(d *conn, ttlOff int, deadline time.Time) {
+	if h == nil {
+		d.out.Commit(ttlOff, deadline)
+		return
+	}
+	d.out.Stage(ttlOff, deadline)
+	h.add(d)
+}
+
 // enqueuePaced is enqueue below d's pace mark (sendq.ReserveShare).
 func (h *held) enqueuePaced(d *conn, f *sendq.Frame, deadline time.Time) bool {
 	if h == nil {

@@ -149,20 +149,29 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	if !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
 		return rejectf("not permitted to publish on %s", channel)
 	}
-	f, r := frameFrom(c, v, true)
-	if r != nil {
+	fw := forward{v: v, from: c.addr}
+	if c.peer {
+		fw.from = v.Value(wire.HeaderFrom)
+	}
+	if n, ok := hotpath.ForwardLen(v, fw.from, true); ok {
+		if n-hotpath.PrefixLen > wire.MaxMessageBytes {
+			return errStampedTooLarge
+		}
+		fw.size = n
+	} else if fw.f, r = frameFrom(c, v, true); r != nil {
 		return r
 	}
-	defer f.Release()
+	defer fw.release()
 	deliver := func(d *conn) {
 		if !d.allows(auth.ActionSubscribe, channel) {
 			return
 		}
-		if reason, ok := d.enqueueStream(f, deadline, h); !ok {
+		n, reason, ok := d.enqueueStream(&fw, deadline, h)
+		if !ok {
 			b.stats.drop(reason)
 			return
 		}
-		c.countOut(MsgStream, len(f.B))
+		c.countOut(MsgStream, n)
 	}
 	if !hasTo {
 		for _, d := range b.dir.subscribers(channel) {
@@ -172,7 +181,7 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 			for _, name := range b.cl.subscribedBrokers(channel) {
 				switch l := b.cl.link(name); {
 				case l == nil:
-				case !b.cl.frameFits(f):
+				case !b.cl.frameFits(fw.frame()):
 					b.stats.drop(DropStreamTooLarge)
 				default:
 					deliver(l)
@@ -185,40 +194,80 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	return nil
 }
 
-// enqueueStream queues a stream frame for c. A node's connection takes
-// stream frames freely up to its queue's pace mark, and past it stalls
-// the producer (up to streamStall per message) for room below the mark,
-// as nats-server stalls fast producers: a subscriber that is merely
-// slower paces the publisher through TCP instead of losing messages. A
-// stall that runs out queues the frame in the reserve above the mark
-// (sendq.ReserveShare), which is there for a subscriber that is not
-// scheduled for a while — on two busy cores, often longer than a stall —
-// and drops it only when the reserve is full too. A stall during which
-// c's writer wrote nothing is not tried again until it does, so a
-// subscriber that froze costs its publishers one stall, not one per
-// message (and the healthy subscribers of the same publisher keep their
-// rate and latency) while its reserve fills; and when c's writer has
-// completed nothing for stuckAfter, the frame is dropped at once.
-func (c *conn) enqueueStream(f *sendq.Frame, deadline time.Time, h *held) (DropReason, bool) {
-	if c.peer {
-		if h.enqueue(c, f, deadline) {
-			return 0, true
-		}
-		h.flush()                               // before a stall: the other destinations need not wait for this one
-		return c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
+// forward is a stream message on its way to its subscribers, with from
+// stamped and a ttl slot: encoded straight into each node's queue when
+// its length is known up front (size), and as one shared frame, made the
+// first time one is needed, for links, for a stall, and for the frames
+// whose length is not (f set from the start).
+type forward struct {
+	v    *hotpath.View
+	from string
+	size int          // the forwarded frame's length, prefix included; 0: unknown
+	f    *sendq.Frame // the shared frame, once made
+}
+
+// frame returns the shared frame, making it the first time.
+func (fw *forward) frame() *sendq.Frame {
+	if fw.f == nil {
+		fw.f = sendq.NewFrame()
+		fw.f.B, fw.f.TTLOff = hotpath.AppendForward(fw.f.B, fw.v, fw.from, true)
 	}
-	if h.enqueuePaced(c, f, deadline) {
-		return 0, true
+	return fw.f
+}
+
+func (fw *forward) release() {
+	if fw.f != nil {
+		fw.f.Release()
+	}
+}
+
+// enqueueStream queues a stream message for c and returns the bytes it
+// queued. A node's connection takes stream frames freely up to its
+// queue's pace mark (encoded in place there: no shared frame, no copy by
+// its writer), and past it stalls the producer for room below the mark,
+// as nats-server stalls fast producers: a subscriber that is merely
+// slower paces the publisher through TCP instead of losing messages. The
+// stall lasts at least streamStall, and while c's writer makes progress,
+// until it has made none for frozenAfter. A stall that runs out queues the
+// frame in the reserve above the mark (sendq.ReserveShare), which is there
+// for a subscriber that is not scheduled for a while — on two busy cores,
+// often longer than a stall — and drops it only when the reserve is full
+// too. A stall during which c's writer wrote nothing is not tried again
+// until it does, so a subscriber that froze costs its publishers one
+// stall, not one per message (and the healthy subscribers of the same
+// publisher keep their rate and latency) while its reserve fills; and
+// when c's writer has completed nothing for stuckAfter, the frame is
+// dropped at once.
+func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, DropReason, bool) {
+	if c.peer {
+		f := fw.frame()
+		if h.enqueue(c, f, deadline) {
+			return len(f.B), 0, true
+		}
+		h.flush() // before a stall: the other destinations need not wait for this one
+		r, ok := c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
+		return len(f.B), r, ok
+	}
+	if fw.size > 0 {
+		if buf, ok := c.out.ReservePaced(fw.size); ok {
+			var ttlOff int
+			*buf, ttlOff = hotpath.AppendForward(*buf, fw.v, fw.from, true)
+			h.stage(c, ttlOff, deadline)
+			return fw.size, 0, true
+		}
+	} else if h.enqueuePaced(c, fw.f, deadline) {
+		return len(fw.f.B), 0, true
 	}
 	h.flush()
+	f := fw.frame()
 	r, ok, _ := c.stallFor(f, deadline, streamStall, frozenAfter, stuckAfter, true)
 	if ok || r != DropQueueFull {
-		return r, ok
+		return len(f.B), r, ok
 	}
 	if h.enqueue(c, f, deadline) { // the reserve
-		return 0, true
+		return len(f.B), 0, true
 	}
-	return r, false
+	return len(f.B), r, false
 }
 
 // stallFor is one stall of enqueueStream: it waits for room in c's full

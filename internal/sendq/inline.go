@@ -75,6 +75,17 @@ func (q *Queue) Reserve(size int) (*[]byte, bool) {
 	return q.reserveLocked(size), true
 }
 
+// ReservePaced is Reserve below the pace mark (ReserveShare): a broker
+// forwarding a stream frame into a subscriber's queue.
+func (q *Queue) ReservePaced(size int) (*[]byte, bool) {
+	q.mu.Lock()
+	if !q.fitsPacedLocked(size) {
+		q.mu.Unlock()
+		return nil, false
+	}
+	return q.reserveLocked(size), true
+}
+
 // ReserveWait is Reserve waiting for room while the queue is full: the
 // flow control of a producer that must not drop. It returns ctx's error
 // if ctx ends first, ErrClosed if the queue closes; on nil the lock is
@@ -133,8 +144,8 @@ func (q *Queue) CommitThrough(ttlOff int, deadline time.Time) {
 
 // Stage queues the frame appended since Reserve and unlocks the queue
 // without waking the writer: the caller queues more and then calls
-// FlushThrough (which it must), so a batch of replies leaves in one write
-// and wakes nobody.
+// FlushThrough or Flush (which it must), so a batch of replies, or what
+// a broker's reader routed from one read, leaves in one write.
 func (q *Queue) Stage(ttlOff int, deadline time.Time) {
 	q.commitLocked(ttlOff, deadline)
 	q.mu.Unlock()
