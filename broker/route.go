@@ -244,7 +244,7 @@ func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, Dro
 		if h.enqueue(c, f, deadline) {
 			return len(f.B), 0, true
 		}
-		h.flush() // before a stall: the other destinations need not wait for this one
+		h.flush()                                 // before a stall: the other destinations need not wait for this one
 		r, ok := c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
 		return len(f.B), r, ok
 	}
