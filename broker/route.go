@@ -149,16 +149,8 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	if !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
 		return rejectf("not permitted to publish on %s", channel)
 	}
-	fw := forward{v: v, from: c.addr}
-	if c.peer {
-		fw.from = v.Value(wire.HeaderFrom)
-	}
-	if n, ok := hotpath.ForwardLen(v, fw.from, true); ok {
-		if n-hotpath.PrefixLen > wire.MaxMessageBytes {
-			return errStampedTooLarge
-		}
-		fw.size = n
-	} else if fw.f, r = frameFrom(c, v, true); r != nil {
+	fw, r := newForward(c, v, true)
+	if r != nil {
 		return r
 	}
 	defer fw.release()
@@ -194,25 +186,74 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	return nil
 }
 
-// forward is a stream message on its way to its subscribers, with from
-// stamped and a ttl slot: encoded straight into each node's queue when
-// its length is known up front (size), and as one shared frame, made the
+// forward is a message read from a connection on its way to its
+// destinations, with from stamped and, for the kinds that carry a
+// deadline, a ttl slot: encoded straight into each node's queue when its
+// length is known up front (size), and as one shared frame, made the
 // first time one is needed, for links, for a stall, and for the frames
 // whose length is not (f set from the start).
 type forward struct {
 	v    *hotpath.View
 	from string
+	ttl  bool
 	size int          // the forwarded frame's length, prefix included; 0: unknown
 	f    *sendq.Frame // the shared frame, once made
+}
+
+// newForward prepares v, read from c, for forwarding, or refuses a frame
+// that the stamp takes past wire.MaxMessageBytes.
+func newForward(c *conn, v *hotpath.View, withTTL bool) (forward, *refusal) {
+	fw := forward{v: v, from: c.addr, ttl: withTTL}
+	if c.peer {
+		fw.from = v.Value(wire.HeaderFrom)
+	}
+	if n, ok := hotpath.ForwardLen(v, fw.from, withTTL); ok {
+		if n-hotpath.PrefixLen > wire.MaxMessageBytes {
+			return fw, errStampedTooLarge
+		}
+		fw.size = n
+		return fw, nil
+	}
+	var r *refusal
+	fw.f, r = frameFrom(c, v, withTTL)
+	return fw, r
 }
 
 // frame returns the shared frame, making it the first time.
 func (fw *forward) frame() *sendq.Frame {
 	if fw.f == nil {
 		fw.f = sendq.NewFrame()
-		fw.f.B, fw.f.TTLOff = hotpath.AppendForward(fw.f.B, fw.v, fw.from, true)
+		fw.f.B, fw.f.TTLOff = hotpath.AppendForward(fw.f.B, fw.v, fw.from, fw.ttl)
 	}
 	return fw.f
+}
+
+// put queues fw for d within its queue's limits (below its pace mark
+// with paced), in place when d is a node's connection and the length is
+// known, and returns the bytes queued; false when d's queue is full.
+// The wake-up is held when h is not nil.
+func (h *held) put(d *conn, fw *forward, deadline time.Time, paced bool) (int, bool) {
+	if !d.peer && fw.size > 0 {
+		var buf *[]byte
+		var ok bool
+		if paced {
+			buf, ok = d.out.ReservePaced(fw.size)
+		} else {
+			buf, ok = d.out.Reserve(fw.size)
+		}
+		if !ok {
+			return 0, false
+		}
+		var ttlOff int
+		*buf, ttlOff = hotpath.AppendForward(*buf, fw.v, fw.from, fw.ttl)
+		h.stage(d, ttlOff, deadline)
+		return fw.size, true
+	}
+	f := fw.frame()
+	if paced && !d.peer {
+		return len(f.B), h.enqueuePaced(d, f, deadline)
+	}
+	return len(f.B), h.enqueue(d, f, deadline)
 }
 
 func (fw *forward) release() {
@@ -239,27 +280,15 @@ func (fw *forward) release() {
 // when c's writer has completed nothing for stuckAfter, the frame is
 // dropped at once.
 func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, DropReason, bool) {
+	if n, ok := h.put(c, fw, deadline, true); ok {
+		return n, 0, true
+	}
+	h.flush() // before a stall: the other destinations need not wait for this one
+	f := fw.frame()
 	if c.peer {
-		f := fw.frame()
-		if h.enqueue(c, f, deadline) {
-			return len(f.B), 0, true
-		}
-		h.flush()                                 // before a stall: the other destinations need not wait for this one
 		r, ok := c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
 		return len(f.B), r, ok
 	}
-	if fw.size > 0 {
-		if buf, ok := c.out.ReservePaced(fw.size); ok {
-			var ttlOff int
-			*buf, ttlOff = hotpath.AppendForward(*buf, fw.v, fw.from, true)
-			h.stage(c, ttlOff, deadline)
-			return fw.size, 0, true
-		}
-	} else if h.enqueuePaced(c, fw.f, deadline) {
-		return len(fw.f.B), 0, true
-	}
-	h.flush()
-	f := fw.frame()
 	r, ok, _ := c.stallFor(f, deadline, streamStall, frozenAfter, stuckAfter, true)
 	if ok || r != DropQueueFull {
 		return len(f.B), r, ok
@@ -402,22 +431,23 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
-	f, r := frameFrom(c, v, true)
+	fw, r := newForward(c, v, true)
 	if r != nil {
 		return r
 	}
-	defer f.Release()
-	if dest.peer && !b.cl.frameFits(f) {
+	defer fw.release()
+	if dest.peer && !b.cl.frameFits(fw.frame()) {
 		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.nc.MaxPayload())
 	}
 	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp()}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
-	if !h.enqueue(dest, f, deadline) {
+	n, ok := h.put(dest, &fw, deadline, false)
+	if !ok {
 		b.pend.take(dest, s.id, k)
 		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
 	}
-	c.countOut(callMsgKinds[k], len(f.B))
+	c.countOut(callMsgKinds[k], n)
 	return nil
 }
 
@@ -586,31 +616,31 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
 		return
 	}
-	var fixed hotpath.View
 	if !c.peer && !resultAllowed(v) { // a broker's results are its own to give
-		if v = normalizeResult(v, c.addr, &fixed); v == nil {
+		// A View of its own (allocated here, on this rare path: the
+		// forward below keeps it with the frames it may queue).
+		if v = normalizeResult(v, c.addr, new(hotpath.View)); v == nil {
 			// Fail closed: never forward a result the node may not claim.
 			b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
 			return
 		}
 	}
-	f, r := frameFrom(c, v, false)
+	fw, r := newForward(c, v, false)
+	defer fw.release()
 	if r != nil {
 		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
 		return
 	}
-	if cl.origin.peer && !b.cl.frameFits(f) {
-		f.Release()
+	if cl.origin.peer && !b.cl.frameFits(fw.frame()) {
 		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is over the NATS payload limit between brokers"))
 		return
 	}
-	if !h.enqueue(cl.origin, f, time.Time{}) {
+	if n, ok := h.put(cl.origin, &fw, time.Time{}, false); !ok {
 		b.stats.drop(DropAnswerUndeliverable)
 	} else {
-		c.countOut(MsgResponse, len(f.B))
+		c.countOut(MsgResponse, n)
 		b.answered(cl, v)
 	}
-	f.Release()
 }
 
 // resultAllowed reports whether a response may pass with the result it

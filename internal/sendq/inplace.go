@@ -33,6 +33,8 @@ type sink struct {
 	wrote    bool          // a non-blocking write put bytes on the socket
 	err      error         // a write failed: the stream is broken, sticky
 	progress *atomic.Int64 // the queue's lastWrite
+	try      nbWrite       // the write tryWrite is doing
+	tryFn    func(fd uintptr) bool
 }
 
 // maxKeptRest bounds the rest buffer's capacity kept for reuse.
@@ -40,6 +42,7 @@ const maxKeptRest = 64 << 10
 
 func newSink(nc net.Conn, progress *atomic.Int64) *sink {
 	s := &sink{nc: nc, progress: progress}
+	s.tryFn = s.writeNow
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
@@ -101,25 +104,14 @@ func (s *sink) finish() error {
 	return nil
 }
 
-// tryWrite writes what the socket takes of p without waiting.
-func (s *sink) tryWrite(p []byte) (n int, err error) {
-	cerr := s.raw.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			m, e := syscall.Write(int(fd), p[n:])
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-			case e != nil:
-				err = e
-			default:
-				n += m
-				continue
-			}
-			break
-		}
-		return true // done: never wait for the socket to drain
-	})
+// tryWrite writes what the socket takes of p without waiting. The
+// callback RawConn.Write runs is bound once (newSink) and finds p and
+// its results in the sink, so a flush in place allocates nothing.
+func (s *sink) tryWrite(p []byte) (int, error) {
+	s.try = nbWrite{p: p}
+	cerr := s.raw.Write(s.tryFn)
+	n, err := s.try.n, s.try.err
+	s.try = nbWrite{}
 	if errors.Is(cerr, os.ErrDeadlineExceeded) {
 		cerr = nil // nothing written: the writer sets a fresh deadline and writes it
 	}
@@ -127,6 +119,34 @@ func (s *sink) tryWrite(p []byte) (n int, err error) {
 		err = cerr
 	}
 	return n, err
+}
+
+// nbWrite is one non-blocking write's bytes and results.
+type nbWrite struct {
+	p   []byte
+	n   int
+	err error
+}
+
+// writeNow is tryWrite's callback: it writes s.try.p until the socket
+// refuses more.
+func (s *sink) writeNow(fd uintptr) bool {
+	t := &s.try
+	for t.n < len(t.p) {
+		m, e := syscall.Write(int(fd), t.p[t.n:])
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+		case e != nil:
+			t.err = e
+		default:
+			t.n += m
+			continue
+		}
+		break
+	}
+	return true // done: never wait for the socket to drain
 }
 
 // EnqueueFrameHeld queues a shared frame like EnqueueFrame without waking
