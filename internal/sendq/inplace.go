@@ -33,6 +33,7 @@ type sink struct {
 	wrote    bool          // a non-blocking write put bytes on the socket
 	err      error         // a write failed: the stream is broken, sticky
 	progress *atomic.Int64 // the queue's lastWrite
+	writes   int           // blocking writes to the socket so far: the writer's progress within a batch
 	try      nbWrite       // the write tryWrite is doing
 	tryFn    func(fd uintptr) bool
 }
@@ -73,6 +74,7 @@ func (s *sink) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := s.nc.Write(p)
+	s.writes++
 	if err != nil {
 		s.err = err
 	}

@@ -523,14 +523,14 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, count
 	}
 	// The room of what reached the socket is given back as the writer
 	// flushes by itself. An item's cost is "handed" once its bytes went to
-	// w (an in-place frame when its run is written); when w's buffer
-	// shrinks, everything handed before this step has reached the socket,
-	// and when it is empty, this step's too.
+	// w (an in-place frame when its run is written); when a step wrote to
+	// the socket, everything handed before it has reached the socket, and
+	// when w's buffer is empty after it, this step's too.
 	buffered := 0     // cost handed to w, not yet known to be on the socket
 	runCost := 0      // cost of the in-place frames of run, not yet handed
 	var run inlineRun // consecutive in-place frames, written as one slice
 	for i := range batch {
-		before := w.Buffered()
+		writes := q.out.writes
 		handed := 0
 		var err error
 		if it := &batch[i]; it.m == nil && it.f == nil {
@@ -548,8 +548,10 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, count
 			err = q.writeItem(w, it, now)
 			handed, runCost = runCost+it.cost, 0
 		}
-		if w.Buffered() < before {
-			// The writer flushed by itself: progress, even inside a big batch.
+		if q.out.writes != writes {
+			// Bytes reached the socket (w flushed by itself, or wrote a
+			// run of in-place frames straight through): progress, even
+			// inside a big batch.
 			q.lastWrite.Store(time.Now().UnixNano())
 			freed := buffered
 			if buffered = handed; w.Buffered() == 0 {

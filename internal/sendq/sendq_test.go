@@ -353,30 +353,48 @@ func (g *gatedConn) Write(p []byte) (int, error) {
 // TestRoomFreedAsABatchFlushes: a producer waiting for room is let in as
 // soon as the writer has flushed part of its batch, not only once the
 // whole batch is written: a slow reader paces producers by the buffer,
-// never strands them for a whole batch.
+// never strands them for a whole batch. Frames encoded in place (a
+// broker's forwards, a client's Emit), which the writer hands to the
+// socket without its buffer, free their room and count as progress the
+// same way.
 func TestRoomFreedAsABatchFlushes(t *testing.T) {
-	a, _ := pair(t)
-	g := &gatedConn{Conn: a, gate: make(chan struct{})}
-	m := wire.New(wire.TypeStream, "x").WithBody(make([]byte, 1000))
-	size := len(encoded(t, m).B)
-	q := New(g, Limits{MaxMessages: 1000, MaxBytes: 48 * size, WriteTimeout: 10 * time.Second})
-	for range 48 {
-		f := encoded(t, m)
-		if !q.EnqueueFrame(f, time.Time{}) {
-			t.Fatal("refused below the byte limit")
-		}
-		f.Release()
-	}
-	f := encoded(t, m)
-	defer f.Release()
-	if q.EnqueueFrame(f, time.Time{}) {
-		t.Fatal("accepted past the byte limit")
-	}
-	go q.Run()
-	defer func() { close(g.gate); q.Close(nil); <-q.Done() }()
-	// The writer's first flush goes through and its last one is held, so
-	// the batch cannot end while this waits.
-	if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second, false) {
-		t.Fatal("no room given back while the batch's first flush was written")
+	for _, inPlace := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared frames", true: "in place"}[inPlace], func(t *testing.T) {
+			a, _ := pair(t)
+			g := &gatedConn{Conn: a, gate: make(chan struct{})}
+			m := wire.New(wire.TypeStream, "x").WithBody(make([]byte, 1000))
+			size := len(encoded(t, m).B)
+			q := New(g, Limits{MaxMessages: 1000, MaxBytes: 48 * size, WriteTimeout: 10 * time.Second})
+			for range 48 {
+				f := encoded(t, m)
+				if inPlace {
+					b, ok := q.Reserve(len(f.B))
+					if !ok {
+						t.Fatal("refused below the byte limit")
+					}
+					*b = append(*b, f.B...)
+					q.Commit(-1, time.Time{})
+				} else if !q.EnqueueFrame(f, time.Time{}) {
+					t.Fatal("refused below the byte limit")
+				}
+				f.Release()
+			}
+			f := encoded(t, m)
+			defer f.Release()
+			if q.EnqueueFrame(f, time.Time{}) {
+				t.Fatal("accepted past the byte limit")
+			}
+			start := q.LastWrite()
+			go q.Run()
+			defer func() { close(g.gate); q.Close(nil); <-q.Done() }()
+			// The writer's first write goes through and its second one is
+			// held, so the batch cannot end while this waits.
+			if !q.EnqueueFrameWithin(f, time.Time{}, 10*time.Second, false) {
+				t.Fatal("no room given back while the batch's first write was written")
+			}
+			if !q.LastWrite().After(start) {
+				t.Fatal("the batch's first write was not recorded as progress")
+			}
+		})
 	}
 }
