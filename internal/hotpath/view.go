@@ -2,6 +2,8 @@ package hotpath
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 
@@ -104,6 +106,12 @@ func ParseView(frame []byte, v *View) error {
 // frame a client of ours sends). It reports false, leaving v half-filled,
 // for anything else, valid or not: parseViewDecoded then decides, with
 // Decode's exact verdict.
+//
+// Each line is read once: lineEnd finds its newline and tells whether it
+// is all ASCII (then the value is valid UTF-8 without utf8.ValidString),
+// and keyAt recognises a key the View keeps by its first bytes, so only
+// other keys are checked byte by byte. Keys are compared with the
+// previous one only when their first bytes tie.
 func parseViewFast(f []byte, v *View) bool {
 	if len(f) < 7 || string(f[:len(delim)]) != delim {
 		return false
@@ -111,7 +119,7 @@ func parseViewFast(f []byte, v *View) bool {
 	v.fromAt, v.ttlAt = -1, -1
 	prev := ""
 	for pos, count := len(delim), 0; ; {
-		nl := bytes.IndexByte(f[pos:], '\n')
+		nl, ascii := lineEnd(f, pos)
 		if nl < 0 { // the closing line may end the frame
 			if len(f)-pos != 3 || string(f[pos:]) != "---" {
 				return false
@@ -119,20 +127,20 @@ func parseViewFast(f []byte, v *View) bool {
 			v.hdrEnd, v.bodyStart = pos, len(f)
 			break
 		}
-		line := f[pos : pos+nl]
-		if nl == 3 && string(line) == "---" {
-			v.hdrEnd, v.bodyStart = pos, pos+len(delim)
+		line := f[pos:nl]
+		if len(line) == 3 && string(line) == "---" {
+			v.hdrEnd, v.bodyStart = pos, nl+1
 			break
 		}
 		if count++; count > wire.MaxHeaders {
 			return false
 		}
-		i := 0
-		for i < len(line) && line[i] > ' ' && line[i] < 0x7f && line[i] != ':' {
-			i++
-		}
-		if i == 0 || i+1 >= len(line) || line[i] != ':' || line[i+1] != ' ' {
-			return false
+		ki, i := keyAt(f, pos, len(line))
+		if ki < 0 {
+			i = keyLen(line)
+			if i == 0 || i+1 >= len(line) || line[i] != ':' || line[i+1] != ' ' {
+				return false
+			}
 		}
 		k := unsafe.String(&line[0], i) // read-only alias
 		val := ""
@@ -141,28 +149,28 @@ func parseViewFast(f []byte, v *View) bool {
 				return false
 			}
 			val = unsafe.String(&line[i+2], len(line)-i-2)
-			if !utf8.ValidString(val) {
+			if !ascii && !utf8.ValidString(val) {
 				return false
 			}
 		}
-		if k <= prev { // out of order or duplicate
+		if prev != "" && k[0] <= prev[0] && (k[0] < prev[0] || k <= prev) { // out of order or duplicate
 			return false
 		}
 		prev = k
-		end := pos + nl + 1
-		if v.fromAt < 0 && k >= wire.HeaderFrom {
+		end := nl + 1
+		if v.fromAt < 0 && atOrAfter(k, wire.HeaderFrom) {
 			v.fromAt, v.fromEnd = pos, pos
-			if k == wire.HeaderFrom {
+			if ki == kFrom {
 				v.fromEnd = end
 			}
 		}
-		if v.ttlAt < 0 && k >= wire.HeaderTTL {
+		if v.ttlAt < 0 && atOrAfter(k, wire.HeaderTTL) {
 			v.ttlAt, v.ttlEnd = pos, pos
-			if k == wire.HeaderTTL {
+			if ki == kTTL {
 				v.ttlEnd = end
 			}
 		}
-		if ki := knownIndex(k); ki >= 0 {
+		if ki >= 0 {
 			v.known[ki] = val
 			v.has |= 1 << ki
 		}
@@ -177,6 +185,147 @@ func parseViewFast(f []byte, v *View) bool {
 	v.sorted = true
 	return true
 }
+
+// atOrAfter reports k >= key, deciding on the first byte when it can.
+func atOrAfter(k, key string) bool {
+	return k[0] > key[0] || k[0] == key[0] && k >= key
+}
+
+// Words of eight bytes, for lineEnd.
+const (
+	lsbs     = 0x0101010101010101
+	msbs     = 0x8080808080808080
+	newlines = '\n' * lsbs
+)
+
+// lineEnd returns the index of the first newline in f at or after p (-1
+// when there is none) and whether the bytes from p to it are all ASCII. It
+// reads eight bytes at a time: header lines are short, and a call to
+// bytes.IndexByte then utf8.ValidString cost more than the line.
+func lineEnd(f []byte, p int) (int, bool) {
+	var high uint64
+	for ; p+8 <= len(f); p += 8 {
+		w := binary.LittleEndian.Uint64(f[p:])
+		x := w ^ newlines
+		// The lowest bit set marks the first zero byte of x exactly (a
+		// borrow only runs upwards from a zero byte): the first newline.
+		if z := (x - lsbs) &^ x & msbs; z != 0 {
+			n := uint(bits.TrailingZeros64(z)) >> 3
+			high |= w & msbs & (1<<(8*n) - 1)
+			return p + int(n), high == 0
+		}
+		high |= w & msbs
+	}
+	for ; p < len(f); p++ {
+		if f[p] == '\n' {
+			return p, high == 0
+		}
+		high |= uint64(f[p] & 0x80)
+	}
+	return -1, high == 0
+}
+
+// keyByte[c] is whether c may be in a key on the fast path: printable
+// ASCII but the colon (other keys are Decode's to judge).
+var keyByte = func() (t [256]bool) {
+	for c := '!'; c < 0x7f; c++ {
+		t[c] = c != ':'
+	}
+	return t
+}()
+
+// keyLen is the length of line's key on the fast path: the run of keyByte
+// bytes it starts with.
+func keyLen(line []byte) int {
+	i := 0
+	for i < len(line) && keyByte[line[i]] {
+		i++
+	}
+	return i
+}
+
+// keyAt recognises the keys a View keeps by the first eight bytes of the
+// line of n bytes at f[pos:] (the key and its ": ", zero-padded past the
+// line), and returns the key's index and length, or -1 for any other key.
+func keyAt(f []byte, pos, n int) (ki, klen int) {
+	var w uint64
+	if pos+8 <= len(f) {
+		w = binary.LittleEndian.Uint64(f[pos:])
+	} else {
+		for i := len(f) - 1; i >= pos; i-- {
+			w = w<<8 | uint64(f[i])
+		}
+	}
+	if n < 8 {
+		w &= 1<<(8*n) - 1
+	}
+	line := f[pos : pos+n]
+	switch byte(w) {
+	case 'b':
+		if w&mask5 == wBus {
+			return kBus, 3
+		}
+	case 'c':
+		if w == wCommand && len(line) > 8 && line[8] == ' ' {
+			return kCommand, 7
+		}
+	case 'e':
+		if w&mask7 == wError {
+			return kError, 5
+		}
+	case 'f':
+		if w&mask6 == wFrom {
+			return kFrom, 4
+		}
+	case 'i':
+		if w&mask4 == wID {
+			return kID, 2
+		}
+	case 'r':
+		switch {
+		case w&mask4 == wRC:
+			return kRC, 2
+		case w == wResult:
+			return kResult, 6
+		case w == wReplyTo && len(line) > 9 && line[8] == ':' && line[9] == ' ':
+			return kReplyTo, 8
+		}
+	case 't':
+		switch {
+		case w&mask4 == wTo:
+			return kTo, 2
+		case w&mask5 == wTTL:
+			return kTTL, 3
+		case w&mask6 == wType:
+			return kType, 4
+		}
+	}
+	return -1, 0
+}
+
+// Masks of a word's first n bytes, for keyAt.
+const (
+	mask4 = 1<<32 - 1
+	mask5 = 1<<40 - 1
+	mask6 = 1<<48 - 1
+	mask7 = 1<<56 - 1
+)
+
+// The first bytes of the lines keyAt recognises, as little-endian words,
+// zero-padded (TestKeyWords checks them).
+const (
+	wBus     = 0x000000203a737562 // "bus: "
+	wCommand = 0x3a646e616d6d6f63 // "command:"
+	wError   = 0x00203a726f727265 // "error: "
+	wFrom    = 0x0000203a6d6f7266 // "from: "
+	wID      = 0x00000000203a6469 // "id: "
+	wRC      = 0x00000000203a6372 // "rc: "
+	wResult  = 0x203a746c75736572 // "result: "
+	wReplyTo = 0x6f742d796c706572 // "reply-to"
+	wTo      = 0x00000000203a6f74 // "to: "
+	wTTL     = 0x000000203a6c7474 // "ttl: "
+	wType    = 0x0000203a65707974 // "type: "
+)
 
 // parseViewDecoded is ParseView for the frames parseViewFast leaves
 // (unsorted or non-ASCII keys, JSON values, and every invalid frame):

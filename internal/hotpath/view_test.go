@@ -2,6 +2,7 @@ package hotpath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -132,4 +133,26 @@ func FuzzView(f *testing.F) {
 			t.Fatalf("forward: %v", err)
 		}
 	})
+}
+
+// TestKeyWords checks keyAt's constants against the header names.
+func TestKeyWords(t *testing.T) {
+	word := func(s string) uint64 {
+		var b [8]byte
+		copy(b[:], s)
+		return binary.LittleEndian.Uint64(b[:])
+	}
+	for _, c := range []struct {
+		w   uint64
+		key string
+	}{
+		{wBus, wire.HeaderBus + ": "}, {wCommand, wire.HeaderCommand + ":"}, {wError, wire.HeaderError + ": "},
+		{wFrom, wire.HeaderFrom + ": "}, {wID, wire.HeaderID + ": "}, {wRC, wire.HeaderRC + ": "},
+		{wResult, wire.HeaderResult + ": "}, {wReplyTo, wire.HeaderReplyTo}, {wTo, wire.HeaderTo + ": "},
+		{wTTL, wire.HeaderTTL + ": "}, {wType, wire.HeaderType + ": "},
+	} {
+		if c.w != word(c.key) {
+			t.Errorf("%q: %#x, want %#x", c.key, c.w, word(c.key))
+		}
+	}
 }
