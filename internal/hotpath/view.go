@@ -27,8 +27,8 @@ type View struct {
 	frame     []byte // the text form
 	hdrEnd    int    // end of the header block
 	bodyStart int
-	known     [nKnown]string
-	has       uint16 // bit i: known[i] present
+	known     [nKnown + 1]string // known[nKnown] stays empty: Get's slot for other keys
+	has       uint16             // bit i: known[i] present
 
 	// Where AppendForward puts from and ttl, set when the headers arrived
 	// sorted (as every writer sends them): the line of that key, or an
@@ -57,6 +57,9 @@ const (
 
 var knownNames = [nKnown]string{wire.HeaderBus, wire.HeaderCommand, wire.HeaderError, wire.HeaderFrom, wire.HeaderID, wire.HeaderRC, wire.HeaderReplyTo, wire.HeaderResult, wire.HeaderTo, wire.HeaderTTL, wire.HeaderType}
 
+// knownIndex is the index of a header a View keeps, or nKnown for any
+// other key. It and Get are small enough to inline, so that a Get of a
+// constant key folds to a load.
 func knownIndex(k string) int {
 	switch k {
 	case wire.HeaderBus:
@@ -82,7 +85,7 @@ func knownIndex(k string) int {
 	case wire.HeaderType:
 		return kType
 	}
-	return -1
+	return nKnown
 }
 
 // ParseView parses frame (a stream frame's text form, as ReadFrame returns
@@ -107,64 +110,68 @@ func ParseView(frame []byte, v *View) error {
 // for anything else, valid or not: parseViewDecoded then decides, with
 // Decode's exact verdict.
 //
-// Each line is read once: lineEnd finds its newline and tells whether it
-// is all ASCII (then the value is valid UTF-8 without utf8.ValidString),
-// and keyAt recognises a key the View keeps by its first bytes, so only
-// other keys are checked byte by byte. Keys are compared with the
-// previous one only when their first bytes tie.
+// Each byte of the header block is read once: keyAt recognises a key the
+// View keeps, with its ": ", by the line's first word (other keys are
+// checked byte by byte), and lineEnd finds the value's newline and tells
+// whether the value is ASCII (then it is valid UTF-8 without
+// utf8.ValidString). Kept keys are ordered by their index, others by a
+// comparison that the first byte usually decides.
 func parseViewFast(f []byte, v *View) bool {
 	if len(f) < 7 || string(f[:len(delim)]) != delim {
 		return false
 	}
 	v.fromAt, v.ttlAt = -1, -1
-	prev := ""
+	prev, prevKi := "", -1
 	for pos, count := len(delim), 0; ; {
-		nl, ascii := lineEnd(f, pos)
-		if nl < 0 { // the closing line may end the frame
-			if len(f)-pos != 3 || string(f[pos:]) != "---" {
-				return false
-			}
-			v.hdrEnd, v.bodyStart = pos, len(f)
+		if rest := len(f) - pos; rest >= len(delim) && string(f[pos:pos+len(delim)]) == delim {
+			v.hdrEnd, v.bodyStart = pos, pos+len(delim)
 			break
-		}
-		line := f[pos:nl]
-		if len(line) == 3 && string(line) == "---" {
-			v.hdrEnd, v.bodyStart = pos, nl+1
+		} else if rest == 3 && string(f[pos:]) == "---" { // the closing line may end the frame
+			v.hdrEnd, v.bodyStart = pos, len(f)
 			break
 		}
 		if count++; count > wire.MaxHeaders {
 			return false
 		}
-		ki, i := keyAt(f, pos, len(line))
+		ki, klen := keyAt(f, pos)
 		if ki < 0 {
-			i = keyLen(line)
-			if i == 0 || i+1 >= len(line) || line[i] != ':' || line[i+1] != ' ' {
+			klen = keyLen(f[pos:])
+			if klen == 0 || pos+klen+1 >= len(f) || f[pos+klen] != ':' || f[pos+klen+1] != ' ' {
 				return false
 			}
 		}
-		k := unsafe.String(&line[0], i) // read-only alias
+		k := unsafe.String(&f[pos], klen) // read-only alias
+		vs := pos + klen + 2
+		nl, ascii := lineEnd(f, vs)
+		if nl < 0 {
+			return false // no closing line
+		}
 		val := ""
-		if i+2 < len(line) {
-			if c := line[i+2]; c == '[' || c == '{' { // JSON values are checked by the slow path
+		if nl > vs {
+			if c := f[vs]; c == '[' || c == '{' { // JSON values are checked by the slow path
 				return false
 			}
-			val = unsafe.String(&line[i+2], len(line)-i-2)
+			val = unsafe.String(&f[vs], nl-vs)
 			if !ascii && !utf8.ValidString(val) {
 				return false
 			}
 		}
-		if prev != "" && k[0] <= prev[0] && (k[0] < prev[0] || k <= prev) { // out of order or duplicate
+		if ki >= 0 && prevKi >= 0 {
+			if ki <= prevKi {
+				return false
+			}
+		} else if prev != "" && k[0] <= prev[0] && (k[0] < prev[0] || k <= prev) { // out of order or duplicate
 			return false
 		}
-		prev = k
+		prev, prevKi = k, ki
 		end := nl + 1
-		if v.fromAt < 0 && atOrAfter(k, wire.HeaderFrom) {
+		if v.fromAt < 0 && (ki >= kFrom || ki < 0 && atOrAfter(k, wire.HeaderFrom)) {
 			v.fromAt, v.fromEnd = pos, pos
 			if ki == kFrom {
 				v.fromEnd = end
 			}
 		}
-		if v.ttlAt < 0 && atOrAfter(k, wire.HeaderTTL) {
+		if v.ttlAt < 0 && (ki >= kTTL || ki < 0 && atOrAfter(k, wire.HeaderTTL)) {
 			v.ttlAt, v.ttlEnd = pos, pos
 			if ki == kTTL {
 				v.ttlEnd = end
@@ -244,10 +251,11 @@ func keyLen(line []byte) int {
 	return i
 }
 
-// keyAt recognises the keys a View keeps by the first eight bytes of the
-// line of n bytes at f[pos:] (the key and its ": ", zero-padded past the
-// line), and returns the key's index and length, or -1 for any other key.
-func keyAt(f []byte, pos, n int) (ki, klen int) {
+// keyAt recognises the keys a View keeps, with their ": ", by the first
+// eight bytes at f[pos:] (zero-padded past the frame's end), and returns
+// the key's index and length, or -1 for any other key. The bytes it
+// matches hold no newline, so a match lies within the line.
+func keyAt(f []byte, pos int) (ki, klen int) {
 	var w uint64
 	if pos+8 <= len(f) {
 		w = binary.LittleEndian.Uint64(f[pos:])
@@ -256,17 +264,13 @@ func keyAt(f []byte, pos, n int) (ki, klen int) {
 			w = w<<8 | uint64(f[i])
 		}
 	}
-	if n < 8 {
-		w &= 1<<(8*n) - 1
-	}
-	line := f[pos : pos+n]
 	switch byte(w) {
 	case 'b':
 		if w&mask5 == wBus {
 			return kBus, 3
 		}
 	case 'c':
-		if w == wCommand && len(line) > 8 && line[8] == ' ' {
+		if w == wCommand && pos+8 < len(f) && f[pos+8] == ' ' {
 			return kCommand, 7
 		}
 	case 'e':
@@ -287,7 +291,7 @@ func keyAt(f []byte, pos, n int) (ki, klen int) {
 			return kRC, 2
 		case w == wResult:
 			return kResult, 6
-		case w == wReplyTo && len(line) > 9 && line[8] == ':' && line[9] == ' ':
+		case w == wReplyTo && pos+9 < len(f) && f[pos+8] == ':' && f[pos+9] == ' ':
 			return kReplyTo, 8
 		}
 	case 't':
@@ -354,15 +358,11 @@ func parseViewDecoded(frame []byte, v *View) error {
 	return nil
 }
 
-func (v *View) get(i int) (string, bool) { return v.known[i], v.has&(1<<i) != 0 }
-
 // Get returns a header a View keeps (bus, command, error, from, id, rc,
 // reply-to, result, to, ttl, type); other keys report absent.
 func (v *View) Get(key string) (string, bool) {
-	if i := knownIndex(key); i >= 0 {
-		return v.get(i)
-	}
-	return "", false
+	i := knownIndex(key)
+	return v.known[i], v.has&(1<<i) != 0
 }
 
 // Value is Get without the presence flag.

@@ -100,6 +100,18 @@ func FuzzView(f *testing.F) {
 	f.Add([]byte("---\na:b: c\nz: {\"j\": 1}\n---"))
 	f.Add([]byte("---\n---"))
 	f.Add([]byte("---\nk\u00e9y: v\n---\n"))
+	// The fast path's edges: kept keys recognised by their first word
+	// (and near misses of them), lines shorter than a word at the frame's
+	// end, newlines and non-ASCII bytes at each place in a word.
+	f.Add([]byte("---\nbus: 1\ncommand: c\nerror: e\nfrom: f\nid: i\nrc: 0\nreply-to: r\nresult: OK\nto: t\nttl: 5\ntype: event\n---\n"))
+	f.Add([]byte("---\ncommand:x\ncommandx: 1\nids: 2\nreply-to:x\nreply-too: 3\nresult:x\nttl:x\n---\n"))
+	f.Add([]byte("---\nid: \nto: \n---"))
+	f.Add([]byte("---\nab\n---"))
+	f.Add([]byte("---\nid: 1234567\xc3\xa9\n---\n\xff"))
+	f.Add([]byte("---\ntype: str\xffam\n---\n"))
+	f.Add([]byte("---\nid: 1\nid: 1\n---\n"))
+	f.Add([]byte("---\nto: a\nbus: 1\n---\n"))
+	f.Add([]byte("---\nfrom: a\nfroma: b\nttl: 1\nttla: 2\n---\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var v View
 		verr := ParseView(text, &v)
