@@ -211,23 +211,25 @@ const (
 // bytes.IndexByte then utf8.ValidString cost more than the line.
 func lineEnd(f []byte, p int) (int, bool) {
 	var high uint64
-	for ; p+8 <= len(f); p += 8 {
-		w := binary.LittleEndian.Uint64(f[p:])
+	b := f[p:]
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
 		x := w ^ newlines
 		// The lowest bit set marks the first zero byte of x exactly (a
 		// borrow only runs upwards from a zero byte): the first newline.
 		if z := (x - lsbs) &^ x & msbs; z != 0 {
 			n := uint(bits.TrailingZeros64(z)) >> 3
 			high |= w & msbs & (1<<(8*n) - 1)
-			return p + int(n), high == 0
+			return len(f) - len(b) + int(n), high == 0
 		}
 		high |= w & msbs
+		b = b[8:]
 	}
-	for ; p < len(f); p++ {
-		if f[p] == '\n' {
-			return p, high == 0
+	for i, c := range b {
+		if c == '\n' {
+			return len(f) - len(b) + i, high == 0
 		}
-		high |= uint64(f[p] & 0x80)
+		high |= uint64(c & 0x80)
 	}
 	return -1, high == 0
 }

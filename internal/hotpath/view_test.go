@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,7 @@ func TestViewMatchesDecode(t *testing.T) {
 		"---\ntype: request\nid: 2\ncommand: c\n---\n", // unsorted
 		"---\ntype: request\nid: 2\ncommand: c\n---",   // unsorted, no final newline
 		"---\nargs: {\"a\":1}\nrc: 10\nerror: no\nresult: HANDLER_FAILED\nreply-to: 9\n---\n",
+		"---\na: 1\nbus: 1\ncommand: c\nerror: e\nfrom: f\nid: i\nrc: 0\nreply-to: r\nresult: OK\nto: t\nttl: 5\ntype: event\nx-trace: t\n---\n",
 		"---\nz: 1\na: 2\n---\nbody\n---\nmore", // unsorted, a delimiter in the body
 		"---\na: 1\nb: 2\na: 3\n---\n",          // duplicate, unsorted
 		"---\na: 1\na: 2\n---\n",                // duplicate, sorted
@@ -64,6 +66,11 @@ func TestViewMatchesDecode(t *testing.T) {
 			mv, mok := m.Get(k)
 			if vv != mv || vok != mok {
 				t.Fatalf("%q: %s = %q,%v vs %q,%v", f, k, vv, vok, mv, mok)
+			}
+		}
+		for k := range m.Headers() { // keys a View does not keep read as absent
+			if s, ok := v.Get(k); !slices.Contains(knownNames[:], k) && (ok || s != "") {
+				t.Fatalf("%q: Get(%q) = %q, %v", f, k, s, ok)
 			}
 		}
 		if !bytes.Equal(v.Body(), m.Body()) || v.IsHeartbeat() != m.IsHeartbeat() {
