@@ -123,17 +123,18 @@ func parseViewFast(f []byte, v *View) bool {
 	v.fromAt, v.ttlAt = -1, -1
 	prev, prevKi := "", -1
 	for pos, count := len(delim), 0; ; {
-		if rest := len(f) - pos; rest >= len(delim) && string(f[pos:pos+len(delim)]) == delim {
+		w := wordAt(f, pos)
+		if uint32(w) == wDelim && len(f)-pos >= len(delim) {
 			v.hdrEnd, v.bodyStart = pos, pos+len(delim)
 			break
-		} else if rest == 3 && string(f[pos:]) == "---" { // the closing line may end the frame
+		} else if w == wDelim&mask3 && len(f)-pos == 3 { // the closing line may end the frame
 			v.hdrEnd, v.bodyStart = pos, len(f)
 			break
 		}
 		if count++; count > wire.MaxHeaders {
 			return false
 		}
-		ki, klen := keyAt(f, pos)
+		ki, klen := keyAt(w, f, pos)
 		if ki < 0 {
 			klen = keyLen(f[pos:])
 			if klen == 0 || pos+klen+1 >= len(f) || f[pos+klen] != ':' || f[pos+klen+1] != ' ' {
@@ -253,19 +254,24 @@ func keyLen(line []byte) int {
 	return i
 }
 
-// keyAt recognises the keys a View keeps, with their ": ", by the first
-// eight bytes at f[pos:] (zero-padded past the frame's end), and returns
-// the key's index and length, or -1 for any other key. The bytes it
-// matches hold no newline, so a match lies within the line.
-func keyAt(f []byte, pos int) (ki, klen int) {
-	var w uint64
+// wordAt is the eight bytes at f[pos:] as a little-endian word,
+// zero-padded past the frame's end.
+func wordAt(f []byte, pos int) uint64 {
 	if pos+8 <= len(f) {
-		w = binary.LittleEndian.Uint64(f[pos:])
-	} else {
-		for i := len(f) - 1; i >= pos; i-- {
-			w = w<<8 | uint64(f[i])
-		}
+		return binary.LittleEndian.Uint64(f[pos:])
 	}
+	var w uint64
+	for i := len(f) - 1; i >= pos; i-- {
+		w = w<<8 | uint64(f[i])
+	}
+	return w
+}
+
+// keyAt recognises the keys a View keeps, with their ": ", by w, the first
+// eight bytes at f[pos:] (wordAt), and returns the key's index and length,
+// or -1 for any other key. The bytes it matches hold no newline, so a
+// match lies within the line.
+func keyAt(w uint64, f []byte, pos int) (ki, klen int) {
 	switch byte(w) {
 	case 'b':
 		if w&mask5 == wBus {
@@ -311,6 +317,7 @@ func keyAt(f []byte, pos int) (ki, klen int) {
 
 // Masks of a word's first n bytes, for keyAt.
 const (
+	mask3 = 1<<24 - 1
 	mask4 = 1<<32 - 1
 	mask5 = 1<<40 - 1
 	mask6 = 1<<48 - 1
@@ -320,6 +327,7 @@ const (
 // The first bytes of the lines keyAt recognises, as little-endian words,
 // zero-padded (TestKeyWords checks them).
 const (
+	wDelim   = 0x0a2d2d2d         // "---\n"
 	wBus     = 0x000000203a737562 // "bus: "
 	wCommand = 0x3a646e616d6d6f63 // "command:"
 	wError   = 0x00203a726f727265 // "error: "

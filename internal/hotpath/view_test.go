@@ -168,7 +168,7 @@ func TestKeyWords(t *testing.T) {
 		{wBus, wire.HeaderBus + ": "}, {wCommand, wire.HeaderCommand + ":"}, {wError, wire.HeaderError + ": "},
 		{wFrom, wire.HeaderFrom + ": "}, {wID, wire.HeaderID + ": "}, {wRC, wire.HeaderRC + ": "},
 		{wResult, wire.HeaderResult + ": "}, {wReplyTo, wire.HeaderReplyTo}, {wTo, wire.HeaderTo + ": "},
-		{wTTL, wire.HeaderTTL + ": "}, {wType, wire.HeaderType + ": "},
+		{wTTL, wire.HeaderTTL + ": "}, {wType, wire.HeaderType + ": "}, {wDelim, delim},
 	} {
 		if c.w != word(c.key) {
 			t.Errorf("%q: %#x, want %#x", c.key, c.w, word(c.key))
