@@ -315,7 +315,7 @@ func keyAt(w uint64, f []byte, pos int) (ki, klen int) {
 	return -1, 0
 }
 
-// Masks of a word's first n bytes, for keyAt.
+// Masks of a word's first n bytes, for keyAt and the closing line.
 const (
 	mask3 = 1<<24 - 1
 	mask4 = 1<<32 - 1
