@@ -52,25 +52,34 @@ func (m *Message) copyForReceiver() *Message {
 // the read buffer): the strings and the payload share one buffer, which
 // nothing ever writes to again, allocated with the Message itself when
 // they are small (the common case: one allocation per message, not two).
+// The fields are set one by one: a struct literal assigned to the new
+// Message is built aside and copied with a write barrier for the whole.
 func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
 	id, channel, from := v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom)
 	to, replyTo, body := v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo), v.Body()
 	m, buf := allocMessage(len(id) + len(channel) + len(from) + len(to) + len(replyTo) + len(body))
-	keep := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		start := len(buf)
-		buf = append(buf, s...)
-		return unsafe.String(&buf[start], len(s))
-	}
-	*m = Message{id: keep(id), channel: keep(channel), from: keep(from), to: keep(to), replyTo: keep(replyTo), kind: kind, deadline: deadline}
+	m.kind, m.deadline = kind, deadline
+	buf, m.id = keep(buf, id)
+	buf, m.channel = keep(buf, channel)
+	buf, m.from = keep(buf, from)
+	buf, m.to = keep(buf, to)
+	buf, m.replyTo = keep(buf, replyTo)
 	if len(body) > 0 {
 		start := len(buf)
 		buf = append(buf, body...)
 		m.payload = buf[start:len(buf):len(buf)]
 	}
 	return m
+}
+
+// keep appends s to buf, which has room for it, and returns s's copy there.
+func keep(buf []byte, s string) ([]byte, string) {
+	if s == "" {
+		return buf, ""
+	}
+	start := len(buf)
+	buf = append(buf, s...)
+	return buf, unsafe.String(&buf[start], len(s))
 }
 
 // Messages with their data in the same allocation, by size: each struct

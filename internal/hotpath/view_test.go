@@ -2,8 +2,10 @@ package hotpath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +39,7 @@ func TestViewMatchesDecode(t *testing.T) {
 		"---\ntype: request\nid: 2\ncommand: c\n---\n", // unsorted
 		"---\ntype: request\nid: 2\ncommand: c\n---",   // unsorted, no final newline
 		"---\nargs: {\"a\":1}\nrc: 10\nerror: no\nresult: HANDLER_FAILED\nreply-to: 9\n---\n",
+		"---\na: 1\nbus: 1\ncommand: c\nerror: e\nfrom: f\nid: i\nrc: 0\nreply-to: r\nresult: OK\nto: t\nttl: 5\ntype: event\nx-trace: t\n---\n",
 		"---\nz: 1\na: 2\n---\nbody\n---\nmore", // unsorted, a delimiter in the body
 		"---\na: 1\nb: 2\na: 3\n---\n",          // duplicate, unsorted
 		"---\na: 1\na: 2\n---\n",                // duplicate, sorted
@@ -63,6 +66,11 @@ func TestViewMatchesDecode(t *testing.T) {
 			mv, mok := m.Get(k)
 			if vv != mv || vok != mok {
 				t.Fatalf("%q: %s = %q,%v vs %q,%v", f, k, vv, vok, mv, mok)
+			}
+		}
+		for k := range m.Headers() { // keys a View does not keep read as absent
+			if s, ok := v.Get(k); !slices.Contains(knownNames[:], k) && (ok || s != "") {
+				t.Fatalf("%q: Get(%q) = %q, %v", f, k, s, ok)
 			}
 		}
 		if !bytes.Equal(v.Body(), m.Body()) || v.IsHeartbeat() != m.IsHeartbeat() {
@@ -99,6 +107,18 @@ func FuzzView(f *testing.F) {
 	f.Add([]byte("---\na:b: c\nz: {\"j\": 1}\n---"))
 	f.Add([]byte("---\n---"))
 	f.Add([]byte("---\nk\u00e9y: v\n---\n"))
+	// The fast path's edges: kept keys recognised by their first word
+	// (and near misses of them), lines shorter than a word at the frame's
+	// end, newlines and non-ASCII bytes at each place in a word.
+	f.Add([]byte("---\nbus: 1\ncommand: c\nerror: e\nfrom: f\nid: i\nrc: 0\nreply-to: r\nresult: OK\nto: t\nttl: 5\ntype: event\n---\n"))
+	f.Add([]byte("---\ncommand:x\ncommandx: 1\nids: 2\nreply-to:x\nreply-too: 3\nresult:x\nttl:x\n---\n"))
+	f.Add([]byte("---\nid: \nto: \n---"))
+	f.Add([]byte("---\nab\n---"))
+	f.Add([]byte("---\nid: 1234567\xc3\xa9\n---\n\xff"))
+	f.Add([]byte("---\ntype: str\xffam\n---\n"))
+	f.Add([]byte("---\nid: 1\nid: 1\n---\n"))
+	f.Add([]byte("---\nto: a\nbus: 1\n---\n"))
+	f.Add([]byte("---\nfrom: a\nfroma: b\nttl: 1\nttla: 2\n---\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var v View
 		verr := ParseView(text, &v)
@@ -132,4 +152,26 @@ func FuzzView(f *testing.F) {
 			t.Fatalf("forward: %v", err)
 		}
 	})
+}
+
+// TestKeyWords checks keyAt's constants against the header names.
+func TestKeyWords(t *testing.T) {
+	word := func(s string) uint64 {
+		var b [8]byte
+		copy(b[:], s)
+		return binary.LittleEndian.Uint64(b[:])
+	}
+	for _, c := range []struct {
+		w   uint64
+		key string
+	}{
+		{wBus, wire.HeaderBus + ": "}, {wCommand, wire.HeaderCommand + ":"}, {wError, wire.HeaderError + ": "},
+		{wFrom, wire.HeaderFrom + ": "}, {wID, wire.HeaderID + ": "}, {wRC, wire.HeaderRC + ": "},
+		{wResult, wire.HeaderResult + ": "}, {wReplyTo, wire.HeaderReplyTo}, {wTo, wire.HeaderTo + ": "},
+		{wTTL, wire.HeaderTTL + ": "}, {wType, wire.HeaderType + ": "}, {wDelim, delim},
+	} {
+		if c.w != word(c.key) {
+			t.Errorf("%q: %#x, want %#x", c.key, c.w, word(c.key))
+		}
+	}
 }
