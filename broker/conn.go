@@ -245,8 +245,9 @@ var allowSeed = maphash.MakeSeed()
 // held wakes each writer at once, for callers that route frames one by one
 // (a link to another broker, tests). Owned by one reader goroutine.
 type held struct {
-	dests []*conn
-	seen  map[*conn]struct{} // dests as a set, once there are more than heldScan
+	dests   []*conn
+	seen    map[*conn]struct{} // dests as a set, once there are more than heldScan
+	flushes int                // flushes that had something to hand on: a read's batch should cost one
 }
 
 // heldScan is how many destinations a held batch finds by scanning before
@@ -311,9 +312,10 @@ func (h *held) add(d *conn) {
 
 // flush hands every held destination what was queued for it.
 func (h *held) flush() {
-	if h == nil {
+	if h == nil || len(h.dests) == 0 {
 		return
 	}
+	h.flushes++
 	for i, d := range h.dests {
 		d.out.Flush()
 		h.dests[i] = nil

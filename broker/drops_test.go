@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,12 +71,13 @@ func TestDropsAreCountedByReason(t *testing.T) {
 // sub subscribed to "ch" and reading nothing more from here on. Its queue
 // holds two messages (no reserve: sendq.ReserveShare).
 func pubAndSub(t *testing.T) *Broker {
-	b, _ := pubAndSubQueue(t, 2)
+	b, _, _ := pubAndSubQueue(t, 2)
 	return b
 }
 
-// pubAndSubQueue is pubAndSub with queues of maxQueue messages, and sub.
-func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode) {
+// pubAndSubQueue is pubAndSub with queues of maxQueue messages, and sub,
+// and the principal's secret for more nodes.
+func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode, string) {
 	t.Helper()
 	b, secret := newTestBroker(t, Options{MaxQueueMessages: maxQueue, HeartbeatInterval: time.Hour, LeaseTimeout: 2 * time.Hour})
 	pub := join(t, b, secret, "pub")
@@ -92,7 +94,7 @@ func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode) {
 		t.Fatalf("subscribe: %v %v", err, m)
 	}
 	synctest.Wait()
-	return b, sub
+	return b, sub, secret
 }
 
 func checkDrops(t *testing.T, b *Broker, want [numDropReasons]int64) {
@@ -202,7 +204,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // by a third and raised its p99 6 to 8 times.)
 func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := pubAndSubQueue(t, 8) // a pace mark of 6 messages, a reserve of 2
+		b, _, _ := pubAndSubQueue(t, 8) // a pace mark of 6 messages, a reserve of 2
 		pc := b.dir.lookup("pub")
 		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
@@ -227,12 +229,60 @@ func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	})
 }
 
+// A subscriber taken for frozen costs the reader one check per message
+// for it: the frames the reader holds for the other subscribers still
+// leave once per read, not once per message (a flush per message for a
+// frozen subscriber made every healthy one a write per message and cut
+// their rate by two thirds over TCP).
+func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _, secret := pubAndSubQueue(t, 8)
+		pc := b.dir.lookup("pub")
+		ok := join(t, b, secret, "ok")
+		t.Cleanup(func() { _ = ok.nc.Close() })
+		ok.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
+		if m, err := ok.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
+			t.Fatalf("subscribe: %v %v", err, m)
+		}
+		go func() { // ok reads everything
+			for {
+				if _, err := ok.r.ReadMessage(); err != nil {
+					return
+				}
+			}
+		}()
+		var v hotpath.View
+		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+		b.dispatch(pc, stream, &v)
+		synctest.Wait()           // sub's writer took it, and blocks
+		for range 6 + 2 + 1 { // to the mark, the reserve (the first after a stall), a drop
+			b.dispatch(pc, stream, &v)
+			synctest.Wait()
+		}
+		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 1 {
+			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 1", s.StreamStalls, s.Drops[DropQueueFull])
+		}
+		oc := b.dir.lookup("ok")
+		var h held
+		for range 5 {
+			b.dispatchHeld(pc, stream, &v, &h)
+		}
+		if !slices.Contains(h.dests, oc) || h.flushes != 0 {
+			t.Fatalf("the messages for the frozen subscriber flushed what the reader held for the others %d times", h.flushes)
+		}
+		h.flush()
+		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 6 {
+			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 6", s.StreamStalls, s.Drops[DropQueueFull])
+		}
+	})
+}
+
 // A subscriber that stops reading for less than frozenAfter (a process
 // not scheduled for a while on a busy machine) loses nothing: its
 // publisher waits for it, past the pace mark, then goes on.
 func TestPausedSubscriberLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, sub := pubAndSubQueue(t, 8)
+		b, sub, _ := pubAndSubQueue(t, 8)
 		pc := b.dir.lookup("pub")
 		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()

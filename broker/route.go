@@ -283,28 +283,32 @@ func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, Dro
 	if n, ok := h.put(c, fw, deadline, true); ok {
 		return n, 0, true
 	}
-	h.flush() // before a stall: the other destinations need not wait for this one
-	f := fw.frame()
 	if c.peer {
-		r, ok := c.enqueueLinkStream(f, deadline) // paced by credit (cluster_credit.go)
+		f := fw.frame()
+		r, ok := c.enqueueLinkStream(f, deadline, h) // paced by credit (cluster_credit.go)
 		return len(f.B), r, ok
 	}
-	r, ok, _ := c.stallFor(f, deadline, streamStall, frozenAfter, stuckAfter, true)
+	r, ok, _ := c.stallFor(fw.frame, deadline, streamStall, frozenAfter, stuckAfter, true, h)
 	if ok || r != DropQueueFull {
-		return len(f.B), r, ok
+		return fw.size, r, ok
 	}
-	if h.enqueue(c, f, deadline) { // the reserve
-		return len(f.B), 0, true
+	if n, ok := h.put(c, fw, deadline, false); ok { // the reserve
+		return n, 0, true
 	}
-	return len(f.B), r, false
+	return fw.size, r, false
 }
 
 // stallFor is one stall of enqueueStream: it waits for room in c's full
 // queue (below its pace mark, with paced) until c's writer has made no
 // progress for frozen (at least minStall), unless it made none for stuck
-// or since the last stall ran out. progressed reports a writer that
-// wrote during a stall that still found no room.
-func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, minStall, frozen, stuck time.Duration, paced bool) (r DropReason, ok, progressed bool) {
+// or since the last stall ran out. Only a stall that waits flushes what h
+// holds for the other destinations first (they need not wait for this
+// one) and makes the shared frame it queues: a subscriber that is not
+// waited for costs each message one check, so a frozen one does not turn
+// the reader's batches into a write per message to the others.
+// progressed reports a writer that wrote during a stall that still found
+// no room.
+func (c *conn) stallFor(frame func() *sendq.Frame, deadline time.Time, minStall, frozen, stuck time.Duration, paced bool, h *held) (r DropReason, ok, progressed bool) {
 	last := c.out.LastWrite()
 	idle := time.Since(last)
 	switch {
@@ -313,8 +317,9 @@ func (c *conn) stallFor(f *sendq.Frame, deadline time.Time, minStall, frozen, st
 	case c.stallFailed.Load() == last.UnixNano():
 		return DropQueueFull, false, false // no progress since the last stall ran out
 	}
+	h.flush()
 	c.b.stats.streamStalls.Add(1)
-	if c.out.EnqueueFrameWithin(f, deadline, max(minStall, frozen-idle), paced) {
+	if c.out.EnqueueFrameWithin(frame(), deadline, max(minStall, frozen-idle), paced) {
 		return 0, true, true
 	}
 	if c.out.LastWrite().Equal(last) {
