@@ -254,7 +254,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 		var v hotpath.View
 		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
 		b.dispatch(pc, stream, &v)
-		synctest.Wait()           // sub's writer took it, and blocks
+		synctest.Wait()       // sub's writer took it, and blocks
 		for range 6 + 2 + 1 { // to the mark, the reserve (the first after a stall), a drop
 			b.dispatch(pc, stream, &v)
 			synctest.Wait()
