@@ -254,39 +254,36 @@ type held struct {
 // it keeps a set.
 const heldScan = 8
 
-// enqueue queues f for d, holding the wake-up when h is not nil.
-func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time) bool {
-	if h == nil {
-		return d.out.EnqueueFrame(f, deadline)
+// enqueue queues f for d (below d's pace mark with paced:
+// sendq.ReserveShare), holding the wake-up when h is not nil.
+func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time, paced bool) bool {
+	var ok bool
+	if paced {
+		ok = d.out.EnqueuePacedHeld(f, deadline)
+	} else {
+		ok = d.out.EnqueueFrameHeld(f, deadline)
 	}
-	if !d.out.EnqueueFrameHeld(f, deadline) {
-		return false
+	if ok {
+		h.hold(d)
 	}
-	h.add(d)
-	return true
+	return ok
 }
 
 // stage queues the frame appended to d's queue since a Reserve (which
 // locked it), holding the wake-up when h is not nil.
 func (h *held) stage(d *conn, ttlOff int, deadline time.Time) {
-	if h == nil {
-		d.out.Commit(ttlOff, deadline)
-		return
-	}
 	d.out.Stage(ttlOff, deadline)
-	h.add(d)
+	h.hold(d)
 }
 
-// enqueuePaced is enqueue below d's pace mark (sendq.ReserveShare).
-func (h *held) enqueuePaced(d *conn, f *sendq.Frame, deadline time.Time) bool {
+// hold notes that d has frames to hand on at the next flush, or wakes
+// its writer at once when h is nil.
+func (h *held) hold(d *conn) {
 	if h == nil {
-		return d.out.EnqueuePaced(f, deadline)
-	}
-	if !d.out.EnqueuePacedHeld(f, deadline) {
-		return false
+		d.out.Wake()
+		return
 	}
 	h.add(d)
-	return true
 }
 
 func (h *held) add(d *conn) {

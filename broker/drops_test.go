@@ -89,12 +89,26 @@ func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode, string) {
 			t.Error(err)
 		}
 	})
-	sub.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
-	if m, err := sub.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
-		t.Fatalf("subscribe: %v %v", err, m)
-	}
+	subscribeRaw(t, sub, "ch")
 	synctest.Wait()
 	return b, sub, secret
+}
+
+// subscribeRaw subscribes n to channel.
+func subscribeRaw(t *testing.T, n *rawNode, channel string) {
+	t.Helper()
+	n.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte(channel)))
+	if m, err := n.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
+		t.Fatalf("subscribe: %v %v", err, m)
+	}
+}
+
+// wantStalls checks the stream stalls and queue_full drops so far.
+func wantStalls(t *testing.T, b *Broker, stalls, queueFull int64) {
+	t.Helper()
+	if s := b.Stats(); s.StreamStalls != stalls || s.Drops[DropQueueFull] != queueFull {
+		t.Fatalf("%d stalls, %d queue_full drops; want %d and %d", s.StreamStalls, s.Drops[DropQueueFull], stalls, queueFull)
+	}
 }
 
 func checkDrops(t *testing.T, b *Broker, want [numDropReasons]int64) {
@@ -223,9 +237,7 @@ func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 		if held := time.Since(start); held != frozenAfter {
 			t.Fatalf("twelve messages for a frozen subscriber held the publisher %v, want one stall of %v", held, frozenAfter)
 		}
-		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 10 {
-			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 10 (2 in the reserve)", s.StreamStalls, s.Drops[DropQueueFull])
-		}
+		wantStalls(t, b, 1, 10) // and 2 in the reserve
 	})
 }
 
@@ -240,10 +252,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 		pc := b.dir.lookup("pub")
 		ok := join(t, b, secret, "ok")
 		t.Cleanup(func() { _ = ok.nc.Close() })
-		ok.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("ch")))
-		if m, err := ok.r.ReadMessage(); err != nil || m.Value(wire.HeaderRC) != "0" {
-			t.Fatalf("subscribe: %v %v", err, m)
-		}
+		subscribeRaw(t, ok, "ch")
 		go func() { // ok reads everything
 			for {
 				if _, err := ok.r.ReadMessage(); err != nil {
@@ -259,9 +268,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 			b.dispatch(pc, stream, &v)
 			synctest.Wait()
 		}
-		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 1 {
-			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 1", s.StreamStalls, s.Drops[DropQueueFull])
-		}
+		wantStalls(t, b, 1, 1)
 		oc := b.dir.lookup("ok")
 		var h held
 		for range 5 {
@@ -271,9 +278,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 			t.Fatalf("the messages for the frozen subscriber flushed what the reader held for the others %d times", h.flushes)
 		}
 		h.flush()
-		if s := b.Stats(); s.StreamStalls != 1 || s.Drops[DropQueueFull] != 6 {
-			t.Fatalf("%d stalls, %d queue_full drops; want 1 and 6", s.StreamStalls, s.Drops[DropQueueFull])
-		}
+		wantStalls(t, b, 1, 6)
 	})
 }
 

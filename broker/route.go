@@ -250,10 +250,7 @@ func (h *held) put(d *conn, fw *forward, deadline time.Time, paced bool) (int, b
 		return fw.size, true
 	}
 	f := fw.frame()
-	if paced && !d.peer {
-		return len(f.B), h.enqueuePaced(d, f, deadline)
-	}
-	return len(f.B), h.enqueue(d, f, deadline)
+	return len(f.B), h.enqueue(d, f, deadline, paced && !d.peer)
 }
 
 func (fw *forward) release() {

@@ -66,20 +66,15 @@ type span struct {
 // exactly one frame and calls Commit, CommitThrough or Stage, which unlock it.
 // It reports false, holding nothing, when the queue is closing or full
 // (the bounds as for Enqueue, size counted against MaxBytes).
-func (q *Queue) Reserve(size int) (*[]byte, bool) {
-	q.mu.Lock()
-	if !q.fitsLocked(size) {
-		q.mu.Unlock()
-		return nil, false
-	}
-	return q.reserveLocked(size), true
-}
+func (q *Queue) Reserve(size int) (*[]byte, bool) { return q.reserve(size, false) }
 
 // ReservePaced is Reserve below the pace mark (ReserveShare): a broker
 // forwarding a stream frame into a subscriber's queue.
-func (q *Queue) ReservePaced(size int) (*[]byte, bool) {
+func (q *Queue) ReservePaced(size int) (*[]byte, bool) { return q.reserve(size, true) }
+
+func (q *Queue) reserve(size int, paced bool) (*[]byte, bool) {
 	q.mu.Lock()
-	if !q.fitsPacedLocked(size) {
+	if !q.fitsAsLocked(size, paced) {
 		q.mu.Unlock()
 		return nil, false
 	}

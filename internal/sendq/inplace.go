@@ -170,14 +170,9 @@ func (q *Queue) EnqueuePacedHeld(f *Frame, deadline time.Time) bool {
 	return ok
 }
 
-// EnqueuePaced is EnqueuePacedHeld waking the writer.
-func (q *Queue) EnqueuePaced(f *Frame, deadline time.Time) bool {
-	ok := q.EnqueuePacedHeld(f, deadline)
-	if ok {
-		q.signal()
-	}
-	return ok
-}
+// Wake wakes the writer for what was queued with EnqueueFrameHeld,
+// EnqueuePacedHeld or Stage, when no Flush will follow.
+func (q *Queue) Wake() { q.signal() }
 
 // Flush sends what is queued. When the writer is idle and the connection
 // has a descriptor, it writes from the caller's goroutine without

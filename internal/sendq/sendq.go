@@ -165,8 +165,17 @@ func (q *Queue) fitsLocked(size int) bool {
 // requests, replies) is bounded by the limits themselves.
 const ReserveShare = 4
 
+// fitsAsLocked is fitsPacedLocked for a paced frame, else fitsLocked.
+func (q *Queue) fitsAsLocked(size int, paced bool) bool {
+	if paced {
+		return q.fitsPacedLocked(size)
+	}
+	return q.fitsLocked(size)
+}
+
 // fitsPacedLocked is fitsLocked at the pace mark: the limits less their
-// reserve (none for limits under ReserveShare).
+// reserve (none for limits under ReserveShare), which are never above
+// the limits themselves.
 func (q *Queue) fitsPacedLocked(size int) bool {
 	used := q.bytes + q.writing
 	maxMsgs := q.limits.MaxMessages - q.limits.MaxMessages/ReserveShare
@@ -308,7 +317,7 @@ func (q *Queue) EnqueueFrame(f *Frame, deadline time.Time) bool {
 // addFrameLocked queues f if it fits the limits, or with paced the pace
 // mark.
 func (q *Queue) addFrameLocked(f *Frame, deadline time.Time, paced bool) bool {
-	if fits := q.fitsLocked(len(f.B)); !fits || paced && !q.fitsPacedLocked(len(f.B)) {
+	if !q.fitsAsLocked(len(f.B), paced) {
 		return false
 	}
 	f.refs.Add(1)
