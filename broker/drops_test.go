@@ -241,6 +241,30 @@ func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	})
 }
 
+// A stall lasts until the writer has been idle for frozenAfter, and never
+// less than streamStall: a queue that reached its pace mark long after
+// its writer last wrote (but before stuckAfter) still gets that much.
+func TestStallLastsAtLeastStreamStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _, _ := pubAndSubQueue(t, 8)
+		pc := b.dir.lookup("pub")
+		var v hotpath.View
+		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+		b.dispatch(pc, stream, &v)
+		synctest.Wait() // the writer took it, and blocks
+		for range 6 {
+			b.dispatch(pc, stream, &v)
+		}
+		time.Sleep(frozenAfter + streamStall) // idle for longer than frozenAfter, not yet stuck
+		start := time.Now()
+		b.dispatch(pc, stream, &v)
+		if held := time.Since(start); held != streamStall {
+			t.Fatalf("a stall for a writer idle past frozenAfter held the publisher %v, want %v", held, streamStall)
+		}
+		wantStalls(t, b, 1, 0) // into the reserve
+	})
+}
+
 // A subscriber taken for frozen costs the reader one check per message
 // for it: the frames the reader holds for the other subscribers still
 // leave once per read, not once per message (a flush per message for a
