@@ -286,13 +286,15 @@ func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, Dro
 		return len(f.B), r, ok
 	}
 	r, ok, _ := c.stallFor(fw.frame, deadline, streamStall, frozenAfter, stuckAfter, true, h)
-	if ok || r != DropQueueFull {
-		return fw.size, r, ok
+	if ok {
+		return len(fw.f.B), 0, true // the stall queued the shared frame
 	}
-	if n, ok := h.put(c, fw, deadline, false); ok { // the reserve
-		return n, 0, true
+	if r == DropQueueFull {
+		if n, ok := h.put(c, fw, deadline, false); ok { // the reserve
+			return n, 0, true
+		}
 	}
-	return fw.size, r, false
+	return 0, r, false
 }
 
 // stallFor is one stall of enqueueStream: it waits for room in c's full

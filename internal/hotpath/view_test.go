@@ -136,6 +136,10 @@ func FuzzView(f *testing.F) {
 			if !bytes.Equal(fast, scan) || fastOff != scanOff {
 				t.Fatalf("ttl %v: forward %q (%d), scan %q (%d)", withTTL, fast, fastOff, scan, scanOff)
 			}
+			// What a broker reserves before it forwards in place.
+			if n, ok := ForwardLen(&v, "x.bus", withTTL); ok && n != len(fast)-1 {
+				t.Fatalf("ttl %v: ForwardLen %d, AppendForward appended %d", withTTL, n, len(fast)-1)
+			}
 		}
 		for _, k := range knownNames {
 			if a, b := v.Value(k), m.Value(k); a != b {
