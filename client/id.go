@@ -44,21 +44,23 @@ func newID() string {
 // pppppppp-pppp-8ppp-Vccc-cccccccccccc (p prefix, c counter, V variant).
 // The prefix's text is made once; only the counter is encoded per id.
 func appendID(dst []byte) []byte {
-	dst = append(dst, idHead[:]...)
 	return appendCounter(dst, idSeq.Add(1)&^(0xc0<<56)|0x80<<56) // variant 10
 }
 
-// appendCounter appends n as an id's last two groups, cccc-cccccccccccc
-// (16 lower-case hex digits), eight digits per word operation: an id is
-// made for every message, and a digit at a time was most of its cost.
+// appendCounter appends the id with counter n: idHead, then n as the last
+// two groups, cccc-cccccccccccc (16 lower-case hex digits), eight digits
+// per word operation: an id is made for every message, and a digit at a
+// time was most of its cost. The id is built whole and appended once.
 func appendCounter(dst []byte, n uint64) []byte {
-	var c [17]byte
+	var id [36]byte
+	*(*[len(idHead)]byte)(id[:]) = idHead
+	c := id[len(idHead):]
 	hi := hexWord(uint32(n >> 32))
 	binary.BigEndian.PutUint32(c[0:], uint32(hi>>32))
 	c[4] = '-'
 	binary.BigEndian.PutUint32(c[5:], uint32(hi))
 	binary.BigEndian.PutUint64(c[9:], hexWord(uint32(n)))
-	return append(dst, c[:]...)
+	return append(dst, id[:]...)
 }
 
 // hexWord returns v's eight hex digits as ASCII, the most significant in
