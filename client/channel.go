@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"busbar/auth"
 	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
@@ -40,8 +39,9 @@ import (
 // handler was asked, and errors.Is with the sentinels above tells the
 // local refusals apart.
 type Channel struct {
-	s    *Scope
-	name string
+	s       *Scope
+	name    string
+	nameErr error // auth.ValidChannel(name), checked once: a name never changes
 }
 
 // Name is the channel's name.
@@ -62,8 +62,8 @@ func (ch *Channel) usable() error {
 // check is what every call checks before anything is queued; its errors
 // are the plain refusals of the Channel doc.
 func (ch *Channel) check(payload []byte) error {
-	if err := auth.ValidChannel(ch.name); err != nil {
-		return err
+	if ch.nameErr != nil {
+		return ch.nameErr
 	}
 	if n, limit := len(payload), ch.s.c.conn().welcome.MaxPayload; n > limit {
 		return fmt.Errorf("%w: %d bytes exceeds the broker's limit of %d", ErrPayloadTooLarge, n, limit)

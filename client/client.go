@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -575,11 +575,31 @@ func ttlDeadline(m *wire.Message) time.Time {
 
 // deadlineFrom is now plus a ttl header value (zero when malformed).
 func deadlineFrom(v string, now time.Time) time.Time {
-	ms, err := strconv.ParseUint(v, 10, 32)
-	if err != nil {
+	ms, ok := parseTTL(v)
+	if !ok {
 		return time.Time{}
 	}
 	return now.Add(time.Duration(ms) * time.Millisecond)
+}
+
+// parseTTL reads a ttl header value: decimal digits, at most
+// math.MaxUint32 milliseconds (strconv.ParseUint(v, 10, 32)'s verdict,
+// without its generality: it is read for every message that has one).
+func parseTTL(v string) (uint64, bool) {
+	if v == "" {
+		return 0, false
+	}
+	var ms uint64
+	for i := 0; i < len(v); i++ {
+		d := v[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		if ms = ms*10 + uint64(d); ms > math.MaxUint32 {
+			return 0, false
+		}
+	}
+	return ms, true
 }
 
 // startUnder opens a call and queues m on the live connection while

@@ -3,6 +3,7 @@ package client
 // Message ids (their form, uniqueness and cost) and message payloads.
 
 import (
+	"fmt"
 	"regexp"
 	"sync"
 	"testing"
@@ -35,6 +36,15 @@ func TestMessageIDs(t *testing.T) {
 	wg.Wait()
 	if len(seen) != 40000 {
 		t.Fatalf("%d distinct ids", len(seen))
+	}
+}
+
+func TestIDCounterIsItsHexDigits(t *testing.T) {
+	for _, n := range []uint64{0, 1, 9, 10, 15, 16, 0xffffffff, 1 << 32, 0x0123456789abcdef, 0xfedcba9876543210, 0xa0b0c0d0e0f09080, ^uint64(0)} {
+		h := fmt.Sprintf("%016x", n)
+		if got, want := string(appendCounter([]byte("x"), n)), "x"+string(idHead[:])+h[:4]+"-"+h[4:]; got != want {
+			t.Errorf("%#x: %q, want %q", n, got, want)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func (c *Client) localRequest(ctx context.Context, s *Scope, m *wire.Message) (*
 	c.mu.Unlock()
 	msg := newMessage(m, Request, deadline)
 	local := func(o outcome) *wire.Message {
-		return replyMessage(msg.channel, msg.id, msg.from, o).WithHeader(wire.HeaderFrom, c.Addr())
+		return replyMessage(msg.Channel(), msg.ID(), msg.From(), o).WithHeader(wire.HeaderFrom, c.Addr())
 	}
 	if reg == nil {
 		return local(failed(wire.ResultNoHandler, wire.RCFailure, "no handler for "+channel+" on "+c.Node())), nil

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"time"
 	"unsafe"
 
@@ -26,60 +25,87 @@ const (
 // nothing the sender or the connection does later changes it (the contract's
 // defensively copied payload, docs/messaging.md#the-model). Its header fields never change.
 type Message struct {
-	id, channel, from, to, replyTo string
-	kind                           Kind
-	payload                        []byte
-	deadline                       time.Time
+	// data holds the header fields and then the payload, contiguous and
+	// written once; ends[i] is where field i ends (each starts where the
+	// one before ends). Offsets rather than strings and a payload slice
+	// pointing into data: every pointer in a Message is one more for the
+	// garbage collector to find the object of and mark, on every cycle,
+	// and six of them into the Message's own allocation cost more than
+	// the copy.
+	data     []byte
+	ends     [nFields]uint32
+	kind     Kind
+	deadline time.Time
 }
+
+// The header fields a Message keeps, in data's order.
+const (
+	fieldID = iota
+	fieldChannel
+	fieldFrom
+	fieldTo
+	fieldReplyTo
+	nFields
+)
 
 func newMessage(m *wire.Message, kind Kind, deadline time.Time) *Message {
-	return &Message{
-		id: m.Value(wire.HeaderID), channel: m.Value(wire.HeaderCommand),
-		from: m.Value(wire.HeaderFrom), to: m.Value(wire.HeaderTo), replyTo: m.Value(wire.HeaderReplyTo),
-		kind: kind, payload: bytes.Clone(m.Body()), deadline: deadline,
-	}
-}
-
-// copyForReceiver returns m for one more receiver: the same header fields
-// (immutable strings, shared) and a payload of its own.
-func (m *Message) copyForReceiver() *Message {
-	o := *m
-	o.payload = bytes.Clone(m.payload)
-	return &o
+	return buildMessage(kind, deadline, [nFields]string{
+		m.Value(wire.HeaderID), m.Value(wire.HeaderCommand), m.Value(wire.HeaderFrom),
+		m.Value(wire.HeaderTo), m.Value(wire.HeaderReplyTo),
+	}, m.Body())
 }
 
 // messageFromView copies what a Message keeps out of a View (which aliases
-// the read buffer): the strings and the payload share one buffer, which
-// nothing ever writes to again, allocated with the Message itself when
-// they are small (the common case: one allocation per message, not two).
-// The fields are set one by one: a struct literal assigned to the new
-// Message is built aside and copied with a write barrier for the whole.
+// the read buffer).
 func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
-	id, channel, from := v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom)
-	to, replyTo, body := v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo), v.Body()
-	m, buf := allocMessage(len(id) + len(channel) + len(from) + len(to) + len(replyTo) + len(body))
-	m.kind, m.deadline = kind, deadline
-	buf, m.id = keep(buf, id)
-	buf, m.channel = keep(buf, channel)
-	buf, m.from = keep(buf, from)
-	buf, m.to = keep(buf, to)
-	buf, m.replyTo = keep(buf, replyTo)
-	if len(body) > 0 {
-		start := len(buf)
-		buf = append(buf, body...)
-		m.payload = buf[start:len(buf):len(buf)]
+	return buildMessage(kind, deadline, [nFields]string{
+		v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom),
+		v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo),
+	}, v.Body())
+}
+
+// buildMessage copies fields and body into a new Message: one buffer,
+// which nothing ever writes to again but the receiver through Payload,
+// allocated with the Message itself when it is small (the common case:
+// one allocation per message, not two). The fields are set one by one: a
+// struct literal assigned to the new Message is built aside and copied
+// with a write barrier for the whole.
+func buildMessage(kind Kind, deadline time.Time, fields [nFields]string, body []byte) *Message {
+	n := len(body)
+	for _, f := range fields {
+		n += len(f)
 	}
+	m, buf := allocMessage(n)
+	m.kind, m.deadline = kind, deadline
+	for i, f := range fields {
+		buf = append(buf, f...)
+		m.ends[i] = uint32(len(buf))
+	}
+	m.data = append(buf, body...)
 	return m
 }
 
-// keep appends s to buf, which has room for it, and returns s's copy there.
-func keep(buf []byte, s string) ([]byte, string) {
-	if s == "" {
-		return buf, ""
+// copyForReceiver returns m for one more receiver: the same header fields
+// and a payload of its own (a copy of the whole buffer, in one allocation
+// with the new Message when it is small).
+func (m *Message) copyForReceiver() *Message {
+	o, buf := allocMessage(len(m.data))
+	o.ends, o.kind, o.deadline = m.ends, m.kind, m.deadline
+	o.data = append(buf, m.data...)
+	return o
+}
+
+// field is header field i, which shares data's memory: data's header
+// bytes are never written after buildMessage.
+func (m *Message) field(i int) string {
+	start := uint32(0)
+	if i > 0 {
+		start = m.ends[i-1]
 	}
-	start := len(buf)
-	buf = append(buf, s...)
-	return buf, unsafe.String(&buf[start], len(s))
+	if start == m.ends[i] {
+		return ""
+	}
+	return unsafe.String(&m.data[start], m.ends[i]-start)
 }
 
 // Messages with their data in the same allocation, by size: each struct
@@ -87,11 +113,11 @@ func keep(buf []byte, s string) ([]byte, string) {
 type (
 	messageWith256 struct {
 		m    Message
-		data [256]byte
+		data [416 - unsafe.Sizeof(Message{})]byte
 	}
 	messageWith480 struct {
 		m    Message
-		data [480]byte
+		data [640 - unsafe.Sizeof(Message{})]byte
 	}
 )
 
@@ -99,10 +125,10 @@ type (
 // for its strings and payload, in one allocation when n is small.
 func allocMessage(n int) (*Message, []byte) {
 	switch {
-	case n <= 256:
+	case n <= len(messageWith256{}.data):
 		x := new(messageWith256)
 		return &x.m, x.data[:0:n]
-	case n <= 480:
+	case n <= len(messageWith480{}.data):
 		x := new(messageWith480)
 		return &x.m, x.data[:0:n]
 	}
@@ -110,28 +136,33 @@ func allocMessage(n int) (*Message, []byte) {
 }
 
 // ID is the framework-assigned message id.
-func (m *Message) ID() string { return m.id }
+func (m *Message) ID() string { return m.field(fieldID) }
 
 // Kind is EVENT, REQUEST or REPLY.
 func (m *Message) Kind() Kind { return m.kind }
 
 // Channel is the channel name.
-func (m *Message) Channel() string { return m.channel }
+func (m *Message) Channel() string { return m.field(fieldChannel) }
 
 // From is the authenticated source, "<node>.bus"; the broker sets it.
-func (m *Message) From() string { return m.from }
+func (m *Message) From() string { return m.field(fieldFrom) }
 
 // To is the target as the sender wrote it; empty for a publication.
-func (m *Message) To() string { return m.to }
+func (m *Message) To() string { return m.field(fieldTo) }
 
 // ReplyTo is, on a reply, the id of the request it answers.
-func (m *Message) ReplyTo() string { return m.replyTo }
+func (m *Message) ReplyTo() string { return m.field(fieldReplyTo) }
 
 // Payload returns the payload: the receiver's own copy, made once when the
 // message arrived and shared with no other receiver, so it may be kept and
 // even modified without affecting anyone else. Payload does not copy it
 // again: every call returns the same bytes.
-func (m *Message) Payload() []byte { return m.payload }
+func (m *Message) Payload() []byte {
+	if start := m.ends[nFields-1]; int(start) < len(m.data) {
+		return m.data[start:len(m.data):len(m.data)]
+	}
+	return nil
+}
 
 // Deadline is when the sender stops waiting (zero when unknown).
 func (m *Message) Deadline() time.Time { return m.deadline }

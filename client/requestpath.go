@@ -129,7 +129,7 @@ func (c *Client) deliverRequestView(cn *conn, v *hotpath.View, now *time.Time) {
 	}
 	msg := messageFromView(v, Request, deadline)
 	if !c.execute(func() { c.runRequest(cn, reg, msg) }) {
-		c.replyQueued(cn, msg.channel, msg.id, msg.from, wire.ResultOverload, c.Node()+" dispatch queue is full")
+		c.replyQueued(cn, msg.Channel(), msg.ID(), msg.From(), wire.ResultOverload, c.Node()+" dispatch queue is full")
 	}
 }
 
@@ -153,10 +153,10 @@ func (c *Client) runRequest(cn *conn, reg *Registration, msg *Message) {
 // room would stall the dispatch pool.
 func (c *Client) stageReply(cn *conn, req *Message, o outcome) {
 	if o.rc != wire.RCSuccess {
-		c.queueOrCount(cn, replyMessage(req.channel, req.id, req.from, o), time.Time{}, &c.drops.replies)
+		c.queueOrCount(cn, replyMessage(req.Channel(), req.ID(), req.From(), o), time.Time{}, &c.drops.replies)
 		return
 	}
-	f := hotpath.Fields{Type: wire.TypeResponse, Command: req.channel, ID: newID(), ReplyTo: req.id, To: req.from, RC: rcSuccess}
+	f := hotpath.Fields{Type: wire.TypeResponse, Command: req.Channel(), ID: newID(), ReplyTo: req.ID(), To: req.From(), RC: rcSuccess}
 	b, ok := cn.out.Reserve(f.FrameLen(len(o.payload)))
 	if !ok {
 		if !cn.out.Closing() {

@@ -49,8 +49,10 @@ func (c *Client) Scope(label string) *Scope {
 func (s *Scope) Label() string { return s.label }
 
 // Channel returns the named channel in this scope. The name is checked
-// when the channel is used.
-func (s *Scope) Channel(name string) *Channel { return &Channel{s: s, name: name} }
+// here, once, and a malformed one refuses every use of the channel.
+func (s *Scope) Channel(name string) *Channel {
+	return &Channel{s: s, name: name, nameErr: auth.ValidChannel(name)}
+}
 
 // Close revokes the scope's subscriptions and handler registrations and
 // fails its open calls with ErrScopeClosed. Other scopes are unaffected.
