@@ -94,6 +94,15 @@ func pubAndSubQueue(t *testing.T, maxQueue int) (*Broker, *rawNode, string) {
 	return b, sub, secret
 }
 
+// publisher returns a function that routes one stream message on "ch"
+// from pub, as pub's reader would.
+func publisher(b *Broker) func() {
+	pc := b.dir.lookup("pub")
+	var v hotpath.View
+	stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+	return func() { b.dispatch(pc, stream, &v) }
+}
+
 // subscribeRaw subscribes n to channel.
 func subscribeRaw(t *testing.T, n *rawNode, channel string) {
 	t.Helper()
@@ -219,20 +228,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _, _ := pubAndSubQueue(t, 8) // a pace mark of 6 messages, a reserve of 2
-		pc := b.dir.lookup("pub")
-		var v hotpath.View
-		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
-		b.dispatch(pc, stream, &v)
+		publish := publisher(b)
+		publish()
 		synctest.Wait() // the writer took it, and blocks: sub reads no more
 		for range 6 {
-			b.dispatch(pc, stream, &v) // up to the pace mark
+			publish() // up to the pace mark
 		}
 		if s := b.Stats(); s.StreamStalls != 0 || s.Dropped != 0 {
 			t.Fatalf("%d stalls, %d drops below the pace mark", s.StreamStalls, s.Dropped)
 		}
 		start := time.Now()
 		for range 12 {
-			b.dispatch(pc, stream, &v)
+			publish()
 		}
 		if held := time.Since(start); held != frozenAfter {
 			t.Fatalf("twelve messages for a frozen subscriber held the publisher %v, want one stall of %v", held, frozenAfter)
@@ -247,17 +254,15 @@ func TestFrozenSubscriberCostsItsPublisherOneStall(t *testing.T) {
 func TestStallLastsAtLeastStreamStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _, _ := pubAndSubQueue(t, 8)
-		pc := b.dir.lookup("pub")
-		var v hotpath.View
-		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
-		b.dispatch(pc, stream, &v)
+		publish := publisher(b)
+		publish()
 		synctest.Wait() // the writer took it, and blocks
 		for range 6 {
-			b.dispatch(pc, stream, &v)
+			publish()
 		}
 		time.Sleep(frozenAfter + streamStall) // idle for longer than frozenAfter, not yet stuck
 		start := time.Now()
-		b.dispatch(pc, stream, &v)
+		publish()
 		if held := time.Since(start); held != streamStall {
 			t.Fatalf("a stall for a writer idle past frozenAfter held the publisher %v, want %v", held, streamStall)
 		}
@@ -312,9 +317,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 func TestPausedSubscriberLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, sub, _ := pubAndSubQueue(t, 8)
-		pc := b.dir.lookup("pub")
-		var v hotpath.View
-		stream := wire.New(wire.TypeStream, "ch").WithHeader(wire.HeaderID, "x").ToBytes()
+		publish := publisher(b)
 		const n = 40
 		got := make(chan int)
 		go func() {
@@ -329,7 +332,7 @@ func TestPausedSubscriberLosesNothing(t *testing.T) {
 		}()
 		start := time.Now()
 		for range n {
-			b.dispatch(pc, stream, &v)
+			publish()
 		}
 		if held := time.Since(start); held < frozenAfter-time.Millisecond {
 			t.Fatalf("the publisher was held %v, less than the pause", held)
