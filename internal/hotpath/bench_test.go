@@ -63,3 +63,14 @@ func BenchmarkParseViewUnsorted128(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPatchTTL stamps a remaining budget, as every writer does for
+// every message with a deadline.
+func BenchmarkPatchTTL(b *testing.B) {
+	out := make([]byte, TTLWidth)
+	ms := int64(29_000)
+	for b.Loop() {
+		PatchTTL(out, ms)
+		ms ^= 1 // not a constant the compiler can fold
+	}
+}

