@@ -265,8 +265,9 @@ func (fw *forward) release() {
 // its writer), and past it stalls the producer for room below the mark,
 // as nats-server stalls fast producers: a subscriber that is merely
 // slower paces the publisher through TCP instead of losing messages. The
-// stall lasts at least streamStall, and while c's writer makes progress,
-// until it has made none for frozenAfter. A stall that runs out queues the
+// stall waits until frozenAfter has passed since c's writer last wrote
+// (at least streamStall); c is taken for frozen only if its writer wrote
+// nothing in all that time. A stall that runs out queues the
 // frame in the reserve above the mark (sendq.ReserveShare), which is there
 // for a subscriber that is not scheduled for a while — on two busy cores,
 // often longer than a stall — and drops it only when the reserve is full
