@@ -62,7 +62,7 @@ type Client struct {
 	tap     atomic.Pointer[Tap]            // the live tap, if any (tap.go)
 
 	// Atomics, shared without a lock.
-	clock         atomic.Int64 // unix ns of the reader's latest clock read (see readClock); written by the reader
+	clock         atomic.Int64 // the reader's latest clock read, a hotpath.Instant (see readClock); written by the reader
 	streamsQueued atomic.Int64 // stream messages handed to the executor and not yet run
 	drops         drops        // what was dropped rather than block, by reason (Stats)
 	handoffs      handoffs     // goroutine hand-offs, for tests (handoffs.go)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"busbar/auth"
@@ -91,7 +92,7 @@ func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
 func (c *Client) batchNow(now *time.Time) time.Time {
 	if now.IsZero() {
 		*now = time.Now()
-		c.clock.Store(now.UnixNano())
+		c.clock.Store(int64(hotpath.At(*now)))
 	}
 	return *now
 }
@@ -114,26 +115,49 @@ func (c *Client) flushStreams(cn *conn) {
 	if len(cn.streams) == 0 {
 		return
 	}
-	batch := cn.streams
-	cn.streams = make([]streamItem, 0, maxStreamBatch)
-	if room := int64(c.opts.DispatchQueue) - c.streamsQueued.Load(); int64(len(batch)) > room {
+	// The batch leaves in a pooled holder, whose empty slice the reader
+	// takes in exchange.
+	sb := streamBatches.Get().(*streamBatch)
+	sb.items, cn.streams = cn.streams, sb.items[:0]
+	if room := int64(c.opts.DispatchQueue) - c.streamsQueued.Load(); int64(len(sb.items)) > room {
 		keep := max(0, room)
-		c.drops.streams.Add(int64(len(batch)) - keep)
-		batch = batch[:keep]
+		c.drops.streams.Add(int64(len(sb.items)) - keep)
+		clear(sb.items[keep:])
+		sb.items = sb.items[:keep]
 		if keep == 0 {
+			sb.release()
 			return
 		}
 	}
-	c.streamsQueued.Add(int64(len(batch)))
+	n := int64(len(sb.items))
+	c.streamsQueued.Add(n)
 	if !c.execute(func() {
-		for _, it := range batch {
+		for _, it := range sb.items {
 			c.runStreamSubscribers(it.subs, it.msg)
 			c.streamsQueued.Add(-1)
 		}
+		sb.release()
 	}) {
-		c.streamsQueued.Add(-int64(len(batch)))
-		c.drops.streams.Add(int64(len(batch)))
+		c.streamsQueued.Add(-n)
+		c.drops.streams.Add(n)
+		sb.release()
 	}
+}
+
+// streamBatch holds a batch of stream messages on its way to the
+// executor. Batches are reused: a fresh slice per read would be a 2 KiB
+// allocation for every few messages, and the collector runs once per so
+// many bytes allocated.
+type streamBatch struct{ items []streamItem }
+
+var streamBatches = sync.Pool{New: func() any { return &streamBatch{items: make([]streamItem, 0, maxStreamBatch)} }}
+
+// release gives back a batch that was run or dropped, cleared so that the
+// pool holds on to no message.
+func (sb *streamBatch) release() {
+	clear(sb.items)
+	sb.items = sb.items[:0]
+	streamBatches.Put(sb)
 }
 
 // runStreamSubscribers runs the subscribers of a stream message with the
@@ -164,18 +188,18 @@ func receiverCopy(msg *Message, i, n int) *Message {
 
 // readClock is the latest time the reader read the clock: a cheap "now"
 // for expiry checks on the dispatch side, never later than the real one.
-func (c *Client) readClock() time.Time {
-	if ns := c.clock.Load(); ns != 0 {
-		return time.Unix(0, ns)
+func (c *Client) readClock() hotpath.Instant {
+	if i := c.clock.Load(); i != 0 {
+		return hotpath.Instant(i)
 	}
-	return time.Now()
+	return hotpath.Now()
 }
 
 func (c *Client) runSubscribers(subs []*Subscription, msg *Message) {
-	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
+	if !msg.deadline.IsZero() && msg.deadline.Before(hotpath.Now()) {
 		return // expired while queued: never dispatched
 	}
-	ctx := c.callbackContext(msg.deadline)
+	ctx := c.callbackContext(msg.deadline.Time())
 	defer ctx.release()
 	for i, s := range subs {
 		if s.active() {
@@ -216,13 +240,13 @@ func failed(kind wire.Result, rc wire.RC, text string) outcome {
 // its outcome, or false when no reply is due (the caller gave up while it
 // waited).
 func (c *Client) runHandler(reg *Registration, msg *Message) (outcome, bool) {
-	if !msg.deadline.IsZero() && time.Now().After(msg.deadline) {
+	if !msg.deadline.IsZero() && msg.deadline.Before(hotpath.Now()) {
 		return outcome{}, false // the caller gave up while this waited: never dispatched
 	}
 	if !reg.active() {
 		return failed(wire.ResultNoHandler, wire.RCFailure, "handler withdrawn"), true
 	}
-	ctx := c.callbackContext(msg.deadline)
+	ctx := c.callbackContext(msg.deadline.Time())
 	defer ctx.release()
 	var (
 		payload []byte

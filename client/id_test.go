@@ -5,9 +5,11 @@ package client
 import (
 	"fmt"
 	"regexp"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"busbar/internal/hotpath"
 	"busbar/wire"
@@ -92,6 +94,45 @@ func TestMessageFromViewIsOneAllocation(t *testing.T) {
 		if size > 0 && m.Payload()[size-1] != 0 {
 			t.Errorf("%d-byte payload aliases the frame", size)
 		}
+	}
+}
+
+// A received message is the garbage collector's main cost on a busy
+// subscriber: it must take the smallest of allocMessage's sizes that holds
+// it, and nothing past it.
+func TestMessageTakesTheSmallestSizeThatHoldsIt(t *testing.T) {
+	header := int(unsafe.Sizeof(Message{}))
+	if header > 56 {
+		t.Errorf("Message is %d bytes, want at most 56", header)
+	}
+	sizes := []int{128, 192, 256, 320, 416, 512, 640} // the last holds 8 bytes less: the allocator's header
+	for _, size := range []int{0, 40, 128, 200, 300, 360, 400, 460, 515} {
+		frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, newID()).
+			WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, size)).ToBytes()
+		var v hotpath.View
+		if err := hotpath.ParseView(frame, &v); err != nil {
+			t.Fatal(err)
+		}
+		need := header + len(messageFromView(&v, Event, time.Time{}).data)
+		want := 0
+		for _, s := range sizes {
+			if s >= need && (s <= 512 || s-mallocHeader >= need) {
+				want = s
+				break
+			}
+		}
+		const n = 1000
+		keep := make([]*Message, n)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range keep {
+			keep[i] = messageFromView(&v, Event, time.Time{})
+		}
+		runtime.ReadMemStats(&after)
+		if got := int(after.TotalAlloc-before.TotalAlloc) / n; got != want {
+			t.Errorf("%d-byte payload (%d bytes with its fields and header): %d bytes allocated, want %d", size, need, got, want)
+		}
+		runtime.KeepAlive(keep)
 	}
 }
 

@@ -34,8 +34,30 @@ type Message struct {
 	// the copy.
 	data     []byte
 	ends     [nFields]uint32
-	kind     Kind
-	deadline time.Time
+	kind     kindCode        // not Kind: a string is a pointer too
+	deadline hotpath.Instant // not time.Time, whose *Location is one more pointer
+}
+
+// kindCode is a Kind as Message keeps it.
+type kindCode uint8
+
+const (
+	codeEvent kindCode = iota
+	codeRequest
+	codeReply
+)
+
+var kinds = [...]Kind{codeEvent: Event, codeRequest: Request, codeReply: Reply}
+
+// code is k as Message keeps it.
+func (k Kind) code() kindCode {
+	switch k {
+	case Request:
+		return codeRequest
+	case Reply:
+		return codeReply
+	}
+	return codeEvent
 }
 
 // The header fields a Message keeps, in data's order.
@@ -76,7 +98,7 @@ func buildMessage(kind Kind, deadline time.Time, fields [nFields]string, body []
 		n += len(f)
 	}
 	m, buf := allocMessage(n)
-	m.kind, m.deadline = kind, deadline
+	m.kind, m.deadline = kind.code(), hotpath.At(deadline)
 	for i, f := range fields {
 		buf = append(buf, f...)
 		m.ends[i] = uint32(len(buf))
@@ -108,28 +130,75 @@ func (m *Message) field(i int) string {
 	return unsafe.String(&m.data[start], m.ends[i]-start)
 }
 
-// Messages with their data in the same allocation, by size: each struct
-// fills a Go size class (416 and 640 bytes on 64-bit) with little waste.
+// mallocHeader is what the Go allocator adds to an object with pointers
+// larger than 512 bytes (runtime's mallocHeaderSize).
+const mallocHeader = 8
+
+// Messages with their data in the same allocation, by total size: each
+// struct fills a Go size class on 64-bit. A message is the garbage
+// collector's main cost on a busy subscriber (it runs once per so many
+// bytes allocated), so the steps are close: a 128-byte payload with its
+// id, channel and from takes 256 bytes, not the 416 one coarser step
+// would round it to.
 type (
-	messageWith256 struct {
+	messageIn128 struct {
+		m    Message
+		data [128 - unsafe.Sizeof(Message{})]byte
+	}
+	messageIn192 struct {
+		m    Message
+		data [192 - unsafe.Sizeof(Message{})]byte
+	}
+	messageIn256 struct {
+		m    Message
+		data [256 - unsafe.Sizeof(Message{})]byte
+	}
+	messageIn320 struct {
+		m    Message
+		data [320 - unsafe.Sizeof(Message{})]byte
+	}
+	messageIn416 struct {
 		m    Message
 		data [416 - unsafe.Sizeof(Message{})]byte
 	}
-	messageWith480 struct {
+	messageIn512 struct {
 		m    Message
-		data [640 - unsafe.Sizeof(Message{})]byte
+		data [512 - unsafe.Sizeof(Message{})]byte
+	}
+	// Past 512 bytes an object with pointers carries an 8-byte header
+	// of the allocator's within its size class.
+	messageIn640 struct {
+		m    Message
+		data [640 - mallocHeader - unsafe.Sizeof(Message{})]byte
 	}
 )
 
 // allocMessage returns a new Message and an empty buffer of capacity n
-// for its strings and payload, in one allocation when n is small.
+// for its strings and payload, in one allocation when n is small: the
+// smallest of the sizes below that holds both (each a Go size class, so
+// nothing is rounded up past it), or two allocations past the largest.
 func allocMessage(n int) (*Message, []byte) {
 	switch {
-	case n <= len(messageWith256{}.data):
-		x := new(messageWith256)
+	case n <= len(messageIn128{}.data):
+		x := new(messageIn128)
 		return &x.m, x.data[:0:n]
-	case n <= len(messageWith480{}.data):
-		x := new(messageWith480)
+	case n <= len(messageIn192{}.data):
+		x := new(messageIn192)
+		return &x.m, x.data[:0:n]
+	case n <= len(messageIn256{}.data):
+		x := new(messageIn256)
+		return &x.m, x.data[:0:n]
+	case n <= len(messageIn320{}.data):
+		x := new(messageIn320)
+		return &x.m, x.data[:0:n]
+	case n <= len(messageIn416{}.data):
+		x := new(messageIn416)
+		return &x.m, x.data[:0:n]
+	case n <= len(messageIn512{}.data):
+		x := new(messageIn512)
+		return &x.m, x.data[:0:n]
+	case n <= len(messageIn640{}.data):
+		x := new(messageIn640)
 		return &x.m, x.data[:0:n]
 	}
 	return new(Message), make([]byte, 0, n)
@@ -139,7 +208,7 @@ func allocMessage(n int) (*Message, []byte) {
 func (m *Message) ID() string { return m.field(fieldID) }
 
 // Kind is EVENT, REQUEST or REPLY.
-func (m *Message) Kind() Kind { return m.kind }
+func (m *Message) Kind() Kind { return kinds[m.kind] }
 
 // Channel is the channel name.
 func (m *Message) Channel() string { return m.field(fieldChannel) }
@@ -165,7 +234,7 @@ func (m *Message) Payload() []byte {
 }
 
 // Deadline is when the sender stops waiting (zero when unknown).
-func (m *Message) Deadline() time.Time { return m.deadline }
+func (m *Message) Deadline() time.Time { return m.deadline.Time() }
 
 // Receipt is the outcome of Send (docs/messaging.md#results): ACCEPTED means the destination
 // node queued the event for its handlers, not that they finished. A

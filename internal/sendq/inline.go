@@ -58,7 +58,7 @@ func putSegment(p *[]byte) {
 // span is where an in-place frame lies in the pending batch: in segment
 // seg, from start to end, its ttl digits at ttl (or -1).
 type span struct {
-	seg, start, end, ttl int
+	seg, start, end, ttl int32
 }
 
 // Reserve locks the queue for one frame of at most size bytes to be
@@ -109,9 +109,10 @@ func (q *Queue) reserveLocked(size int) *[]byte {
 // encoders return it so), or -1.
 func (q *Queue) commitLocked(ttlOff int, deadline time.Time) {
 	seg := len(q.segs) - 1
-	at := span{seg: seg, start: q.resAt, end: len(*q.segs[seg]), ttl: ttlOff}
-	q.items = append(q.items, item{at: at, deadline: deadline, cost: at.end - at.start})
-	q.bytes += at.end - at.start
+	end := len(*q.segs[seg])
+	at := span{seg: int32(seg), start: int32(q.resAt), end: int32(end), ttl: int32(ttlOff)}
+	q.items = append(q.items, item{at: at, deadline: hotpath.At(deadline), cost: int32(end - q.resAt)})
+	q.bytes += end - q.resAt
 }
 
 // Commit queues the frame appended since Reserve, unlocks the queue and
@@ -174,7 +175,7 @@ type inlineRun struct {
 // addInline adds an in-place frame to the run (the writer's side of
 // Reserve): an expired one is dropped and breaks the run, a live one has
 // its remaining budget stamped.
-func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Time) error {
+func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now hotpath.Instant) error {
 	pend := *q.batchSegs[it.at.seg] // the batch's segment (take moved it here)
 	if !it.deadline.IsZero() && !now.Before(it.deadline) {
 		q.expired.Add(1)
@@ -183,14 +184,15 @@ func (q *Queue) addInline(w *wire.Writer, run *inlineRun, it *item, now time.Tim
 	if it.at.ttl >= 0 && !it.deadline.IsZero() {
 		hotpath.PatchTTL(pend[it.at.ttl:], max(1, it.deadline.Sub(now).Milliseconds()))
 	}
-	if run.b != nil && run.seg == it.at.seg && run.end == it.at.start {
-		run.end = it.at.end
+	seg, start, end := int(it.at.seg), int(it.at.start), int(it.at.end)
+	if run.b != nil && run.seg == seg && run.end == start {
+		run.end = end
 		return nil
 	}
 	if err := q.flushRun(w, run); err != nil {
 		return err
 	}
-	*run = inlineRun{b: pend, seg: it.at.seg, start: it.at.start, end: it.at.end}
+	*run = inlineRun{b: pend, seg: seg, start: start, end: end}
 	return nil
 }
 

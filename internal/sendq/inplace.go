@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"busbar/internal/hotpath"
 )
 
 // Flushing in place. A broker's reader routes every frame a read brought
@@ -207,11 +209,12 @@ func (q *Queue) Flush() {
 	q.out.nonblock, q.out.wrote = true, false
 	var err error
 	var run inlineRun // frames encoded in place (Reserve), as write does
+	at := hotpath.At(now)
 	for i := range batch {
 		if it := &batch[i]; it.m == nil && it.f == nil {
-			err = q.addInline(q.w, &run, it, now)
+			err = q.addInline(q.w, &run, it, at)
 		} else if err = q.flushRun(q.w, &run); err == nil {
-			err = q.writeItem(q.w, it, now)
+			err = q.writeItem(q.w, it, at)
 		}
 		if err != nil {
 			releaseFrames(batch[i+1:])

@@ -34,12 +34,17 @@ type Limits struct {
 const finalFlushTimeout = time.Second
 
 type item struct {
-	m        *wire.Message // or
-	f        *Frame        // an encoded frame, shared, or (both nil)
-	at       span          // a frame encoded in place in the pending batch (inline.go)
-	deadline time.Time     // zero: none
-	cost     int           // what it counts against MaxBytes (0: queued past the limits)
+	m        *wire.Message   // or
+	f        *Frame          // an encoded frame, shared, or (both nil)
+	at       span            // a frame encoded in place in the pending batch (inline.go)
+	deadline hotpath.Instant // zero: none
+	cost     int32           // what it counts against MaxBytes (0: queued past the limits)
 }
+
+// An item is 48 bytes with two pointers: a queue holds one per message
+// and the garbage collector scans the queue's slice every cycle, so a
+// deadline is an Instant (a time.Time is 24 bytes and a pointer), and
+// sizes are int32 (a frame is bounded by wire.MaxMessageBytes).
 
 // Frame is an encoded stream frame (prefix included) that several queues
 // share, as a fan-out does: each writer copies it into its own buffer and
@@ -143,7 +148,7 @@ func (q *Queue) addLocked(m *wire.Message, deadline time.Time) bool {
 	if !q.fitsLocked(size) {
 		return false
 	}
-	q.items = append(q.items, item{m: m, deadline: deadline, cost: size})
+	q.items = append(q.items, item{m: m, deadline: hotpath.At(deadline), cost: int32(size)})
 	q.bytes += size
 	return true
 }
@@ -208,7 +213,7 @@ func (q *Queue) WriteThrough(m *wire.Message, deadline time.Time) bool {
 	if !idle {
 		return false
 	}
-	one := [1]item{{m: m, deadline: deadline}}
+	one := [1]item{{m: m, deadline: hotpath.At(deadline)}}
 	if err := q.write(q.w, one[:], q.limits.WriteTimeout, false); err != nil {
 		q.Close(nil)
 	}
@@ -321,7 +326,7 @@ func (q *Queue) addFrameLocked(f *Frame, deadline time.Time, paced bool) bool {
 		return false
 	}
 	f.refs.Add(1)
-	q.items = append(q.items, item{f: f, deadline: deadline, cost: len(f.B)})
+	q.items = append(q.items, item{f: f, deadline: hotpath.At(deadline), cost: int32(len(f.B))})
 	q.bytes += len(f.B)
 	return true
 }
@@ -468,7 +473,7 @@ func (q *Queue) recycle(batch []item) {
 
 // writeFrame copies a shared frame into the writer's buffer and stamps the
 // remaining ttl in that copy; an expired one is dropped.
-func (q *Queue) writeFrame(w *wire.Writer, it item, now time.Time) error {
+func (q *Queue) writeFrame(w *wire.Writer, it item, now hotpath.Instant) error {
 	if !it.deadline.IsZero() && !now.Before(it.deadline) {
 		q.expired.Add(1)
 		return nil
@@ -538,24 +543,25 @@ func (q *Queue) write(w *wire.Writer, batch []item, timeout time.Duration, count
 	buffered := 0     // cost handed to w, not yet known to be on the socket
 	runCost := 0      // cost of the in-place frames of run, not yet handed
 	var run inlineRun // consecutive in-place frames, written as one slice
+	at := hotpath.At(now)
 	for i := range batch {
 		writes := q.out.writes
 		handed := 0
 		var err error
 		if it := &batch[i]; it.m == nil && it.f == nil {
 			prev := run
-			err = q.addInline(w, &run, it, now)
+			err = q.addInline(w, &run, it, at)
 			switch {
 			case run.b == nil: // expired (dropped, freed) after the run was written
-				handed, runCost = runCost+it.cost, 0
+				handed, runCost = runCost+int(it.cost), 0
 			case prev.b != nil && run.seg == prev.seg && run.start == prev.start: // joined the run
-				runCost += it.cost
+				runCost += int(it.cost)
 			default: // started a run, after the previous one was written
-				handed, runCost = runCost, it.cost
+				handed, runCost = runCost, int(it.cost)
 			}
 		} else if err = q.flushRun(w, &run); err == nil {
-			err = q.writeItem(w, it, now)
-			handed, runCost = runCost+it.cost, 0
+			err = q.writeItem(w, it, at)
+			handed, runCost = runCost+int(it.cost), 0
 		}
 		if q.out.writes != writes {
 			// Bytes reached the socket (w flushed by itself, or wrote a
@@ -601,7 +607,7 @@ func (q *Queue) giveBack(n int) {
 
 // writeItem encodes or copies one queued item into the writer; an expired
 // one is dropped, an unsendable one skipped.
-func (q *Queue) writeItem(w *wire.Writer, it *item, now time.Time) error {
+func (q *Queue) writeItem(w *wire.Writer, it *item, now hotpath.Instant) error {
 	if it.f != nil {
 		err := q.writeFrame(w, *it, now)
 		it.f.Release()

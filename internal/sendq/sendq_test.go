@@ -6,10 +6,12 @@ package sendq
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"busbar/internal/hotpath"
 	"busbar/internal/leakcheck"
@@ -396,5 +398,16 @@ func TestRoomFreedAsABatchFlushes(t *testing.T) {
 				t.Fatal("the batch's first write was not recorded as progress")
 			}
 		})
+	}
+}
+
+// A queue holds one item per message and the collector scans them all on
+// every cycle: an item stays 48 bytes.
+func TestQueuedItemStaysSmall(t *testing.T) {
+	if got := unsafe.Sizeof(item{}); got != 48 {
+		t.Fatalf("item is %d bytes, want 48", got)
+	}
+	if wire.MaxMessageBytes > math.MaxInt32 {
+		t.Fatalf("wire.MaxMessageBytes (%d) does not fit an item's int32 sizes", wire.MaxMessageBytes)
 	}
 }
