@@ -170,7 +170,7 @@ func (ch *Channel) Request(ctx context.Context, target string, payload []byte) (
 	if wire.ResponseRC(a).IsError() {
 		return nil, requestError(a)
 	}
-	return newMessage(a, Reply, time.Time{}), nil
+	return newMessage(a, Reply, 0), nil
 }
 
 // callError maps why a call got no answer to a request error; a closed

@@ -179,11 +179,11 @@ func (c *Client) startReader(cn *conn, r *wire.Reader) {
 func (c *Client) readLoop(cn *conn, r *wire.Reader) {
 	var (
 		v   hotpath.View
-		now time.Time // when the frames in the buffer were read; zero once it drains
+		now hotpath.Instant // when the frames in the buffer were read; zero once it drains
 	)
 	for {
 		if !r.FrameReady() {
-			now = time.Time{}
+			now = 0
 		}
 		frame, err := r.ReadFrame()
 		if err == nil {
@@ -209,7 +209,7 @@ func (c *Client) readLoop(cn *conn, r *wire.Reader) {
 // handleFrame handles one frame from the broker on the reader. Streams,
 // requests and the replies to requests take the hot path (no decode);
 // the rest is decoded and dispatched.
-func (c *Client) handleFrame(cn *conn, v *hotpath.View, now *time.Time) {
+func (c *Client) handleFrame(cn *conn, v *hotpath.View, now *hotpath.Instant) {
 	typ := v.Value(wire.HeaderType)
 	switch {
 	case v.IsHeartbeat():

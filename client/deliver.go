@@ -68,14 +68,14 @@ func (c *Client) deliverEvent(cn *conn, m *wire.Message) {
 
 // deliverStream hands a stream message to the subscribers, best effort:
 // no receipt; a full dispatch queue drops it (counted in Dropped).
-func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
+func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *hotpath.Instant) {
 	c.mu.Lock()
 	subs := c.subscribersLocked(v.Value(wire.HeaderCommand))
 	c.mu.Unlock()
 	if len(subs) == 0 {
 		return
 	}
-	var deadline time.Time
+	var deadline hotpath.Instant
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
 		deadline = deadlineFrom(ttl, c.batchNow(now))
 	}
@@ -89,10 +89,10 @@ func (c *Client) deliverStream(cn *conn, v *hotpath.View, now *time.Time) {
 // read per batch of frames a read brought in (now is zero until then), as
 // they arrived together, and a clock read costs as much as the rest of a
 // delivery on some machines.
-func (c *Client) batchNow(now *time.Time) time.Time {
+func (c *Client) batchNow(now *hotpath.Instant) hotpath.Instant {
 	if now.IsZero() {
-		*now = time.Now()
-		c.clock.Store(int64(hotpath.At(*now)))
+		*now = hotpath.Now()
+		c.clock.Store(int64(*now))
 	}
 	return *now
 }

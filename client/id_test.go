@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"busbar/internal/hotpath"
@@ -59,7 +58,7 @@ func BenchmarkNewID(b *testing.B) {
 }
 
 func TestMessageDataIsThePayload(t *testing.T) {
-	m := newMessage(wire.New(wire.TypeEvent, "c").WithBody([]byte("body")), Event, time.Time{})
+	m := newMessage(wire.New(wire.TypeEvent, "c").WithBody([]byte("body")), Event, 0)
 	o := m.copyForReceiver()
 	d, p := m.Payload(), o.Payload()
 	if string(d) != "body" || string(p) != "body" || &d[0] == &p[0] || &m.Payload()[0] != &d[0] {
@@ -84,7 +83,7 @@ func TestMessageFromViewIsOneAllocation(t *testing.T) {
 			want = 2 // too large to share the Message's allocation
 		}
 		var m *Message
-		if a := testing.AllocsPerRun(100, func() { m = messageFromView(&v, Event, time.Time{}) }); a != want {
+		if a := testing.AllocsPerRun(100, func() { m = messageFromView(&v, Event, 0) }); a != want {
 			t.Errorf("%d-byte payload: %.0f allocations, want %.0f", size, a, want)
 		}
 		if m.Channel() != "orders.created" || m.From() != "shop.bus" || len(m.Payload()) != size || cap(m.Payload()) != size {
@@ -113,7 +112,7 @@ func TestMessageTakesTheSmallestSizeThatHoldsIt(t *testing.T) {
 		if err := hotpath.ParseView(frame, &v); err != nil {
 			t.Fatal(err)
 		}
-		need := header + len(messageFromView(&v, Event, time.Time{}).data)
+		need := header + len(messageFromView(&v, Event, 0).data)
 		want := 0
 		for _, s := range sizes {
 			if s >= need && (s <= 512 || s-mallocHeader >= need) {
@@ -126,7 +125,7 @@ func TestMessageTakesTheSmallestSizeThatHoldsIt(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for i := range keep {
-			keep[i] = messageFromView(&v, Event, time.Time{})
+			keep[i] = messageFromView(&v, Event, 0)
 		}
 		runtime.ReadMemStats(&after)
 		if got := int(after.TotalAlloc-before.TotalAlloc) / n; got != want {
@@ -145,6 +144,6 @@ func BenchmarkMessageFromView128(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		messageFromView(&v, Event, time.Time{})
+		messageFromView(&v, Event, 0)
 	}
 }

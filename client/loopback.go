@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"busbar/internal/hotpath"
 	"busbar/wire"
 )
 
@@ -37,7 +38,7 @@ func (c *Client) localRequest(ctx context.Context, s *Scope, m *wire.Message) (*
 	c.mu.Lock()
 	reg := c.handlers[channel]
 	c.mu.Unlock()
-	msg := newMessage(m, Request, deadline)
+	msg := newMessage(m, Request, hotpath.At(deadline))
 	local := func(o outcome) *wire.Message {
 		return replyMessage(msg.Channel(), msg.ID(), msg.From(), o).WithHeader(wire.HeaderFrom, c.Addr())
 	}

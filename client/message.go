@@ -70,7 +70,7 @@ const (
 	nFields
 )
 
-func newMessage(m *wire.Message, kind Kind, deadline time.Time) *Message {
+func newMessage(m *wire.Message, kind Kind, deadline hotpath.Instant) *Message {
 	return buildMessage(kind, deadline, [nFields]string{
 		m.Value(wire.HeaderID), m.Value(wire.HeaderCommand), m.Value(wire.HeaderFrom),
 		m.Value(wire.HeaderTo), m.Value(wire.HeaderReplyTo),
@@ -79,7 +79,7 @@ func newMessage(m *wire.Message, kind Kind, deadline time.Time) *Message {
 
 // messageFromView copies what a Message keeps out of a View (which aliases
 // the read buffer).
-func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
+func messageFromView(v *hotpath.View, kind Kind, deadline hotpath.Instant) *Message {
 	return buildMessage(kind, deadline, [nFields]string{
 		v.Value(wire.HeaderID), v.Value(wire.HeaderCommand), v.Value(wire.HeaderFrom),
 		v.Value(wire.HeaderTo), v.Value(wire.HeaderReplyTo),
@@ -92,13 +92,13 @@ func messageFromView(v *hotpath.View, kind Kind, deadline time.Time) *Message {
 // one allocation per message, not two). The fields are set one by one: a
 // struct literal assigned to the new Message is built aside and copied
 // with a write barrier for the whole.
-func buildMessage(kind Kind, deadline time.Time, fields [nFields]string, body []byte) *Message {
+func buildMessage(kind Kind, deadline hotpath.Instant, fields [nFields]string, body []byte) *Message {
 	n := len(body)
 	for _, f := range fields {
 		n += len(f)
 	}
 	m, buf := allocMessage(n)
-	m.kind, m.deadline = kind.code(), hotpath.At(deadline)
+	m.kind, m.deadline = kind.code(), deadline
 	for i, f := range fields {
 		buf = append(buf, f...)
 		m.ends[i] = uint32(len(buf))

@@ -100,7 +100,7 @@ func (c *Client) answerView(v *hotpath.View) bool {
 		e.Text, e.From = strings.Clone(e.Text), strings.Clone(e.From)
 		p.rerr = e
 	} else {
-		p.reply = messageFromView(v, Reply, time.Time{})
+		p.reply = messageFromView(v, Reply, 0)
 	}
 	c.handoffs.answers.Add(1)
 	p.answer <- viewAnswer
@@ -113,7 +113,7 @@ func (c *Client) answerView(v *hotpath.View) bool {
 // worker, so one handler that waits would hold up the rest). A request for
 // no handler of this node is answered NO_HANDLER, one the executor refuses
 // OVERLOAD, both from here (queued, never written by the reader).
-func (c *Client) deliverRequestView(cn *conn, v *hotpath.View, now *time.Time) {
+func (c *Client) deliverRequestView(cn *conn, v *hotpath.View, now *hotpath.Instant) {
 	channel := v.Value(wire.HeaderCommand)
 	c.mu.Lock()
 	reg := c.handlers[channel]
@@ -123,7 +123,7 @@ func (c *Client) deliverRequestView(cn *conn, v *hotpath.View, now *time.Time) {
 			wire.ResultNoHandler, "no handler for "+channel+" on "+c.Node())
 		return
 	}
-	var deadline time.Time
+	var deadline hotpath.Instant
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
 		deadline = deadlineFrom(ttl, c.batchNow(now))
 	}

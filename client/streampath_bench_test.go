@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"busbar/internal/hotpath"
 	"busbar/wire"
@@ -53,14 +52,14 @@ func benchmarkDeliverStream(b *testing.B, queue int) {
 	c.exec = c.pool
 	defer c.pool.close()
 	cn := &conn{streams: make([]streamItem, 0, maxStreamBatch)}
-	var now time.Time
+	var now hotpath.Instant
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		c.deliverStream(cn, &v, &now)
 		if i%perRead == perRead-1 {
 			c.flushStreams(cn)
-			now = time.Time{}
+			now = 0
 		}
 		if i%inFlight == inFlight-1 && i >= 2*inFlight {
 			<-progress
