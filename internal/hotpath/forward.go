@@ -109,30 +109,34 @@ func FrameLen(b []byte) int { return int(binary.BigEndian.Uint32(b)) }
 // PatchTTL writes ms (capped at the u32 maximum) as TTLWidth zero-padded
 // digits at b[0:TTLWidth].
 //
-// Every message a writer sends is stamped, so it writes two digits per
-// division (unsigned, which compiles to a multiply) and pads with zeros
-// once the value is spent. A digit per signed division was 208
+// Every message a writer sends is stamped, so the last eight digits are
+// made in one word and stored at once: the value split into two halves
+// of four digits, each half into two pairs, each pair into two digits,
+// with multiplies by reciprocals that are exact in these ranges; the
+// first two come from a table. A digit per signed division was 208
 // instructions a message in a client's writer (cachegrind) and 19–29 ns
-// in BenchmarkPatchTTL, now 12 ns.
+// in BenchmarkPatchTTL, two per unsigned division 12 ns and ~137
+// instructions.
 func PatchTTL(b []byte, ms int64) {
 	u := uint64(min(max(ms, 0), 1<<32-1))
 	_ = b[TTLWidth-1]
-	i := TTLWidth
-	for u >= 10 {
-		q := u / 100
-		r := 2 * (u - q*100)
-		i -= 2
-		b[i], b[i+1] = twoDigits[r], twoDigits[r+1]
-		u = q
-	}
-	if u > 0 {
-		i--
-		b[i] = byte('0' + u)
-	}
-	for i > 0 {
-		i--
-		b[i] = '0'
-	}
+	top := 2 * (u / 100_000_000) // at most 42
+	b[0], b[1] = twoDigits[top], twoDigits[top+1]
+	binary.LittleEndian.PutUint64(b[2:], eightDigits(u%100_000_000))
+}
+
+// eightDigits is v (below 10^8) as eight ASCII digits in a word, the
+// first digit in its lowest byte (a little-endian store writes them in
+// order).
+func eightDigits(v uint64) uint64 {
+	x := v/10_000 | (v%10_000)<<32 // two lanes of 32 bits, below 10^4 each
+	// Each lane /100: (n*5243)>>19 is n/100 for n < 43,699.
+	q := (x * 5243 >> 19) & 0x0000007F_0000007F
+	x = q | (x-q*100)<<16 // four lanes of 16 bits, below 100 each
+	// Each lane /10: (n*103)>>10 is n/10 for n < 179.
+	q = (x * 103 >> 10) & 0x000F000F_000F000F
+	x = q | (x-q*10)<<8 // eight bytes, a digit each
+	return x | 0x30303030_30303030
 }
 
 // twoDigits is 00 to 99, two bytes each.

@@ -2,6 +2,7 @@ package hotpath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"testing"
@@ -68,6 +69,27 @@ func TestPatchTTL(t *testing.T) {
 	if len(ttlSlot) != TTLWidth+1 {
 		t.Fatalf("ttl slot %q is not TTLWidth digits and a newline", ttlSlot)
 	}
+}
+
+// eightDigits's reciprocals are exact only in their ranges: every value
+// below 20,000 and a stride through the rest of 0 to 10^8 are held to
+// strconv.
+func TestEightDigitsAsStrconv(t *testing.T) {
+	var b [8]byte
+	check := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], eightDigits(v))
+		want := strconv.AppendUint(nil, v+100_000_000, 10)[1:] // zero-padded to eight
+		if string(b[:]) != string(want) {
+			t.Fatalf("eightDigits(%d) = %q, want %q", v, b[:], want)
+		}
+	}
+	for v := range uint64(20_000) {
+		check(v)
+	}
+	for v := uint64(20_000); v < 100_000_000; v += 97 {
+		check(v)
+	}
+	check(99_999_999)
 }
 
 func TestViewAndForwardZeroAllocs(t *testing.T) {
