@@ -91,8 +91,20 @@ func FuzzStreamReader(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, []byte{})
 	f.Fuzz(func(t *testing.T, stream, sizes []byte) {
 		r := NewReader(&chunkReader{data: stream, sizes: sizes})
+		// ReadFrame, then Decode, on the same bytes read in the same
+		// chunks, gives what ReadMessage gives (ReadFrame returns a frame
+		// in place in the read buffer; ReadMessage copies it out).
+		rf := NewReader(&chunkReader{data: stream, sizes: sizes})
 		for range 1000 {
 			m, err := r.ReadMessage()
+			frame, ferr := rf.ReadFrame()
+			var fm *Message
+			if ferr == nil {
+				fm, ferr = Decode(frame)
+			}
+			if !sameErrorKind(err, ferr) || (err == nil && !fm.Equal(m)) {
+				t.Fatalf("ReadMessage: %v; ReadFrame and Decode: %v", err, ferr)
+			}
 			if err == io.EOF {
 				return
 			}
@@ -106,11 +118,11 @@ func FuzzStreamReader(f *testing.F) {
 				continue
 			}
 			// What a reader accepts, a writer can send back unchanged.
-			frame, err := AppendFrame(nil, m)
+			out, err := AppendFrame(nil, m)
 			if err != nil {
 				t.Fatalf("accepted message cannot be written: %v", err)
 			}
-			back, err := NewReader(bytes.NewReader(frame)).ReadMessage()
+			back, err := NewReader(bytes.NewReader(out)).ReadMessage()
 			if err != nil || !back.Equal(m) {
 				t.Fatalf("re-read: %v", err)
 			}
@@ -159,4 +171,15 @@ func FuzzAddress(f *testing.F) {
 			t.Fatalf("ParseAddress disagrees: %+v %v", a, err)
 		}
 	})
+}
+
+// sameErrorKind reports whether a and b are both nil, both io.EOF, or
+// both of the same one of wire's error kinds.
+func sameErrorKind(a, b error) bool {
+	for _, kind := range []error{io.EOF, ErrMalformed, ErrTooLarge, ErrTruncated} {
+		if errors.Is(a, kind) != errors.Is(b, kind) {
+			return false
+		}
+	}
+	return (a == nil) == (b == nil)
 }
