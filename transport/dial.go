@@ -29,7 +29,9 @@ func Dial(ctx context.Context, e Endpoint, tlsConfig *tls.Config) (net.Conn, err
 	switch e.Scheme {
 	case SchemeUnix:
 		var d net.Dialer
-		c, err = d.DialContext(ctx, "unix", e.Address)
+		if c, err = d.DialContext(ctx, "unix", e.Address); err == nil {
+			_ = c.(*net.UnixConn).SetWriteBuffer(UnixSendBuffer)
+		}
 	case SchemeWS, SchemeWSS:
 		c, err = dialWebSocket(ctx, e, tlsConfig)
 	case SchemeTLS:

@@ -93,7 +93,29 @@ func listenUnix(path string) (net.Listener, error) {
 	// net sets this for sockets it created, but say so: the next Listen
 	// must not find our socket and mistake it for a live broker's.
 	ln.SetUnlinkOnClose(true)
-	return ln, nil
+	return unixListener{ln}, nil
+}
+
+// UnixSendBuffer is the send buffer (SO_SNDBUF) asked for on both ends of
+// a unix socket connection. A unix stream socket's sender may have only
+// its send buffer's worth of bytes unread by the peer, and the kernel's
+// default (net.core.wmem_default, 208 KiB on most systems) makes a writer
+// at full speed sleep and wake far more often than over loopback TCP,
+// whose buffers grow to megabytes. The kernel caps the request at
+// net.core.wmem_max; asking for more is not an error.
+const UnixSendBuffer = 1 << 20
+
+// unixListener sets UnixSendBuffer on the connections it accepts (they do
+// not inherit the listener's).
+type unixListener struct{ *net.UnixListener }
+
+func (l unixListener) Accept() (net.Conn, error) {
+	c, err := l.AcceptUnix()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteBuffer(UnixSendBuffer)
+	return c, nil
 }
 
 // bindUnix binds a unix socket at path. The socket inode is chmodded before
