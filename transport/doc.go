@@ -43,6 +43,11 @@
 // refuses a live one with ErrAddressInUse and never removes a file that is not
 // a socket. Closing the listener removes the socket file.
 //
+// Both ends of a unix socket connection, dialled or accepted, ask for a
+// send buffer of UnixSendBuffer (the kernel caps it at net.core.wmem_max):
+// the kernel's default is a fraction of what loopback TCP's buffers grow
+// to, and a writer at full speed would sleep and wake far more often.
+//
 // TLS listeners require a certificate and default to TLS 1.2 as the minimum
 // version. TLS dials verify the server's certificate: with a nil config
 // against the system roots and the endpoint's host name.
