@@ -4,24 +4,30 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"busbar/transport"
 )
 
 // TestMaxQueueMessagesHoldsThatManyForAStoppedSubscriber: `busbar serve
 // --max-queue-messages 2` holds exactly two events for a subscriber that
 // stopped reading (SIGSTOP), and answers the next one BACKPRESSURED.
 //
-// Each payload (512 KiB) is larger than what the kernel buffers on a Unix
-// socket, so the broker's writer is stuck on the first event and the queue
-// behind it holds the next ones: events 2 and 3 fill the queue (at the
+// Each payload (2.5 MiB, with --max-payload raised for it) is larger than
+// what the kernel buffers on a Unix socket (transport.UnixSendBuffer, which
+// Linux doubles for its bookkeeping), so the broker's writer is stuck on
+// the first event and the queue behind it holds the next ones: events 2 and 3 fill the queue (at the
 // limit), event 4 is one past it. The held events are not answered (the
 // stopped node cannot accept them): the broker answers TIMED_OUT for that
 // node just before the publication's deadline.
 func TestMaxQueueMessagesHoldsThatManyForAStoppedSubscriber(t *testing.T) {
 	const limit = 2
-	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--max-queue-messages", "2")
+	payload := strings.Repeat("x", 2*transport.UnixSendBuffer+512<<10)
+	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--max-queue-messages", "2",
+		"--max-payload", strconv.Itoa(len(payload)))
 
 	sub := exec.Command(binPath, "sub", "news", "--name", "slow")
 	sub.Env = append(os.Environ(), "BUSBAR_DATA="+s.data)
@@ -38,7 +44,6 @@ func TestMaxQueueMessagesHoldsThatManyForAStoppedSubscriber(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	payload := strings.Repeat("x", 512<<10)
 	// One event in the writer's hands, then limit events queued: all held.
 	// A 1 s deadline gets the longest answer lead (100 ms), so a loaded
 	// machine still brings the TIMED_OUT result in time, and the three
