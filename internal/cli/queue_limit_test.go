@@ -17,12 +17,13 @@ import (
 // stopped reading (SIGSTOP), and answers the next one BACKPRESSURED.
 //
 // Each payload (2.5 MiB, with --max-payload raised for it) is larger than
-// what the kernel buffers on a Unix socket (transport.UnixSendBuffer, which
-// Linux doubles for its bookkeeping), so the broker's writer is stuck on
-// the first event and the queue behind it holds the next ones: events 2 and 3 fill the queue (at the
-// limit), event 4 is one past it. The held events are not answered (the
-// stopped node cannot accept them): the broker answers TIMED_OUT for that
-// node just before the publication's deadline.
+// what the kernel buffers on a Unix socket (transport.UnixSendBuffer,
+// which Linux doubles for its bookkeeping), so the broker's writer is
+// stuck on the first event and the queue behind it holds the next ones:
+// events 2 and 3 fill the queue (at the limit), event 4 is one past it.
+// The held events are not answered (the stopped node cannot accept them):
+// the broker answers TIMED_OUT for that node just before the
+// publication's deadline.
 func TestMaxQueueMessagesHoldsThatManyForAStoppedSubscriber(t *testing.T) {
 	const limit = 2
 	payload := strings.Repeat("x", 2*transport.UnixSendBuffer+512<<10)

@@ -4,7 +4,8 @@
 // (View, ParseView), forwarded with a new from and a fixed-width ttl
 // spliced in (AppendForward), a stream message encoded without building a
 // wire.Message (AppendEvent), and the remaining ttl stamped into a frame's
-// copy at write time (PatchTTL).
+// copy at write time (PatchTTL); and Instant, the pointer-free deadline
+// that queues and received messages keep.
 //
 // It exists so that these stay out of package wire's public API. They
 // trade the Message API's checks and ownership for speed: a View's strings
