@@ -52,12 +52,35 @@ func TestBusStateRepairsALostWriteByDigest(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			last := ""
+			// probe hears b1's state on b2's NATS server: once it has the
+			// lost write, so has that server, and b2's new subscription
+			// cannot catch the write still crossing the route.
+			var sawBefore, sawLost atomic.Bool
+			last := fmt.Sprint("ns-", tc.namespaces-1)
+			probe, err := nats.Connect(nc.URL(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer probe.Close()
+			if _, err := probe.Subscribe("busbar.state.b1", func(m *nats.Msg) {
+				var sm stateMsg
+				if json.Unmarshal(m.Data, &sm) == nil && sm.NS == last {
+					for _, e := range sm.Entries {
+						sawBefore.CompareAndSwap(false, e.Key == "before")
+						sawLost.CompareAndSwap(false, e.Key == "lost")
+					}
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := probe.Flush(); err != nil {
+				t.Fatal(err)
+			}
 			for i := range tc.namespaces {
-				last = fmt.Sprint("ns-", i)
-				setState(t, writers[i/MaxNamespacesPerNode], last, "before", 1)
+				setState(t, writers[i/MaxNamespacesPerNode], fmt.Sprint("ns-", i), "before", 1)
 			}
 			pollUntil(t, 10*time.Second, "b2 has the first writes", func() bool { return hasKey(b2, last, "before") })
+			pollUntil(t, 10*time.Second, "the probe has the first writes", sawBefore.Load)
 
 			// b2 stops hearing state while one more write crosses.
 			i := -1
@@ -73,9 +96,7 @@ func TestBusStateRepairsALostWriteByDigest(t *testing.T) {
 				t.Fatal(err)
 			}
 			setState(t, writers[len(writers)-1], last, "lost", 2)
-			if err := b1.cl.nc.Flush(); err != nil { // it has reached the server, and gone nowhere
-				t.Fatal(err)
-			}
+			pollUntil(t, 10*time.Second, "b2's server has the lost write", sawLost.Load)
 			sub, err := b2.cl.nc.Subscribe(b2.cl.subj.state+"*", b2.cl.onState)
 			if err != nil {
 				t.Fatal(err)
