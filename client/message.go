@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"time"
 	"unsafe"
 
@@ -97,6 +98,9 @@ func buildMessage(kind Kind, deadline hotpath.Instant, fields [nFields]string, b
 	for _, f := range fields {
 		n += len(f)
 	}
+	if n > maxInlineData {
+		return buildLarge(kind, deadline, fields, body)
+	}
 	m, buf := allocMessage(n)
 	m.kind, m.deadline = kind.code(), deadline
 	for i, f := range fields {
@@ -107,10 +111,36 @@ func buildMessage(kind Kind, deadline hotpath.Instant, fields [nFields]string, b
 	return m
 }
 
+// buildLarge is buildMessage past the sizes that share the Message's
+// allocation: the buffer is allocated on its own and not zeroed first
+// (bytes.Join's), since every byte of it is copied in at once — zeroing
+// 16 KiB only to overwrite it was a tenth of a busy subscriber's CPU at
+// that size.
+func buildLarge(kind Kind, deadline hotpath.Instant, fields [nFields]string, body []byte) *Message {
+	m := new(Message)
+	m.kind, m.deadline = kind.code(), deadline
+	var parts [nFields + 1][]byte
+	end := 0
+	for i, f := range fields {
+		parts[i] = unsafe.Slice(unsafe.StringData(f), len(f))
+		end += len(f)
+		m.ends[i] = uint32(end)
+	}
+	parts[nFields] = body
+	m.data = bytes.Join(parts[:], nil)
+	return m
+}
+
 // copyForReceiver returns m for one more receiver: the same header fields
 // and a payload of its own (a copy of the whole buffer, in one allocation
 // with the new Message when it is small).
 func (m *Message) copyForReceiver() *Message {
+	if len(m.data) > maxInlineData {
+		o := new(Message)
+		o.ends, o.kind, o.deadline = m.ends, m.kind, m.deadline
+		o.data = append([]byte(nil), m.data...) // not zeroed first, as buildLarge
+		return o
+	}
 	o, buf := allocMessage(len(m.data))
 	o.ends, o.kind, o.deadline = m.ends, m.kind, m.deadline
 	o.data = append(buf, m.data...)
@@ -174,9 +204,10 @@ type (
 )
 
 // allocMessage returns a new Message and an empty buffer of capacity n
-// for its strings and payload, in one allocation when n is small: the
-// smallest of the sizes below that holds both (each a Go size class, so
-// nothing is rounded up past it), or two allocations past the largest.
+// (at most maxInlineData) for its strings and payload, in one allocation:
+// the smallest of the sizes above that holds both (each a Go size class,
+// so nothing is rounded up past it). Larger data is allocated on its own
+// (buildLarge).
 func allocMessage(n int) (*Message, []byte) {
 	switch {
 	case n <= len(messageIn128{}.data):
@@ -197,12 +228,14 @@ func allocMessage(n int) (*Message, []byte) {
 	case n <= len(messageIn512{}.data):
 		x := new(messageIn512)
 		return &x.m, x.data[:0:n]
-	case n <= len(messageIn640{}.data):
+	default:
 		x := new(messageIn640)
 		return &x.m, x.data[:0:n]
 	}
-	return new(Message), make([]byte, 0, n)
 }
+
+// maxInlineData is the most data a Message shares its allocation with.
+const maxInlineData = len(messageIn640{}.data)
 
 // ID is the framework-assigned message id.
 func (m *Message) ID() string { return m.field(fieldID) }

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,7 +29,7 @@ const (
 
 // Reader reads length-prefixed frames from a byte stream.
 type Reader struct {
-	br     *bufio.Reader
+	br     *readBuffer
 	prefix [prefixLen]byte
 	buf    []byte // reused by ReadFrame
 	err    error  // sticky: set once the stream is out of sync or ended
@@ -40,17 +39,23 @@ type Reader struct {
 // SetLimit lowers the largest frame r accepts below MaxMessageBytes (a
 // broker sets its payload limit plus room for headers): a longer one is a
 // *SizeError (ErrTooLarge) before any of it is read. n ≤ 0 or over
-// MaxMessageBytes means MaxMessageBytes.
+// MaxMessageBytes means MaxMessageBytes. A limit of at most
+// readBufferSize (32 KiB) also keeps the read buffer from growing past
+// that size (a broker's limit before login).
 func (r *Reader) SetLimit(n int) {
 	if n <= 0 || n > MaxMessageBytes {
 		n = 0
 	}
 	r.limit = n
+	r.br.most = maxReadBuffer
+	if n > 0 && n <= readBufferSize { // frames this small gain nothing from more
+		r.br.most = readBufferSize
+	}
 }
 
 // NewReader returns a Reader that buffers r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, readBufferSize)}
+	return &Reader{br: newReadBuffer(r)}
 }
 
 // next reads a length prefix and checks it against the limits before
@@ -148,9 +153,10 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	if err != nil {
 		return nil, r.fail(err)
 	}
-	// A frame that fits the read buffer is returned in place: no copy. The
-	// bytes stay put until the next read refills the buffer.
-	if n <= r.br.Size() {
+	// A frame that fits the read buffer (grown for it if need be) is
+	// returned in place: no copy. The bytes stay put until the next read
+	// refills the buffer.
+	if n <= r.br.most {
 		frame, err := r.br.Peek(n)
 		if err != nil {
 			return nil, r.fail(truncated(err, n))
@@ -237,12 +243,24 @@ func AppendFrame(dst []byte, m *Message) ([]byte, error) {
 // part of a frame, so every later call returns it.
 type Writer struct {
 	w   io.Writer
+	vw  VectorWriter // w, when it writes several slices in one call; nil otherwise
 	buf []byte
 	err error
+
+	// With vw: slices WriteDirect queued without a copy, and the pieces of
+	// buf between them, in order; Flush writes them in one call. buf[:mark]
+	// is in vec already, and vecBytes is what vec holds.
+	vec      [][]byte
+	vecBytes int
+	mark     int
 }
 
-// NewWriter returns a Writer on w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+// NewWriter returns a Writer on w. When w is a VectorWriter, frames
+// WriteDirect queues are gathered and written together (see WriteDirect).
+func NewWriter(w io.Writer) *Writer {
+	vw, _ := w.(VectorWriter)
+	return &Writer{w: w, vw: vw}
+}
 
 // WriteMessage queues m as one frame. A message Check refuses is not queued
 // and its error returned; the stream stays usable.
@@ -262,14 +280,27 @@ func (w *Writer) WriteMessage(m *Message) error {
 }
 
 // Buffered returns the number of bytes queued and not yet flushed.
-func (w *Writer) Buffered() int { return len(w.buf) }
+func (w *Writer) Buffered() int { return len(w.buf) - w.mark + w.vecBytes }
 
 // Flush writes every queued frame to the underlying writer.
 func (w *Writer) Flush() error {
-	if w.err != nil || len(w.buf) == 0 {
+	if w.err != nil {
 		return w.err
 	}
-	_, err := w.w.Write(w.buf)
+	var err error
+	switch {
+	case len(w.vec) > 0:
+		if w.mark < len(w.buf) {
+			w.vec = append(w.vec, w.buf[w.mark:])
+		}
+		_, err = w.vw.WriteVector(w.vec)
+		clear(w.vec) // the slices are the caller's again
+		w.vec, w.vecBytes, w.mark = w.vec[:0], 0, 0
+	case len(w.buf) > 0:
+		_, err = w.w.Write(w.buf)
+	default:
+		return nil
+	}
 	if cap(w.buf) > retainBytes {
 		w.buf = nil
 	} else {

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // appendFrameWith appends m as a stream frame like AppendFrame, with the
 // header key set to value in the copy on the wire only.
@@ -85,23 +88,57 @@ func (w *Writer) WriteRaw(frame []byte) ([]byte, error) {
 
 // WriteDirect queues encoded frames (prefix included, several back to back
 // allowed) after what is already queued, like WriteRaw, but without copying
-// them when it can: with nothing buffered, or more than fits the buffer,
-// the buffered bytes are flushed and b goes to the underlying writer as it
-// is, so a sender that encoded into a buffer of its own (a connection's
-// pending batch) saves the copy. Small b behind buffered frames is copied,
-// saving a write. b is not checked and not retained; errors are sticky as
-// for every write.
+// them when it can: small b behind buffered frames is copied, saving a
+// write; otherwise b goes to the underlying writer as it is, so a sender
+// that encoded into a buffer of its own (a connection's pending batch)
+// saves the copy. When that writer is a VectorWriter, b is queued by
+// reference and written with what is buffered at the next Flush, in one
+// call — by WriteDirect itself once vectorBytes or vectorSlices are
+// queued — so the caller keeps b unchanged until then; otherwise the
+// buffered bytes are flushed and b is written at once. b is not checked;
+// errors are sticky as for every write.
 func (w *Writer) WriteDirect(b []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	if len(w.buf) > 0 && len(w.buf)+len(b) <= flushBytes {
+	if len(w.buf) > w.mark && len(w.buf)+len(b) <= flushBytes {
 		w.buf = append(w.buf, b...)
 		return nil
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	if w.vw == nil {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		_, w.err = w.w.Write(b)
+		return w.err
 	}
-	_, w.err = w.w.Write(b)
-	return w.err
+	if w.mark < len(w.buf) {
+		w.vec = append(w.vec, w.buf[w.mark:])
+		w.vecBytes += len(w.buf) - w.mark
+		w.mark = len(w.buf)
+	}
+	w.vec = append(w.vec, b)
+	w.vecBytes += len(b)
+	if w.vecBytes >= vectorBytes || len(w.vec) >= vectorSlices {
+		return w.Flush()
+	}
+	return nil
 }
+
+// VectorWriter is an io.Writer that also writes several slices in one
+// call, in order, as if they were one (writev on a socket). It must not
+// keep bufs, or modify the bytes, after it returns.
+type VectorWriter interface {
+	io.Writer
+	WriteVector(bufs [][]byte) (int64, error)
+}
+
+// What WriteDirect gathers for one vectored write: a write of up to
+// vectorBytes bytes in up to vectorSlices slices costs one system call
+// where each slice cost one, and is still small enough that a writer
+// waiting on a slow peer records progress often (sendq frees a batch's
+// room as its writes complete).
+const (
+	vectorBytes  = 128 << 10
+	vectorSlices = 64
+)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"busbar/internal/hotpath"
 )
@@ -38,6 +39,8 @@ type sink struct {
 	writes   int           // blocking writes to the socket so far: the writer's progress within a batch
 	try      nbWrite       // the write tryWrite is doing
 	tryFn    func(fd uintptr) bool
+
+	iov []syscall.Iovec // WriteVector's, reused
 }
 
 // maxKeptRest bounds the rest buffer's capacity kept for reuse.
@@ -83,6 +86,50 @@ func (s *sink) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// vectorSink is the sink of a connection with a descriptor: the
+// wire.Writer above it gathers the frames encoded in place into one
+// writev (wire.VectorWriter). A connection without one (TLS, WebSocket)
+// gets the plain sink, and a write per slice.
+type vectorSink struct{ *sink }
+
+// WriteVector writes bufs as one, with writev; in a Flush in place
+// without waiting, keeping in rest what the socket refused, as Write does.
+func (s vectorSink) WriteVector(bufs [][]byte) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if s.nonblock {
+		n := 0
+		if len(s.rest) == 0 {
+			var err error
+			if n, err = s.tryWritev(bufs); err != nil {
+				s.err = err
+				return int64(n), err
+			}
+			s.wrote = s.wrote || n > 0
+		}
+		for _, b := range bufs { // in order, behind what is already waiting
+			skip := min(n, len(b))
+			s.rest = append(s.rest, b[skip:]...)
+			n -= skip
+		}
+		return int64(total), nil
+	}
+	if err := s.finish(); err != nil {
+		return 0, err
+	}
+	n, err := s.writev(bufs, true)
+	s.writes++
+	if err != nil {
+		s.err = err
+	}
+	return int64(n), err
+}
+
 // restChunk is how much of rest finish writes at a time: progress is
 // recorded after each, as the writer records each flush of a long batch,
 // so a producer stalled for room sees a slow peer progress.
@@ -125,17 +172,53 @@ func (s *sink) tryWrite(p []byte) (int, error) {
 	return n, err
 }
 
-// nbWrite is one non-blocking write's bytes and results.
+// nbWrite is one non-blocking write's bytes and results: p, or the
+// iovecs of a writev when iov is set.
 type nbWrite struct {
-	p   []byte
-	n   int
-	err error
+	p    []byte
+	iov  []syscall.Iovec
+	wait bool // iov only: wait for the socket to take all of it
+	n    int
+	err  error
+}
+
+// tryWritev is tryWrite for several slices at once, in one writev.
+func (s *sink) tryWritev(bufs [][]byte) (int, error) { return s.writev(bufs, false) }
+
+// writev writes bufs with writev calls: all of them, waiting for the
+// socket up to its write deadline, when wait is set (each call that took
+// bytes is progress, as a blocking write is); otherwise what the socket
+// takes at once.
+func (s *sink) writev(bufs [][]byte, wait bool) (int, error) {
+	s.iov = s.iov[:0]
+	for _, b := range bufs {
+		if len(b) > 0 {
+			v := syscall.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			s.iov = append(s.iov, v)
+		}
+	}
+	s.try = nbWrite{iov: s.iov, wait: wait}
+	cerr := s.raw.Write(s.tryFn)
+	n, err := s.try.n, s.try.err
+	s.try = nbWrite{}
+	clear(s.iov) // drop the references to the caller's bytes
+	if !wait && errors.Is(cerr, os.ErrDeadlineExceeded) {
+		cerr = nil // nothing written: the writer sets a fresh deadline and writes it
+	}
+	if err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // writeNow is tryWrite's callback: it writes s.try.p until the socket
 // refuses more.
 func (s *sink) writeNow(fd uintptr) bool {
 	t := &s.try
+	if t.iov != nil {
+		return s.writevNow(fd)
+	}
 	for t.n < len(t.p) {
 		m, e := syscall.Write(int(fd), t.p[t.n:])
 		switch {
@@ -245,4 +328,37 @@ func (q *Queue) Flush() {
 	if left > 0 || err != nil {
 		q.signal() // the writer finishes the rest, or fails and closes
 	}
+}
+
+// writevNow writes s.try.iov until the socket refuses more, advancing the
+// iovecs past what each writev took; it reports whether the write is done
+// (false: wait for the socket, and call again).
+func (s *sink) writevNow(fd uintptr) bool {
+	t := &s.try
+	for len(t.iov) > 0 {
+		m, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&t.iov[0])), uintptr(len(t.iov)))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return !t.wait
+		case e != 0:
+			t.err = os.NewSyscallError("writev", e)
+			return true
+		}
+		t.n += int(m)
+		if t.wait {
+			s.progress.Store(time.Now().UnixNano())
+		}
+		for rest := int(m); rest > 0; t.iov = t.iov[1:] {
+			l := int(t.iov[0].Len)
+			if rest < l { // part of this slice went: the rest of it is next
+				t.iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(t.iov[0].Base), rest))
+				t.iov[0].SetLen(l - rest)
+				break
+			}
+			rest -= l
+		}
+	}
+	return true
 }

@@ -122,7 +122,11 @@ func New(nc net.Conn, l Limits) *Queue {
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	q.out = newSink(nc, &q.lastWrite)
-	q.w = wire.NewWriter(q.out)
+	if q.out.raw != nil {
+		q.w = wire.NewWriter(vectorSink{q.out})
+	} else {
+		q.w = wire.NewWriter(q.out)
+	}
 	q.lastWrite.Store(time.Now().UnixNano())
 	return q
 }

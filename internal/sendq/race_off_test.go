@@ -1,0 +1,5 @@
+//go:build !race
+
+package sendq
+
+const raceEnabled = false
