@@ -141,9 +141,14 @@ func TestMessageTakesTheSmallestSizeThatHoldsIt(t *testing.T) {
 	}
 }
 
-func BenchmarkMessageFromView128(b *testing.B) {
+func BenchmarkMessageFromView128(b *testing.B) { benchmarkMessageFromView(b, 128) }
+
+// 16 KiB: past the sizes that share the Message's allocation (buildLarge).
+func BenchmarkMessageFromView16K(b *testing.B) { benchmarkMessageFromView(b, 16<<10) }
+
+func benchmarkMessageFromView(b *testing.B, size int) {
 	frame := wire.New(wire.TypeStream, "orders.created").WithHeader(wire.HeaderID, newID()).
-		WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, 128)).ToBytes()
+		WithHeader(wire.HeaderFrom, "shop.bus").WithBody(make([]byte, size)).ToBytes()
 	var v hotpath.View
 	if err := hotpath.ParseView(frame, &v); err != nil {
 		b.Fatal(err)

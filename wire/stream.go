@@ -289,6 +289,10 @@ func (w *Writer) Flush() error {
 	}
 	var err error
 	switch {
+	case len(w.vec) == 1 && w.mark == len(w.buf): // one slice: a plain write
+		_, err = w.w.Write(w.vec[0])
+		w.vec[0] = nil
+		w.vec, w.vecBytes, w.mark = w.vec[:0], 0, 0
 	case len(w.vec) > 0:
 		if w.mark < len(w.buf) {
 			w.vec = append(w.vec, w.buf[w.mark:])

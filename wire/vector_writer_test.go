@@ -150,3 +150,23 @@ func TestWriterWithoutVectorsWritesDirectFramesAtOnce(t *testing.T) {
 		t.Fatal("direct frames out of order")
 	}
 }
+
+// One direct frame alone leaves in a plain write: there is nothing to
+// gather.
+func TestWriterWritesALoneDirectFramePlainly(t *testing.T) {
+	vw := &recordingVW{}
+	w := NewWriter(vw)
+	f := frameOf(t, 'a', 40000)
+	if err := w.WriteDirect(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if vw.writes != 1 || vw.vectors != 0 || !bytes.Equal(vw.out.Bytes(), f) {
+		t.Fatalf("%d writes, %d vectored writes, %d bytes", vw.writes, vw.vectors, vw.out.Len())
+	}
+	if w.Buffered() != 0 {
+		t.Fatalf("Buffered %d after Flush", w.Buffered())
+	}
+}
