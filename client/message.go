@@ -113,9 +113,8 @@ func buildMessage(kind Kind, deadline hotpath.Instant, fields [nFields]string, b
 
 // buildLarge is buildMessage past the sizes that share the Message's
 // allocation: the buffer is allocated on its own and not zeroed first
-// (bytes.Join's), since every byte of it is copied in at once — zeroing
-// 16 KiB only to overwrite it was a tenth of a busy subscriber's CPU at
-// that size.
+// (bytes.Join's), since every byte of it is copied in at once
+// (docs/performance.md, round six: a small gain).
 func buildLarge(kind Kind, deadline hotpath.Instant, fields [nFields]string, body []byte) *Message {
 	m := new(Message)
 	m.kind, m.deadline = kind.code(), deadline

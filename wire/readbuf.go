@@ -8,9 +8,9 @@ import "io"
 // while reads fill it (the peer sends faster than it is read), so a busy
 // connection takes more frames per read system call: at 16 KiB a frame,
 // a 32 KiB buffer reads about one frame per call. Once shrinkAfter reads
-// in a row have each brought less than a quarter of readBufferSize, an
-// emptied buffer goes back to readBufferSize. nats-server sizes its read
-// buffers the same way. A Reader whose frame limit is below
+// in a row have each brought less than shortRead, the buffer goes back to
+// readBufferSize as soon as what it holds fits that. nats-server sizes
+// its read buffers the same way. A Reader whose frame limit is at most
 // readBufferSize (a broker's before login) never grows its buffer: what
 // an unauthenticated peer can make the broker hold stays bounded.
 type readBuffer struct {
@@ -32,9 +32,6 @@ const (
 func newReadBuffer(rd io.Reader) *readBuffer {
 	return &readBuffer{rd: rd, most: maxReadBuffer, buf: make([]byte, readBufferSize)}
 }
-
-// Size is what the buffer holds at most now.
-func (b *readBuffer) Size() int { return len(b.buf) }
 
 // Buffered is how many bytes can be read without a read of the peer.
 func (b *readBuffer) Buffered() int { return b.w - b.r }

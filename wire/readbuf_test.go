@@ -33,8 +33,8 @@ func TestReadBufferGrowsWhileReadsFillIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.fill()
-		if b.Size() != w {
-			t.Fatalf("after full read %d: size %d, want %d", i+1, b.Size(), w)
+		if len(b.buf) != w {
+			t.Fatalf("after full read %d: size %d, want %d", i+1, len(b.buf), w)
 		}
 	}
 }
@@ -46,8 +46,8 @@ func TestReadBufferShrinksAfterARunOfShortReads(t *testing.T) {
 	src := &pieceReader{b: make([]byte, 4<<20), chunk: 1 << 20}
 	b := newReadBuffer(src)
 	b.fill() // full: grows
-	if b.Size() != 2*readBufferSize {
-		t.Fatalf("size %d after a full read", b.Size())
+	if len(b.buf) != 2*readBufferSize {
+		t.Fatalf("size %d after a full read", len(b.buf))
 	}
 	shortRun := func(n int) {
 		t.Helper()
@@ -60,19 +60,19 @@ func TestReadBufferShrinksAfterARunOfShortReads(t *testing.T) {
 	}
 	src.chunk = shortRead - 1
 	shortRun(shrinkAfter - 1)
-	if b.Size() != 2*readBufferSize {
-		t.Fatalf("shrank to %d after %d short reads", b.Size(), shrinkAfter-1)
+	if len(b.buf) != 2*readBufferSize {
+		t.Fatalf("shrank to %d after %d short reads", len(b.buf), shrinkAfter-1)
 	}
 	src.chunk = shortRead // one read that is not short
 	shortRun(1)
 	src.chunk = shortRead - 1
 	shortRun(shrinkAfter - 1)
-	if b.Size() != 2*readBufferSize {
-		t.Fatalf("shrank to %d: a read of shortRead bytes should restart the count", b.Size())
+	if len(b.buf) != 2*readBufferSize {
+		t.Fatalf("shrank to %d: a read of shortRead bytes should restart the count", len(b.buf))
 	}
 	shortRun(1)
-	if b.Size() != readBufferSize {
-		t.Fatalf("size %d after %d short reads in a row, want %d", b.Size(), shrinkAfter, readBufferSize)
+	if len(b.buf) != readBufferSize {
+		t.Fatalf("size %d after %d short reads in a row, want %d", len(b.buf), shrinkAfter, readBufferSize)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestReadFrameAtAndPastMaxReadBuffer(t *testing.T) {
 		if _, err := r.ReadFrame(); !errors.Is(err, io.EOF) {
 			t.Fatalf("chunk %d: after the last frame: %v", chunk, err)
 		}
-		if got := r.br.Size(); got > maxReadBuffer {
+		if got := len(r.br.buf); got > maxReadBuffer {
 			t.Fatalf("chunk %d: buffer grew to %d, past maxReadBuffer", chunk, got)
 		}
 	}
@@ -168,7 +168,7 @@ func TestReaderWithASmallLimitKeepsItsBuffer(t *testing.T) {
 				t.Fatalf("limit %d, frame %d: %v", tc.limit, i, err)
 			}
 		}
-		if got := r.br.Size(); got != tc.want {
+		if got := len(r.br.buf); got != tc.want {
 			t.Fatalf("limit %d: buffer of %d bytes, want %d", tc.limit, got, tc.want)
 		}
 	}

@@ -106,7 +106,7 @@ func (s vectorSink) WriteVector(bufs [][]byte) (int64, error) {
 		n := 0
 		if len(s.rest) == 0 {
 			var err error
-			if n, err = s.tryWritev(bufs); err != nil {
+			if n, err = s.writev(bufs, false); err != nil {
 				s.err = err
 				return int64(n), err
 			}
@@ -182,9 +182,6 @@ type nbWrite struct {
 	err  error
 }
 
-// tryWritev is tryWrite for several slices at once, in one writev.
-func (s *sink) tryWritev(bufs [][]byte) (int, error) { return s.writev(bufs, false) }
-
 // writev writes bufs with writev calls: all of them, waiting for the
 // socket up to its write deadline, when wait is set (each call that took
 // bytes is progress, as a blocking write is); otherwise what the socket
@@ -212,8 +209,8 @@ func (s *sink) writev(bufs [][]byte, wait bool) (int, error) {
 	return n, err
 }
 
-// writeNow is tryWrite's callback: it writes s.try.p until the socket
-// refuses more.
+// writeNow is the callback of tryWrite and writev: it writes s.try.p, or
+// s.try.iov (writevNow), until the socket refuses more.
 func (s *sink) writeNow(fd uintptr) bool {
 	t := &s.try
 	if t.iov != nil {
