@@ -73,6 +73,7 @@ const (
 	ropInbox    = "inbox"
 	ropAnswer   = "answer"
 	ropDeliver  = "deliver"
+	ropTaken    = "taken" // home → broker: a newer session of the device took over session sid
 )
 
 // relayForwards is a broker's side of the inboxes kept elsewhere: the
@@ -236,7 +237,7 @@ func (b *Broker) forwardAck(c *conn, d *delivery, body []byte, s *subject) *refu
 // forwardReceive opens a receive session of device at its home, for c,
 // whose proof this broker checked. It ends c's older session first, as a
 // local one does.
-func (b *Broker) forwardReceive(c *conn, s *subject, device, home string) *refusal {
+func (b *Broker) forwardReceive(c *conn, s *subject, device, home, rid string) *refusal {
 	cl := b.cl
 	c.durable.mu.Lock()
 	defer c.durable.mu.Unlock()
@@ -249,14 +250,17 @@ func (b *Broker) forwardReceive(c *conn, s *subject, device, home string) *refus
 		return rejectf("connection is closing")
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{c: c, device: device, home: home, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{})}
+	d := &delivery{c: c, device: device, home: home, rid: rid, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{})}
 	fw := &cl.relay
 	fw.mu.Lock()
 	if fw.sessions == nil {
 		fw.sessions = map[string]*delivery{}
 	}
 	fw.next++
-	d.sid = strconv.FormatUint(fw.next, 10)
+	// The boot's prefix keeps a session id from meaning two sessions at
+	// the home across a restart of this broker: the home may still hold
+	// the one from before, and must not take the new one for it.
+	d.sid = cl.iid + "-" + strconv.FormatUint(fw.next, 10)
 	fw.sessions[d.sid] = d // before asking: the deliveries follow the answer at once
 	fw.mu.Unlock()
 	reply := answered(b, c, *s)
@@ -353,6 +357,24 @@ func (cl *cluster) onRelayed(m *nats.Msg) {
 			cl.b.log.Warn("relay: a device's home delivered over the window; ending the session", "home", home, "device", d.device)
 			d.cancel()
 		}
+	case ropTaken:
+		fw.mu.Lock()
+		d := fw.sessions[m.Header.Get(rhSid)]
+		fw.mu.Unlock()
+		if d != nil && d.home == home {
+			cl.b.takenOver(d)
+		}
+	}
+}
+
+// tellTakenOver tells the broker that opened session d here, as its
+// device's home, that a newer session of the device took over (the home's
+// side of Broker.takenOver).
+func (cl *cluster) tellTakenOver(d *delivery) {
+	msg := relayMsg(ropTaken, nil, rhSid, d.sid)
+	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + d.peer + "." + cl.b.opts.Name
+	if err := cl.nc.PublishMsg(msg); err != nil {
+		cl.b.log.Debug("relay: could not tell a broker its session was taken over", "broker", d.peer, "device", d.device, "err", err)
 	}
 }
 
@@ -556,10 +578,11 @@ func (b *Broker) homeReceive(from string, m *nats.Msg) *refusal {
 	r.sessions[device], r.remote[key] = d, d
 	r.wg.Add(1)
 	r.mu.Unlock()
-	for _, o := range []*delivery{old, dup} {
-		if o != nil {
-			o.cancel() // a newer session of the device ends the older one
-		}
+	if dup != nil {
+		dup.cancel() // the same session asked again: nobody to tell
+	}
+	if old != nil && old != dup {
+		b.takenOver(old) // a newer session of the device ends the older one
 	}
 	b.cl.answerRelay(from, m.Header.Get(rhID), nil, nil) // before any delivery
 	go func() {

@@ -22,7 +22,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	nonce := make([]byte, 32)
 	_, _ = rand.Read(nonce)
 	c.nonce = nonce
-	info, _ := json.Marshal(wire.Info{Broker: b.opts.Name, Protocol: wire.ProtocolVersion, Nonce: nonce})
+	info, _ := json.Marshal(wire.Info{Broker: b.opts.Name, Protocol: wire.ProtocolVersion, Min: wire.ProtocolMin, Max: wire.ProtocolMax, Nonce: nonce})
 	c.enqueue(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithBody(info), time.Time{})
 
 	m, err := r.ReadMessage()

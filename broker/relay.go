@@ -57,8 +57,11 @@ type delivery struct {
 	peer, home string
 	sid        string
 	in         chan relayedBlob
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when the goroutine has returned
+	// rid is the id of the bus.durable.receive request that opened a
+	// session for a connection (c set): bus.durable.ended repeats it.
+	rid    string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine has returned
 	// window holds a token per blob delivered and not yet acked: at most
 	// wire.DurableWindow, so a receiver's buffer of that size never
 	// overflows.
@@ -257,8 +260,9 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	if r != nil {
 		return r
 	}
+	rid := m.Value(wire.HeaderID)
 	if home := b.relayHome(device); home != "" {
-		return b.forwardReceive(c, s, device, home)
+		return b.forwardReceive(c, s, device, home, rid)
 	}
 	if r := b.localRelay(); r != nil {
 		return r
@@ -281,14 +285,14 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 	// The answer goes first, so every delivery follows it.
 	b.reply(c, *s, nil)
 	ctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{c: c, sess: sess, device: device, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
+	d := &delivery{c: c, sess: sess, device: device, rid: rid, cancel: cancel, done: make(chan struct{}), window: make(chan struct{}, wire.DurableWindow)}
 	c.durable.session = d
 	b.relay.mu.Lock()
 	old := b.relay.sessions[device]
 	b.relay.sessions[device] = d
 	b.relay.mu.Unlock()
 	if old != nil {
-		old.cancel() // a newer session of the device ends the older one
+		b.takenOver(old) // a newer session of the device ends the older one
 	}
 	c.durable.wg.Add(1)
 	go func() {
@@ -297,6 +301,25 @@ func (b *Broker) durableReceive(c *conn, m *wire.Message, s *subject) *refusal {
 		b.deliver(ctx, d, sess)
 	}()
 	return nil
+}
+
+// takenOver ends d, which a newer session of its device replaced, and
+// tells its receiver (bus.durable.ended): d's connection, or, for a
+// session this broker keeps as the home of another broker's device, that
+// broker, which tells its connection. A receiver that is not told waits
+// for blobs that never come.
+func (b *Broker) takenOver(d *delivery) {
+	d.cancel()
+	switch {
+	case d.c != nil:
+		body, _ := json.Marshal(wire.DurableEnded{Reason: wire.DurableEndedTakeover})
+		m := wire.New(wire.TypeEvent, wire.CmdDurableEnded).WithHeader(wire.HeaderID, d.rid).WithBody(body)
+		if !d.c.enqueue(m, time.Time{}) {
+			b.log.Debug("relay: could not tell a receiver its session was taken over", "node", d.c.node, "device", d.device)
+		}
+	case d.peer != "" && b.cl != nil:
+		b.cl.tellTakenOver(d)
+	}
 }
 
 // provenDevice reads a DurableReceive body and checks its proof: the

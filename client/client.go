@@ -59,8 +59,9 @@ type Client struct {
 	discovery discovery   // registry watches and announcements: its own lock
 	state     stateClient // replicated state's watches and clocks: its own locks
 
-	durable atomic.Pointer[DurableSession] // the relay receive session, if any (durable.go)
-	tap     atomic.Pointer[Tap]            // the live tap, if any (tap.go)
+	durable  atomic.Pointer[DurableSession] // the relay receive session, if any (durable.go)
+	watchers connWatchers                   // NotifyConn's functions: their own lock
+	tap      atomic.Pointer[Tap]            // the live tap, if any (tap.go)
 
 	// Atomics, shared without a lock.
 	clock         atomic.Int64 // the reader's latest clock read, a hotpath.Instant (see readClock); written by the reader
@@ -290,6 +291,8 @@ func (c *Client) dispatch(cn *conn, m *wire.Message) {
 			c.state.reset(cn, m)
 		case wire.CmdDurableDeliver:
 			c.durableDeliver(m)
+		case wire.CmdDurableEnded:
+			c.durableEnded(cn, m)
 		case wire.CmdTapEvent:
 			c.tapEvent(cn, m)
 		default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,7 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 		hello.Secret = ""
 		hello.Signature = edSign(c.opts.PrivateKey, auth.SignedMessage(info.Nonce, c.opts.Node))
 	}
-	compatible := info.Protocol == wire.ProtocolVersion
+	compatible := speaks(info)
 	if !compatible {
 		// Still say hello, so the broker can log the mismatch too, but
 		// never hand a secret to a peer that speaks another protocol.
@@ -121,7 +122,7 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 	}
 	resp, err := r.ReadMessage()
 	if !compatible { // whatever the broker answered
-		return fmt.Errorf("%w: broker speaks %q, this client %q", ErrIncompatible, info.Protocol, wire.ProtocolVersion)
+		return versionError(info, "")
 	}
 	if err != nil {
 		return fmt.Errorf("client: reading welcome: %w", ctxErr(ctx, err))
@@ -133,7 +134,7 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 		text := resp.Value(wire.HeaderError)
 		switch wire.Result(resp.Value(wire.HeaderResult)) {
 		case wire.ResultVersion:
-			return fmt.Errorf("%w: %s", ErrIncompatible, text)
+			return versionError(info, text)
 		case wire.ResultAuth:
 			return fmt.Errorf("%w: %s", ErrAuth, text)
 		}
@@ -144,6 +145,28 @@ func (c *Client) handshake(ctx context.Context, cn *conn, r *wire.Reader) error 
 	}
 	_ = cn.nc.SetDeadline(time.Time{})
 	return nil
+}
+
+// speaks reports whether the broker of info accepts this client's
+// protocol version: within its Min..Max, or, from a broker that announces
+// no range, its one Protocol.
+func speaks(info wire.Info) bool {
+	if info.Min == 0 && info.Max == 0 {
+		return info.Protocol == wire.ProtocolVersion
+	}
+	have, err := strconv.Atoi(wire.ProtocolVersion)
+	return err == nil && info.Min <= have && have <= info.Max
+}
+
+// versionError is the handshake's failure with a broker of info that
+// speaks no version of this client's.
+func versionError(info wire.Info, text string) error {
+	lo, hi := info.Min, info.Max
+	if lo == 0 && hi == 0 {
+		v, _ := strconv.Atoi(info.Protocol)
+		lo, hi = v, v
+	}
+	return &VersionError{Min: lo, Max: hi, Have: wire.ProtocolVersion, Text: text}
 }
 
 // refusedError is the error for a bus.error the broker sent instead of

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/seal"
@@ -22,6 +23,11 @@ import (
 // ErrDurableSession: the receive session ended (the connection closed,
 // Close was called, or the relay broke the delivery window).
 var ErrDurableSession = errors.New("client: durable receive session ended")
+
+// ErrDurableTakenOver: the relay ended the receive session because a
+// newer session of the same device opened (another process of the device,
+// here or elsewhere). It matches ErrDurableSession too.
+var ErrDurableTakenOver = fmt.Errorf("%w: a newer receive session of the same device took over", ErrDurableSession)
 
 // DurablePush stores a sealed blob on the relay and returns its sequence
 // in the recipient's inbox once the relay has it on disk. A refusal is a
@@ -211,8 +217,17 @@ type DurableBlob struct {
 type DurableSession struct {
 	c     *Client
 	blobs chan DurableBlob // filled by the reader; the relay's window bounds it
-	once  sync.Once
-	done  chan struct{} // closed when the session ends
+	// opened is the connection and request id the session was asked on:
+	// a bus.durable.ended is about this session only if both match.
+	opened atomic.Pointer[sessionOrigin]
+	once   sync.Once
+	cause  error         // why it ended; written once, before done is closed
+	done   chan struct{} // closed when the session ends
+}
+
+type sessionOrigin struct {
+	cn *conn
+	id string
 }
 
 // DurableReceive opens the receive session of dev on this connection,
@@ -227,13 +242,34 @@ func (c *Client) DurableReceive(ctx context.Context, dev *seal.Identity) (*Durab
 		old.end()
 	}
 	a, err := c.callOn(ctx, nil, func(cn *conn) *wire.Message {
-		return controlMessage(wire.CmdDurableReceive, receiveProof(dev, cn))
+		m := controlMessage(wire.CmdDurableReceive, receiveProof(dev, cn))
+		s.opened.Store(&sessionOrigin{cn: cn, id: m.Value(wire.HeaderID)})
+		return m
 	}, c.deadline(ctx))
 	if err := controlResult(a, err); err != nil {
 		s.end()
 		return nil, err
 	}
 	return s, nil
+}
+
+// durableEnded takes the relay's word that a session ended (the
+// reader's): the session asked on cn with that id ends with the reason.
+func (c *Client) durableEnded(cn *conn, m *wire.Message) {
+	s := c.durable.Load()
+	if s == nil {
+		return
+	}
+	if o := s.opened.Load(); o == nil || o.cn != cn || o.id != m.Value(wire.HeaderID) {
+		return // an older session's, told late
+	}
+	var why wire.DurableEnded
+	_ = json.Unmarshal(m.Body(), &why)
+	if why.Reason == wire.DurableEndedTakeover {
+		s.endWith(ErrDurableTakenOver)
+		return
+	}
+	s.endWith(fmt.Errorf("%w: %s", ErrDurableSession, why.Reason))
 }
 
 // durableDeliver hands a delivered blob to the session (the reader's).
@@ -255,22 +291,23 @@ func (c *Client) durableDeliver(m *wire.Message) {
 }
 
 // Next returns the next blob, in arrival order. Once the session ended
-// it returns ErrDurableSession, even with blobs still buffered: what was
-// not acked comes again on the next session.
+// it returns why — ErrDurableSession, or ErrDurableTakenOver when a newer
+// session of the device took over — even with blobs still buffered: what
+// was not acked comes again on the next session.
 func (s *DurableSession) Next(ctx context.Context) (DurableBlob, error) {
 	select {
 	case <-s.done:
-		return DurableBlob{}, ErrDurableSession
+		return DurableBlob{}, s.cause
 	default:
 	}
 	select {
 	case b := <-s.blobs:
 		return b, nil
 	case <-s.done:
-		return DurableBlob{}, ErrDurableSession
+		return DurableBlob{}, s.cause
 	case <-s.c.done: // the session ends with the client
 		s.end()
-		return DurableBlob{}, ErrDurableSession
+		return DurableBlob{}, s.cause
 	case <-ctx.Done():
 		return DurableBlob{}, ctx.Err()
 	}
@@ -332,8 +369,11 @@ func (s *DurableSession) AckAllNoWait(seqs []uint64) error {
 // kept, and comes again on the next session.
 func (s *DurableSession) Close() { s.end() }
 
-func (s *DurableSession) end() {
+func (s *DurableSession) end() { s.endWith(ErrDurableSession) }
+
+func (s *DurableSession) endWith(cause error) {
 	s.once.Do(func() {
+		s.cause = cause
 		close(s.done)
 		s.c.durable.CompareAndSwap(s, nil)
 	})

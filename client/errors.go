@@ -29,6 +29,35 @@ var (
 	ErrNotBroker = errors.New("client: not a busbar broker")
 )
 
+// VersionError is a handshake refused because the broker speaks no
+// protocol version this client speaks: Min..Max are the versions it
+// accepts (bus.info), Have this client's (wire.ProtocolVersion). For a
+// device it is the seed's relayVersionUnsupported{min, max}: nothing can
+// be pushed or received until one side is upgraded, and a reconnecting
+// client stops trying. errors.Is(err, ErrIncompatible) holds.
+type VersionError struct {
+	Min, Max int
+	Have     string
+	Text     string // what the broker said, if it refused the hello
+}
+
+func (e *VersionError) Error() string {
+	s := fmt.Sprintf("%v: the broker speaks version %s, this client %s", ErrIncompatible, versionRange(e.Min, e.Max), e.Have)
+	if e.Text != "" {
+		s += " (" + e.Text + ")"
+	}
+	return s
+}
+
+func (e *VersionError) Unwrap() error { return ErrIncompatible }
+
+func versionRange(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
 // Request error kinds (docs/messaging.md#results): a failed Request returns a *RequestError
 // that matches exactly one of these with errors.Is.
 var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"busbar/wire"
@@ -53,11 +54,65 @@ func permanent(err error) bool {
 	return errors.Is(err, ErrAuth) || errors.Is(err, ErrIncompatible)
 }
 
-// notify hands an event to Options.OnConnEvent, on the supervisor.
+// notify hands an event to Options.OnConnEvent, then to each function
+// NotifyConn registered, on the supervisor.
 func (c *Client) notify(ev ConnEvent) {
 	if f := c.opts.OnConnEvent; f != nil {
 		_ = c.protect(func() { f(ev) })
 	}
+	c.watchers.mu.Lock()
+	fs := make([]func(ConnEvent), 0, len(c.watchers.fs))
+	for _, f := range c.watchers.fs {
+		fs = append(fs, f)
+	}
+	c.watchers.mu.Unlock()
+	for _, f := range fs {
+		_ = c.protect(func() { f(ev) })
+	}
+}
+
+// connWatchers are the functions NotifyConn registered.
+type connWatchers struct {
+	mu   sync.Mutex
+	next uint64
+	fs   map[uint64]func(ConnEvent)
+}
+
+// NotifyConn registers f to be told each change of the connection, as
+// Options.OnConnEvent is (after it, on the same goroutine, so f must not
+// block): for a part of an application that is handed a connected
+// client, such as a durable device's sender, which pushes its outbox at
+// once on Reconnected. stop unregisters f; f is not called once stop has
+// returned, unless a call was under way.
+func (c *Client) NotifyConn(f func(ConnEvent)) (stop func()) {
+	w := &c.watchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fs == nil {
+		w.fs = map[uint64]func(ConnEvent){}
+	}
+	w.next++
+	id := w.next
+	w.fs[id] = f
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.fs, id)
+	}
+}
+
+// WaitConnected returns nil once the client has a live connection (at
+// once when it has one), the client's error once it has ended (a
+// *VersionError, say, when the broker it reconnected to speaks another
+// protocol), or ctx's error.
+func (c *Client) WaitConnected(ctx context.Context) error {
+	if err := c.awaitUp(ctx, nil, time.Time{}, nil); err != nil {
+		if errors.Is(err, errUnreachable) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return nil
 }
 
 // supervise runs for the client's life, starting with its first

@@ -13,8 +13,30 @@ import (
 // connection: the broker's relay role
 // (docs/durable.md#the-relay-on-the-broker-connection). A push the relay
 // refuses becomes a *RefusedError with the relay's code; any other
-// failure (a timeout, a lost connection) is temporary.
+// failure (a timeout, a lost connection) is temporary. It is a LiveRelay:
+// over a client that reconnects, Serve follows the connection.
 func NewClientRelay(c *client.Client) Relay { return clientRelay{c} }
+
+func (r clientRelay) Connected() bool { return r.c.Connected() }
+
+func (r clientRelay) WaitUp(ctx context.Context) error {
+	err := r.c.WaitConnected(ctx)
+	if rv := VersionUnsupported(err); rv != nil {
+		return rv
+	}
+	return err
+}
+
+func (r clientRelay) Notify(f func(up bool)) (stop func()) {
+	return r.c.NotifyConn(func(ev client.ConnEvent) {
+		switch ev.Kind {
+		case client.Disconnected:
+			f(false)
+		case client.Reconnected:
+			f(true)
+		}
+	})
+}
 
 type clientRelay struct{ c *client.Client }
 
@@ -70,6 +92,9 @@ type clientSession struct{ s *client.DurableSession }
 
 func (s clientSession) Next(ctx context.Context) (uint64, []byte, error) {
 	b, err := s.s.Next(ctx)
+	if errors.Is(err, client.ErrDurableTakenOver) {
+		err = ErrTakenOver
+	}
 	return b.Seq, b.Blob, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/seal"
@@ -117,6 +118,14 @@ type Device struct {
 	life    context.Context // cancelled by Close: ends Run's sessions
 	kill    context.CancelFunc
 	runs    sync.WaitGroup // Run calls in progress
+
+	// Change signals (watch.go): txChanged is set by a transaction that
+	// queued outbox entries or raised an event, and read by update once
+	// it committed; changes wakes this process's Serve; ownSignal is the
+	// token this process last wrote to SignalFile.
+	txChanged atomic.Bool
+	changes   changes
+	ownSignal atomic.Pointer[string]
 }
 
 // Init makes a new device in dir: its identity (seal.Identity.Save, which
@@ -221,7 +230,11 @@ func (d *Device) update(fn func(tx *bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	d.txChanged.Store(false) // the file lock is held: no other transaction of d runs
 	err = db.Update(fn)
+	if err == nil && d.txChanged.Load() {
+		d.signal() // before the lock goes, so signals keep the commits' order
+	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

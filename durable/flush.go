@@ -172,7 +172,12 @@ func (d *Device) flushTo(ctx context.Context, r Relay, to seal.DeviceID, res *Fl
 		switch {
 		case perr == nil:
 			res.Pushed++
-			err = d.update(func(tx *bolt.Tx) error { return d.remove(tx, key, e) })
+			err = d.update(func(tx *bolt.Tx) error {
+				if err := d.remove(tx, key, e); err != nil {
+					return err
+				}
+				return resetBehind(tx, to)
+			})
 		case Permanent(perr):
 			res.Failed++
 			err = d.update(func(tx *bolt.Tx) error { return d.drop(tx, key, e, msg, failReason(perr)) })
@@ -237,12 +242,17 @@ func (d *Device) flushPipelined(ctx context.Context, r PipelinedRelay, to seal.D
 		}
 		stopped := false
 		err = d.update(func(tx *bolt.Tx) error {
+			pushed := false
 			for i, q := range batch {
 				perr := results[i].Err
 				switch {
 				case perr == nil:
 					res.Pushed++
+					pushed = true
 					if err := d.remove(tx, q.key, q.e); err != nil {
+						return err
+					}
+					if err := resetBehind(tx, to); err != nil {
 						return err
 					}
 				case Permanent(perr):
@@ -256,6 +266,9 @@ func (d *Device) flushPipelined(ctx context.Context, r PipelinedRelay, to seal.D
 						return nil
 					}
 					res.Retry++
+					if pushed {
+						q.e.attempts = 0 // resetBehind reset it in the store; q.e was read before
+					}
 					q.e.attempts++
 					q.e.due = d.now().Add(backoff(q.e.attempts))
 					if res.NextDue.IsZero() || q.e.due.Before(res.NextDue) {
@@ -304,6 +317,35 @@ func (d *Device) dueFrom(to seal.DeviceID, res *FlushResult) ([]queued, error) {
 	return batch, err
 }
 
+// resetBehind restarts the backoff of to's entries from the head, after
+// a push to to succeeded (seed 001: "a success to that recipient resets
+// the backoff for the entries behind it"). Only a head that failed is
+// given a backoff, so the entries that have one come first: it stops at
+// the first entry without one.
+func resetBehind(tx *bolt.Tx, to seal.DeviceID) error {
+	b := tx.Bucket(bOutbox)
+	var keys [][]byte
+	var entries []entry
+	c := b.Cursor()
+	for k, v := c.Seek(to[:]); k != nil && bytes.HasPrefix(k, to[:]); k, v = c.Next() {
+		e, err := decodeEntry(v)
+		if err != nil {
+			return err
+		}
+		if e.attempts == 0 && e.due.IsZero() {
+			break
+		}
+		e.attempts, e.due = 0, time.Time{}
+		keys, entries = append(keys, bytes.Clone(k)), append(entries, e)
+	}
+	for i, k := range keys { // written after the walk: a cursor does not survive writes
+		if err := b.Put(k, entries[i].encode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // failReason is the sendFailed reason of a permanent refusal.
 func failReason(perr error) string {
 	var ref *RefusedError
@@ -313,13 +355,14 @@ func failReason(perr error) string {
 	return ReasonMalformed
 }
 
-// RetryNow makes every queued entry due at once: call it when a
-// connection to the relay is made, so that the backoff of entries queued
-// while it was down does not delay them (the seed: "immediately on
-// reconnect"). Their attempt counts are kept.
+// RetryNow makes every queued entry due at once, keeping their attempt
+// counts. Serve calls it each time the connection to the relay comes back
+// (the seed: "immediately on reconnect"), so the backoff of entries that
+// failed while it was down does not delay them.
 func (d *Device) RetryNow() error {
 	return d.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bOutbox)
+		var keys, vals [][]byte
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			e, err := decodeEntry(v)
@@ -330,42 +373,15 @@ func (d *Device) RetryNow() error {
 				continue
 			}
 			e.due = time.Time{}
-			if err := b.Put(bytes.Clone(k), e.encode()); err != nil {
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, e.encode())
+		}
+		for i, k := range keys { // written after the walk: a cursor does not survive writes
+			if err := b.Put(k, vals[i]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-// RunSender pushes the outbox to r until ctx ends: at once (a new
-// connection), then whenever an entry is due, and at least every poll
-// (Sends by other processes are found by polling). It returns ctx's error
-// or the device's.
-func (d *Device) RunSender(ctx context.Context, r Relay, poll time.Duration) error {
-	if err := d.RetryNow(); err != nil {
-		return err
-	}
-	for {
-		res, err := d.Flush(ctx, r)
-		if err != nil {
-			return err
-		}
-		wait := poll
-		if !res.NextDue.IsZero() {
-			wait = min(wait, max(res.NextDue.Sub(d.now()), 0))
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-d.done:
-			t.Stop()
-			return ErrClosed
-		case <-t.C:
-		}
-	}
 }
 
 func getMessage(tx *bolt.Tx, id seal.MessageID) (message, error) {

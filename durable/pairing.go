@@ -169,7 +169,7 @@ func (d *Device) Join(ctx context.Context, tokenText, label string) error {
 		if m != nil && m.Has(d.ID()) {
 			return fmt.Errorf("%w: group %s", seal.ErrAlreadyMember, tok.Group())
 		}
-		if err := enqueue(tx, msg, []seal.Public{tok.Inviter()}); err != nil {
+		if err := d.enqueue(tx, msg, []seal.Public{tok.Inviter()}); err != nil {
 			return err
 		}
 		return tx.Bucket(bJoins).Put([]byte(tok.Group()), []byte(tok.Text()))

@@ -19,6 +19,10 @@ type Message struct {
 	Group string
 	Sent  time.Time // the sender timestamp, stamped once at Send
 	Body  []byte
+	// Attempt is which run of the handler this is for the message in
+	// this session, from 1 to HandlerAttempts: a failure on the last one
+	// drops the message with handlerGaveUp.
+	Attempt int
 }
 
 // A Handler handles one message. It is awaited: the next message waits
@@ -92,7 +96,11 @@ func (d *Device) waitHandler(ctx context.Context) (*registration, error) {
 // Run again). It opens a receive session only once a handler is
 // registered, and handles one blob at a time (docs/durable.md, "The
 // recipient").
-func (d *Device) Run(ctx context.Context, r Relay) error {
+func (d *Device) Run(ctx context.Context, r Relay) error { return d.run(ctx, r, nil) }
+
+// run is Run, calling done (if set) once each message was handled or
+// given up and its blob acked.
+func (d *Device) run(ctx context.Context, r Relay, done func(Message, error)) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -109,7 +117,7 @@ func (d *Device) Run(ctx context.Context, r Relay) error {
 		sctx, stop := context.WithCancel(ctx)
 		unReg := context.AfterFunc(reg.ctx, stop)
 		unClose := context.AfterFunc(d.life, stop)
-		err = d.session(sctx, r, reg.h)
+		err = d.session(sctx, r, reg.h, done)
 		unReg()
 		unClose()
 		stop()
@@ -125,7 +133,7 @@ func (d *Device) Run(ctx context.Context, r Relay) error {
 	}
 }
 
-func (d *Device) session(ctx context.Context, r Relay, h Handler) error {
+func (d *Device) session(ctx context.Context, r Relay, h Handler, done func(Message, error)) error {
 	s, err := r.Receive(ctx, d.me)
 	if err != nil {
 		return err
@@ -135,7 +143,7 @@ func (d *Device) session(ctx context.Context, r Relay, h Handler) error {
 		if err != nil {
 			return err
 		}
-		if err := d.handleBlob(ctx, s, seq, blob, h); err != nil {
+		if err := d.handleBlob(ctx, s, seq, blob, h, done); err != nil {
 			return err
 		}
 	}
@@ -144,7 +152,7 @@ func (d *Device) session(ctx context.Context, r Relay, h Handler) error {
 // handleBlob takes one blob through the seed's steps. An error means the
 // session must end with the blob unacked (a crash, the device's store, the
 // relay).
-func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []byte, h Handler) error {
+func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []byte, h Handler, done func(Message, error)) error {
 	// 1. The end-to-end version.
 	v, err := seal.PeekVersion(blob)
 	if err != nil {
@@ -166,7 +174,11 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 		return d.keepUnknownSigner(ctx, s, seq, blob, us)
 	}
 	if err != nil {
-		return d.dropBlob(ctx, s, seq, Event{Kind: EventDeliveryIssue, Reason: issueReason(err), Err: err.Error()})
+		ev := Event{Kind: EventDeliveryIssue, Reason: issueReason(err), Err: err.Error()}
+		if me := (*seal.MessageError)(nil); errors.As(err, &me) { // opened, then refused: name the message
+			ev.MessageID, ev.Group, ev.Peer = me.ID, me.Group, me.Sender.String()
+		}
+		return d.dropBlob(ctx, s, seq, ev)
 	}
 	if in.Kind == seal.KindSync && d.now().Sub(in.Timestamp) > ReplayWindow {
 		return d.dropBlob(ctx, s, seq, Event{Kind: EventUnreadable, Reason: ReasonExpired, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String()})
@@ -196,7 +208,11 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return d.dropBlob(ctx, s, seq, Event{Kind: EventHandlerGaveUp, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: herr.Error()})
+		err := d.dropBlob(ctx, s, seq, Event{Kind: EventHandlerGaveUp, MessageID: in.ID, Group: in.Group, Peer: in.Sender.String(), Err: herr.Error()})
+		if err == nil && done != nil {
+			done(msg, herr)
+		}
+		return err
 	}
 	// 5. Record the id, then ack.
 	if err := d.fail(FailRecipientBeforeDedup); err != nil {
@@ -205,16 +221,25 @@ func (d *Device) handleBlob(ctx context.Context, s Session, seq uint64, blob []b
 	if err := d.update(func(tx *bolt.Tx) error { return d.record(tx, in, seq) }); err != nil {
 		return err
 	}
-	return d.ack(ctx, s, seq)
+	if err := d.ack(ctx, s, seq); err != nil {
+		return err
+	}
+	if done != nil {
+		done(msg, nil)
+	}
+	return nil
 }
 
 // runHandler runs h up to HandlerAttempts times, waiting HandlerBackoff,
-// then twice that, … between attempts. It returns the last error.
+// then twice that, … between attempts. It returns the last error. A
+// panic in h is a failure like a returned error (the seed's "throws"),
+// its text the panic's value.
 func (d *Device) runHandler(ctx context.Context, h Handler, m Message) error {
 	wait := d.opts.HandlerBackoff
 	var err error
 	for attempt := 1; ; attempt++ {
-		if err = h(ctx, m); err == nil {
+		m.Attempt = attempt
+		if err = callHandler(ctx, h, m); err == nil {
 			return nil
 		}
 		if attempt == HandlerAttempts || ctx.Err() != nil {
@@ -229,6 +254,22 @@ func (d *Device) runHandler(ctx context.Context, h Handler, m Message) error {
 		}
 		wait *= 2
 	}
+}
+
+// HandlerPanic is the error of a handler run that panicked: Value is what
+// it panicked with.
+type HandlerPanic struct{ Value any }
+
+func (e *HandlerPanic) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// callHandler runs h once, turning a panic into a *HandlerPanic.
+func callHandler(ctx context.Context, h Handler, m Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &HandlerPanic{Value: v}
+		}
+	}()
+	return h(ctx, m)
 }
 
 func (d *Device) ack(ctx context.Context, s Session, seq uint64) error {

@@ -19,7 +19,8 @@ import (
 //	dedupexp  keep-until (8) | sender id | message id    → empty (the sweep's index)
 //	held      relay seq (8)                              → version (2) | first held, Unix ms (8)
 //	events    event seq (8)                              → event, JSON
-//	meta      "eventsDropped"                            → count (8)
+//	meta      "eventsDropped", "eventsCount",
+//	          "eventsShown"                              → count, or an event seq (8)
 //	tokens    token id (16)                              → token record (the inviter's)
 //	tokenexp  delete-at, Unix s (8) | token id (16)      → empty (the sweep's index, tokens.go)
 //	joins     group name                                 → token text (a join waiting for its manifest)

@@ -49,7 +49,7 @@ func (d *Device) Send(ctx context.Context, group string, body []byte) (seal.Mess
 		if !m.Has(d.ID()) {
 			return &ErrNotMember{Group: group, Status: StatusRemoved}
 		}
-		return enqueue(tx, msg, m.Recipients(d.ID()))
+		return d.enqueue(tx, msg, m.Recipients(d.ID()))
 	})
 	if err != nil {
 		return seal.MessageID{}, err
@@ -114,17 +114,18 @@ func (d *Device) changeGroup(tx *bolt.Tx, prev *seal.Manifest, msg seal.Inner, n
 			}
 		}
 	}
-	if err := enqueue(tx, msg, to); err != nil {
+	if err := d.enqueue(tx, msg, to); err != nil {
 		return err
 	}
 	return d.setGroup(tx, next)
 }
 
 // enqueue writes msg once and one entry per recipient, in tx.
-func enqueue(tx *bolt.Tx, msg seal.Inner, to []seal.Public) error {
+func (d *Device) enqueue(tx *bolt.Tx, msg seal.Inner, to []seal.Public) error {
 	if len(to) == 0 {
 		return nil
 	}
+	d.changedIn(tx)
 	out := tx.Bucket(bOutbox)
 	rec := message{refs: uint32(len(to)), inner: msg}
 	if err := tx.Bucket(bMessages).Put(msg.ID[:], rec.encode()); err != nil {

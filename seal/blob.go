@@ -135,14 +135,14 @@ func Open(me *Identity, blob []byte, senders Senders) (Inner, error) {
 	}
 	key, err := senderKey(&msg, senders)
 	if err != nil {
-		return Inner{}, err
+		return Inner{}, aboutMessage(&msg, err)
 	}
 	signed := make([]byte, 0, len(sigDomain)+HeaderSize+len(inner)-len(sig))
 	signed = append(signed, sigDomain...)
 	signed = append(signed, hdr...)
 	signed = append(signed, inner[:len(inner)-len(sig)]...)
 	if !ed25519.Verify(key.sign, signed, sig) {
-		return Inner{}, fmt.Errorf("%w: %s message %s from %s", ErrBadSignature, msg.Kind, msg.ID, msg.Sender)
+		return Inner{}, aboutMessage(&msg, fmt.Errorf("%w: %s message %s from %s", ErrBadSignature, msg.Kind, msg.ID, msg.Sender))
 	}
 	return msg, nil
 }

@@ -124,3 +124,25 @@ var (
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 }
+
+// MessageError is a failure of Open after the blob was decrypted: the
+// message's id, kind, sender and group as the blob states them, so that a
+// delivery issue can name the message it is about. They are unverified
+// when the signature or the sender is what failed. Err is the failure
+// (errors.Is and errors.As see through to it).
+type MessageError struct {
+	ID     MessageID
+	Kind   Kind
+	Sender DeviceID
+	Group  string
+	Err    error
+}
+
+func (e *MessageError) Error() string { return e.Err.Error() }
+
+func (e *MessageError) Unwrap() error { return e.Err }
+
+// aboutMessage wraps a failure of Open to open msg.
+func aboutMessage(msg *Inner, err error) error {
+	return &MessageError{ID: msg.ID, Kind: msg.Kind, Sender: msg.Sender, Group: msg.Group, Err: err}
+}

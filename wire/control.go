@@ -65,6 +65,11 @@ const (
 type Info struct {
 	Broker   string `json:"broker"`   // the broker's node name
 	Protocol string `json:"protocol"` // ProtocolVersion of the broker
+	// Min and Max are the protocol versions the broker accepts
+	// (ProtocolMin, ProtocolMax); absent from brokers that predate them,
+	// which accept Protocol alone.
+	Min int `json:"min,omitempty"`
+	Max int `json:"max,omitempty"`
 	Nonce    []byte `json:"nonce"`    // fresh per connection; public-key clients sign it
 }
 

@@ -29,7 +29,23 @@ const (
 	// proof of the device's key): the answer is the device's inbox at the
 	// relay, a DurableInbox.
 	CmdDurableInbox = "bus.durable.inbox"
+	// CmdDurableEnded is an event from the broker: the receive session
+	// opened by the request whose id the event's id header repeats has
+	// ended for the reason its DurableEnded body gives. It is sent when a
+	// newer session of the same device took over (DurableEndedTakeover),
+	// so the older receiver can say so instead of waiting for blobs that
+	// will never come.
+	CmdDurableEnded = "bus.durable.ended"
 )
+
+// DurableEnded is the body of bus.durable.ended.
+type DurableEnded struct {
+	Reason string `json:"reason"` // DurableEndedTakeover
+}
+
+// DurableEndedTakeover: a newer receive session of the same device,
+// from any connection to any broker of the bus, ended this one.
+const DurableEndedTakeover = "takeover"
 
 // DurableWindow bounds the blobs a receive session has delivered and not
 // yet seen acked: the relay sends the next only once an earlier one is

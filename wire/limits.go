@@ -18,6 +18,16 @@ const (
 // speaks. A peer announcing another version is refused at the handshake.
 const ProtocolVersion = "1"
 
+// ProtocolMin and ProtocolMax are the protocol versions a broker of this
+// implementation accepts, announced in bus.info (Info.Min, Info.Max): a
+// client whose version is outside them fails at the handshake and knows
+// which versions it would need (the seed's relayVersionUnsupported{min,
+// max} for a device).
+const (
+	ProtocolMin = 1
+	ProtocolMax = 1
+)
+
 // Core header names (docs/protocol.md#the-message). Any other header is
 // "unknown" to Validate.
 const (

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"busbar/client"
 	"busbar/durable"
 	"busbar/seal"
 	"busbar/wire"
@@ -113,6 +115,8 @@ func runDurable(args []string, stdio IO) int {
 			return durableListen(args[1:], stdio)
 		case "status":
 			return durableStatus(args[1:], stdio)
+		case "events":
+			return durableEvents(args[1:], stdio)
 		}
 	}
 	return exitUsage // not reached: pickSubcommand knows the subcommands
@@ -155,14 +159,28 @@ func durableSend(args []string, stdio IO) int {
 	}
 	c, err := v.conn.connect(ctx, nil)
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v)\n", err)
+		leftQueued(stdio, err)
 		return exitOK
 	}
 	defer c.Close()
-	if _, err := d.Flush(ctx, durable.NewClientRelay(c)); err != nil {
-		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v)\n", err)
+	res, err := d.Flush(ctx, durable.NewClientRelay(c))
+	switch {
+	case err != nil:
+		leftQueued(stdio, err)
+	case res.Retry > 0:
+		leftQueued(stdio, fmt.Errorf("the relay did not take %d of its entries this time", res.Retry))
 	}
 	return exitOK
+}
+
+// leftQueued tells the user that what send queued is not pushed yet, why,
+// and who will push it.
+func leftQueued(stdio IO, why error) {
+	if rv := durable.VersionUnsupported(why); rv != nil {
+		fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed: %v\n", rv)
+		return
+	}
+	fmt.Fprintf(stdio.Stderr, "busbar durable send: queued in the outbox; not pushed yet (%v). A running `busbar durable listen` of this device pushes it as soon as it reaches the relay; otherwise the next send or listen of this device does\n", why)
 }
 
 // listenLine is how `busbar durable listen --json` prints a message.
@@ -175,17 +193,33 @@ type listenLine struct {
 	Bytes []byte    `json:"body_base64,omitempty"` // a body that is not UTF-8
 }
 
-// durableListen receives this device's messages until interrupted (or
-// --count): each printed, or run through --exec, whose failure is a
-// handler error retried as the seed says. It also pushes the outbox.
+// The exit statuses of `durable listen` beyond the common ones (help
+// durable listen lists them all).
+const (
+	exitTakenOver          = 9  // a newer listener of the same device took over the receive session
+	exitVersionUnsupported = 10 // relayVersionUnsupported: the relay speaks no version of this busbar's
+)
+
+// durableListen is the device's long-running process (durable.Serve): it
+// receives the device's messages, each printed or run through --exec
+// (whose failure is a handler error, retried as the seed says), pushes
+// the outbox, prints each delivery event as it is raised, and reconnects
+// for ever. It ends on a signal or --count (status 0), when a newer
+// listener of the device takes over (exitTakenOver), when the relay speaks
+// another protocol (exitVersionUnsupported), or on a failure it cannot
+// recover from (1), each with one line on stderr.
 func durableListen(args []string, stdio IO) int {
 	v := newVerb("durable listen", "GROUP", func(n int) bool { return n == 1 }, stdio)
 	dev := registerDevice(v)
-	asJSON := v.fs.Bool("json", false, "one JSON object per message (the body as a string when it is UTF-8, else body_base64)")
+	asJSON := v.fs.Bool("json", false, "one JSON object per message (the body as a string when it is UTF-8, else body_base64) and per event (with a kind field)")
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per message, the body on stdin; a non-zero exit is a handler failure, retried")
-	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
+	count := v.fs.Int("count", 0, "exit after this many messages handled or given up (0: run until interrupted)")
+	v.reconnecting(stdio)
 	if !v.parse(args) {
 		return exitUsage
+	}
+	if *count < 0 {
+		return v.fail(stdio, fmt.Errorf("--count %d: want 0 or more", *count), exitUsage)
 	}
 	d, err := openDevice(deviceDir(*dev, v.conn.data))
 	if err != nil {
@@ -202,88 +236,212 @@ func durableListen(args []string, stdio IO) int {
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := v.conn.connect(ctx, nil)
+	c, err := connectPatiently(ctx, v, stdio)
 	if err != nil {
-		return v.fail(stdio, err, exitFail)
+		return listenExit(v, stdio, d, err)
+	}
+	if c == nil {
+		return exitOK // interrupted before the first connection
 	}
 	defer c.Close()
-	var mu sync.Mutex // printing, and the count
-	handled := 0
-	// With --count, listen ends after the last message's ack, not in its
-	// handler: ending there would leave it unacked, to come again as a
-	// duplicate on the next listen.
-	relay := ackThen{durable.NewClientRelay(c), func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if *count > 0 && handled >= *count {
-			cancel()
-		}
-	}}
+	var mu sync.Mutex // stdout, and done
+	done := 0
 	enc := json.NewEncoder(stdio.Stdout)
 	if _, err := d.OnMessage(func(hctx context.Context, m durable.Message) error {
 		// Every message of the device is handled here, its group shown:
 		// one handler per device, and a message left unhandled would be
 		// retried, then dropped.
 		if *command != "" {
-			if _, err := execHandler(hctx, *command, m.Body); err != nil {
-				return err
-			}
-		} else {
-			mu.Lock()
-			if *asJSON {
-				l := listenLine{ID: m.ID.String(), From: m.From.Public.ID().String(), Group: m.Group, Sent: m.Sent}
-				if utf8.Valid(m.Body) {
-					l.Body = string(m.Body)
-				} else {
-					l.Bytes = m.Body
-				}
-				_ = enc.Encode(l)
-			} else {
-				fmt.Fprintf(stdio.Stdout, "%s %s %s\n", m.ID, m.From.Public.ID(), m.Body)
-			}
-			mu.Unlock()
+			_, err := execHandler(hctx, *command, m.Body)
+			return err
 		}
 		mu.Lock()
-		handled++
-		mu.Unlock()
+		defer mu.Unlock()
+		if *asJSON {
+			l := listenLine{ID: m.ID.String(), From: m.From.Public.ID().String(), Group: m.Group, Sent: m.Sent}
+			if utf8.Valid(m.Body) {
+				l.Body = string(m.Body)
+			} else {
+				l.Bytes = m.Body
+			}
+			_ = enc.Encode(l)
+		} else {
+			fmt.Fprintf(stdio.Stdout, "%s %s %s\n", m.ID, m.From.Public.ID(), m.Body)
+		}
 		return nil
 	}); err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = d.RunSender(ctx, relay, time.Second) })
-	err = d.Run(ctx, relay)
-	cancel()
-	wg.Wait()
-	if err != nil && ctx.Err() == nil {
+	err = d.Serve(ctx, durable.NewClientRelay(c), durable.ServeOptions{
+		// With --count, listen ends after the last message's ack, not in
+		// its handler: ending there would leave it unacked, to come again
+		// as a duplicate on the next listen.
+		OnDone: func(durable.Message, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if done++; *count > 0 && done >= *count {
+				cancel()
+			}
+		},
+		OnEvent: func(e durable.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if *asJSON {
+				_ = enc.Encode(eventsView([]durable.Event{e})[0])
+				return
+			}
+			fmt.Fprintf(stdio.Stderr, "busbar %s: %s\n", v.name, eventText(e))
+		},
+		OnState: func(st durable.State) {
+			if st.Kind == durable.StateRetrying {
+				fmt.Fprintf(stdio.Stderr, "busbar %s: %v; retrying\n", v.name, st.Err)
+			}
+		},
+	})
+	if err != nil {
+		return listenExit(v, stdio, d, err)
+	}
+	return exitOK
+}
+
+// listenExit says why listen ends, in one line, and returns its status.
+func listenExit(v *verbSetup, stdio IO, d *durable.Device, err error) int {
+	if errors.Is(err, durable.ErrTakenOver) {
+		fmt.Fprintf(stdio.Stderr, "busbar %s: another listener of device %s took over its receive session (only one receives at a time); exiting\n", v.name, d.ID())
+		return exitTakenOver
+	}
+	if rv := durable.VersionUnsupported(err); rv != nil {
+		return v.fail(stdio, rv, exitVersionUnsupported)
+	}
+	return v.fail(stdio, err, exitFail)
+}
+
+// connectPatiently makes listen's first connection, trying again until
+// ctx ends (a nil client then) while no broker answers: a device process
+// may start before its broker. A refusal that trying again cannot cure
+// (the credentials, the protocol version, a bad --server) is returned.
+// Each new reason for waiting is said once on stderr.
+func connectPatiently(ctx context.Context, v *verbSetup, stdio IO) (*client.Client, error) {
+	wait, said := client.DefaultReconnectWaitMin, ""
+	for {
+		c, err := v.conn.connect(ctx, v.tune)
+		switch {
+		case err == nil:
+			if said != "" {
+				fmt.Fprintf(stdio.Stderr, "busbar %s: connected to broker %s\n", v.name, c.Broker())
+			}
+			return c, nil
+		case ctx.Err() != nil:
+			return nil, nil
+		case errors.Is(err, client.ErrAuth), errors.Is(err, client.ErrIncompatible), errors.Is(err, client.ErrNotBroker), isInputError(err):
+			return nil, err
+		}
+		if text := err.Error(); text != said {
+			fmt.Fprintf(stdio.Stderr, "busbar %s: not connected yet (%v); retrying\n", v.name, err)
+			said = text
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		wait = min(wait*2, client.DefaultReconnectWaitMax)
+	}
+}
+
+// eventText is a delivery event in one line: its kind, then what it is
+// about (the message, group, peer, reason or version), then the error.
+func eventText(e durable.Event) string {
+	var b strings.Builder
+	b.WriteString(e.Kind)
+	if !e.MessageID.IsZero() {
+		fmt.Fprintf(&b, " message %s", e.MessageID)
+	}
+	for _, kv := range [][2]string{{"group", e.Group}, {"peer", e.Peer}, {"reason", e.Reason}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, " %s %s", kv[0], kv[1])
+		}
+	}
+	if e.Version != 0 {
+		fmt.Fprintf(&b, " version %d", e.Version)
+	}
+	if e.Err != "" {
+		fmt.Fprintf(&b, ": %s", e.Err)
+	}
+	return b.String()
+}
+
+// durableEvents prints the device's buffered delivery events without
+// consuming them (--ack removes those printed), and with --follow each
+// new one as it is raised, until interrupted.
+func durableEvents(args []string, stdio IO) int {
+	v := newVerb("durable events", "", func(n int) bool { return n == 0 }, stdio)
+	dev := registerDevice(v)
+	asJSON := v.fs.Bool("json", false, "one JSON object per event")
+	follow := v.fs.Bool("follow", false, "then print each new event as it is raised, until interrupted")
+	ack := v.fs.Bool("ack", false, "remove the events printed from the buffer (with --follow: each as it is printed)")
+	if !v.parse(args) {
+		return exitUsage
+	}
+	d, err := openDevice(deviceDir(*dev, v.conn.data))
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	defer d.Close()
+	enc := json.NewEncoder(stdio.Stdout)
+	show := func(evs []durable.Event) error {
+		for _, e := range evs {
+			if *asJSON {
+				_ = enc.Encode(eventsView([]durable.Event{e})[0])
+			} else {
+				fmt.Fprintf(stdio.Stdout, "%s %s\n", e.Time.Format(time.RFC3339), eventText(e))
+			}
+		}
+		if *ack && len(evs) > 0 {
+			return d.AckEvents(evs[len(evs)-1].Seq)
+		}
+		return nil
+	}
+	evs, dropped, err := d.Events(0)
+	if err == nil {
+		err = show(evs)
+	}
+	if err != nil {
+		return v.fail(stdio, err, exitFail)
+	}
+	if dropped > 0 {
+		fmt.Fprintf(stdio.Stderr, "busbar %s: %d older events were dropped unread (the buffer holds %d)\n", v.name, dropped, durable.DefaultMaxEvents)
+	}
+	if !*follow {
+		return exitOK
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	var last uint64
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	if err := d.FollowEvents(ctx, last, show); err != nil && ctx.Err() == nil {
 		return v.fail(stdio, err, exitFail)
 	}
 	return exitOK
 }
 
-// ackThen is a relay whose sessions call after once each ack is made.
-type ackThen struct {
-	durable.Relay
-	after func()
+// versionJSON is relayVersionUnsupported{min, max} in `durable status
+// --json`.
+type versionJSON struct {
+	Min  int    `json:"min"`
+	Max  int    `json:"max"`
+	Have string `json:"have"`
 }
 
-func (r ackThen) Receive(ctx context.Context, me *seal.Identity) (durable.Session, error) {
-	s, err := r.Relay.Receive(ctx, me)
-	if err != nil {
-		return nil, err
+func newVersionJSON(rv *durable.RelayVersionUnsupported) *versionJSON {
+	if rv == nil {
+		return nil
 	}
-	return ackThenSession{s, r.after}, nil
-}
-
-type ackThenSession struct {
-	durable.Session
-	after func()
-}
-
-func (s ackThenSession) Ack(ctx context.Context, seq uint64) error {
-	err := s.Session.Ack(ctx, seq)
-	s.after()
-	return err
+	return &versionJSON{rv.Min, rv.Max, rv.Have}
 }
 
 // durableStatus prints the device's outbox depth, its held blobs, the
@@ -313,17 +471,20 @@ func durableStatus(args []string, stdio IO) int {
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
-	events, dropped, err := d.TakeEvents()
+	events, dropped, err := d.Events(0) // read, not consumed: `durable events --ack` removes them
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
 	// The relay's side, when it can be reached: what it holds for this
 	// device, not yet received and acked.
 	var inbox *wire.DurableInbox
+	var unsupported *durable.RelayVersionUnsupported
 	ctx, cancel := context.WithTimeout(context.Background(), v.conn.timeout)
 	defer cancel()
 	if c, err := v.conn.connect(ctx, nil); err != nil {
-		fmt.Fprintf(stdio.Stderr, "busbar durable status: the relay's inbox is unknown (%v)\n", err)
+		if unsupported = durable.VersionUnsupported(err); unsupported == nil {
+			fmt.Fprintf(stdio.Stderr, "busbar durable status: the relay's inbox is unknown (%v)\n", err)
+		}
 	} else {
 		defer c.Close()
 		if in, err := c.DurableInbox(ctx, d.Identity()); err != nil {
@@ -339,17 +500,21 @@ func durableStatus(args []string, stdio IO) int {
 			Held          int                `json:"held"`
 			Pending       int                `json:"pending_manifests"`
 			RelayInbox    *wire.DurableInbox `json:"relay_inbox,omitempty"`
+			Unsupported   *versionJSON       `json:"relay_version_unsupported,omitempty"`
 			Events        []eventJSON        `json:"events"`
 			EventsDropped uint64             `json:"events_dropped"`
-		}{d.ID().String(), outbox, held, pending, inbox, eventsView(events), dropped})
+		}{d.ID().String(), outbox, held, pending, inbox, newVersionJSON(unsupported), eventsView(events), dropped})
 		return exitOK
 	}
 	fmt.Fprintf(stdio.Stdout, "device %s\noutbox %d\nheld %d\npending manifests %d\n", d.ID(), outbox, held, pending)
+	if unsupported != nil {
+		fmt.Fprintf(stdio.Stdout, "relay relayVersionUnsupported min %d max %d (this busbar speaks %s; the outbox stays queued until one is upgraded)\n", unsupported.Min, unsupported.Max, unsupported.Have)
+	}
 	if inbox != nil {
 		fmt.Fprintf(stdio.Stdout, "relay inbox %d blobs, %d bytes\n", inbox.Blobs, inbox.Bytes)
 	}
 	for _, e := range events {
-		fmt.Fprintf(stdio.Stdout, "event %s %s %s %s\n", e.Time.Format(time.RFC3339), e.Kind, e.MessageID, cmp.Or(e.Reason, e.Err))
+		fmt.Fprintf(stdio.Stdout, "event %s %s\n", e.Time.Format(time.RFC3339), eventText(e))
 	}
 	if dropped > 0 {
 		fmt.Fprintf(stdio.Stdout, "events dropped %d\n", dropped)
