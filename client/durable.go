@@ -313,10 +313,58 @@ func (s *DurableSession) Next(ctx context.Context) (DurableBlob, error) {
 	}
 }
 
-// Ack deletes a delivered blob from the device's inbox at the relay.
+// Ack deletes a delivered blob from the device's inbox at the relay. It
+// goes on the session's connection only: once that is lost (or the
+// session ended) it fails with the session's error, and the blob comes
+// again on the next session, as the seed's crash points say.
 func (s *DurableSession) Ack(ctx context.Context, seq uint64) error {
-	a, err := s.c.call(ctx, nil, controlMessage(wire.CmdDurableAck, strconv.FormatUint(seq, 10)), s.c.deadline(ctx))
+	return s.call(ctx, controlMessage(wire.CmdDurableAck, strconv.FormatUint(seq, 10)))
+}
+
+// call sends a control request on the session's connection and waits
+// for its answer. An ack sent on a newer connection would find no session
+// there (the relay refuses it), and never on the one that delivered.
+func (s *DurableSession) call(ctx context.Context, m *wire.Message) error {
+	cn, err := s.conn()
+	if err != nil {
+		return err
+	}
+	id, deadline := m.Value(wire.HeaderID), s.c.deadline(ctx)
+	p, err := s.c.registerOn(cn, id, nil, nil)
+	if err != nil {
+		return s.lost(err)
+	}
+	if !cn.out.Enqueue(m, deadline) {
+		s.c.forget(id)
+		if cn.out.Closing() {
+			return s.lost(errNotConnected)
+		}
+		return callError(errQueueFull)
+	}
+	a, err := s.c.await(ctx, p, id, deadline)
 	return controlResult(a, err)
+}
+
+// conn is the connection the session was opened on, unless it ended.
+func (s *DurableSession) conn() (*conn, error) {
+	select {
+	case <-s.done:
+		return nil, s.cause
+	default:
+	}
+	o := s.opened.Load()
+	if o == nil {
+		return nil, ErrDurableSession
+	}
+	return o.cn, nil
+}
+
+// lost is the error of a call the session's connection could not carry.
+func (s *DurableSession) lost(why error) error {
+	if errors.Is(why, errNotConnected) {
+		return fmt.Errorf("%w: its connection was lost", ErrDurableSession)
+	}
+	return callError(why)
 }
 
 // AckAll deletes delivered blobs from the device's inbox at the relay:
@@ -332,8 +380,7 @@ func (s *DurableSession) AckAll(ctx context.Context, seqs []uint64) error {
 		n := min(len(ranges), wire.MaxAckRanges)
 		body := string(wire.AppendSeqRanges(nil, ranges[:n]))
 		ranges = ranges[n:]
-		a, err := s.c.call(ctx, nil, controlMessage(wire.CmdDurableAck, body), s.c.deadline(ctx))
-		if err := controlResult(a, err); err != nil {
+		if err := s.call(ctx, controlMessage(wire.CmdDurableAck, body)); err != nil {
 			return err
 		}
 	}
@@ -354,9 +401,12 @@ func (s *DurableSession) AckAllNoWait(seqs []uint64) error {
 		n := min(len(ranges), wire.MaxAckRanges)
 		m := wire.New(wire.TypeEvent, wire.CmdDurableAck).WithBody(wire.AppendSeqRanges(nil, ranges[:n]))
 		ranges = ranges[n:]
-		cn := s.c.cur.Load()
-		if cn == nil {
-			return fmt.Errorf("%w: reconnecting", ErrDisconnect)
+		cn, err := s.conn()
+		if err != nil {
+			return err
+		}
+		if cn != s.c.cur.Load() {
+			return s.lost(errNotConnected)
 		}
 		if !cn.out.Enqueue(m, time.Time{}) {
 			return errQueueFull

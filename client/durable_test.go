@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,5 +126,78 @@ func TestDurableReceiveAfterReconnect(t *testing.T) {
 	senders := seal.SendersFunc(func(string, seal.DeviceID) (seal.Public, bool) { return alice.Public(), true })
 	if _, err := seal.Open(bob, b.Blob, senders); err != nil {
 		t.Fatalf("the blob received after reconnecting: %v", err)
+	}
+}
+
+// A session belongs to its connection: after the connection is lost and
+// the client reconnected, an ack of a blob it delivered fails with
+// ErrDurableSession (it is not sent on the new connection, which has no
+// session), and the blob comes again on the next session.
+func TestDurableAckAfterAReconnectEndsWithTheSession(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
+	_, bob, blobs := sealedBlobs(t, 1)
+	if _, err := connect(t, e, "alice").DurablePush(ctxT(t, 5*time.Second), blobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var last net.Conn
+	var mu sync.Mutex
+	rx := connect(t, e, "bob", func(o *client.Options) {
+		o.MaxReconnects = client.ReconnectForever
+		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
+		o.Dial = func(ctx context.Context) (net.Conn, error) {
+			nc, err := e.Dial(ctx)
+			mu.Lock()
+			last = nc
+			mu.Unlock()
+			return nc, err
+		}
+	})
+	back := make(chan struct{}, 1)
+	stop := rx.NotifyConn(func(ev client.ConnEvent) {
+		if ev.Kind == client.Reconnected {
+			back <- struct{}{}
+		}
+	})
+	defer stop()
+	sess, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sess.Next(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	_ = last.Close()
+	mu.Unlock()
+	select {
+	case <-back:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	if err := rx.WaitConnected(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Ack(ctxT(t, 5*time.Second), b.Seq); !errors.Is(err, client.ErrDurableSession) {
+		t.Fatalf("ack after the reconnect: %v, want ErrDurableSession", err)
+	}
+	again, err := rx.DurableReceive(ctxT(t, 5*time.Second), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2, err := again.Next(ctxT(t, 5*time.Second)); err != nil || b2.Seq != b.Seq {
+		t.Fatalf("the next session: %+v %v, want seq %d again", b2, err, b.Seq)
+	}
+}
+
+// A broker that speaks only newer protocol versions: Connect fails with a
+// *VersionError carrying the versions it speaks, which is ErrIncompatible.
+func TestConnectToAnotherVersionSaysWhichVersionsTheBrokerSpeaks(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "other.sock")
+	testbroker.ServeOtherVersion(t, sock, 2, 3)
+	_, err := client.Connect(ctxT(t, 5*time.Second), client.Options{Node: "old", Server: "unix://" + sock})
+	var ve *client.VersionError
+	if !errors.As(err, &ve) || ve.Min != 2 || ve.Max != 3 || ve.Have != wire.ProtocolVersion || !errors.Is(err, client.ErrIncompatible) {
+		t.Fatalf("Connect: %v, want a VersionError for 2 to 3", err)
 	}
 }

@@ -55,6 +55,20 @@ func (p *proc) stop() error {
 	return p.wait()
 }
 
+// exited reports whether the process has exited, without waiting.
+func (p *proc) exited() bool {
+	if p.done == nil {
+		return true
+	}
+	select {
+	case p.err = <-p.done:
+		p.done = nil
+		return true
+	default:
+		return false
+	}
+}
+
 // kill ends it with SIGKILL: a crash.
 func (p *proc) kill() {
 	if p.done != nil {

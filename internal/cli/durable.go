@@ -200,6 +200,12 @@ const (
 	exitVersionUnsupported = 10 // relayVersionUnsupported: the relay speaks no version of this busbar's
 )
 
+// listenReconnectWaitMax bounds listen's wait between reconnect attempts
+// (the client's default is 2 s): what the device queued while its broker
+// was down leaves within about this long of the broker's return. One
+// attempt a second at a local socket costs nothing.
+const listenReconnectWaitMax = time.Second
+
 // durableListen is the device's long-running process (durable.Serve): it
 // receives the device's messages, each printed or run through --exec
 // (whose failure is a handler error, retried as the seed says), pushes
@@ -215,6 +221,11 @@ func durableListen(args []string, stdio IO) int {
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per message, the body on stdin; a non-zero exit is a handler failure, retried")
 	count := v.fs.Int("count", 0, "exit after this many messages handled or given up (0: run until interrupted)")
 	v.reconnecting(stdio)
+	reconnect := v.tune
+	v.tune = func(o *client.Options) {
+		reconnect(o)
+		o.ReconnectWaitMax = listenReconnectWaitMax
+	}
 	if !v.parse(args) {
 		return exitUsage
 	}

@@ -48,12 +48,18 @@ func TestSoak(t *testing.T) {
 	next := map[string]int{}
 	kills := map[string]int{}
 	sends, unacked := 0, 0
-	for range rounds {
-		for dev, p := range listeners { // the supervisor: a listener that exited (its relay went away) starts again
+	// A listener outlives every kill of serve: one that exits by itself
+	// fails the soak (no supervisor restarts it).
+	alive := func(when string) {
+		t.Helper()
+		for dev, p := range listeners {
 			if p.exited() {
-				listeners[dev] = listen(dev)
+				t.Fatalf("%s: the %s listener exited by itself (%v):\n%s", when, names[dev], p.err, p.out)
 			}
 		}
+	}
+	for round := range rounds {
+		alive(fmt.Sprintf("round %d", round))
 		switch r := rnd.IntN(100); {
 		case r < 60: // a send, killed one time in four
 			dev := laptop
@@ -93,18 +99,10 @@ func TestSoak(t *testing.T) {
 		time.Sleep(time.Duration(rnd.IntN(60)) * time.Millisecond)
 	}
 	// Quiet: everything acknowledged arrives, both outboxes drain.
-	for dev, p := range listeners {
-		if p.exited() {
-			listeners[dev] = listen(dev)
-		}
-	}
+	alive("after the last round")
 	var lines map[string][]string
 	testbroker.AwaitEvery(t, 120*time.Second, 500*time.Millisecond, "every acknowledged send handled", func() error {
-		for dev, p := range listeners {
-			if p.exited() {
-				listeners[dev] = listen(dev)
-			}
-		}
+		alive("while draining")
 		lines = map[string][]string{}
 		for _, dev := range []string{laptop, phone} {
 			b, _ := os.ReadFile(files[dev])
@@ -157,18 +155,4 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
-}
-
-// exited reports whether the process has exited, without waiting.
-func (p *proc) exited() bool {
-	if p.done == nil {
-		return true
-	}
-	select {
-	case p.err = <-p.done:
-		p.done = nil
-		return true
-	default:
-		return false
-	}
 }

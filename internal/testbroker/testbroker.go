@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -383,4 +384,41 @@ func (e *Env) serveWebSocket(t testing.TB, scheme string) net.Listener {
 		<-done
 	})
 	return wsl
+}
+
+// ServeOtherVersion listens on the Unix socket path as a broker that
+// speaks only protocol versions lo to hi: its bus.info says so, and it
+// answers every hello with VERSION. It stops at cleanup.
+func ServeOtherVersion(t testing.TB, path string, lo, hi int) {
+	t.Helper()
+	ln, err := transport.Listen(transport.Endpoint{Scheme: transport.SchemeUnix, Address: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { answerOtherVersion(nc, lo, hi) })
+		}
+	})
+}
+
+func answerOtherVersion(nc net.Conn, lo, hi int) {
+	defer nc.Close()
+	v := strconv.Itoa(hi)
+	info, _ := json.Marshal(wire.Info{Broker: "other-version", Protocol: v, Min: lo, Max: hi, Nonce: make([]byte, 32)})
+	w := wire.NewWriter(nc)
+	_ = w.WriteMessage(wire.New(wire.TypeEvent, wire.CmdInfo).WithHeader(wire.HeaderBus, v).WithBody(info))
+	_ = w.Flush()
+	if _, err := wire.NewReader(nc).ReadMessage(); err != nil {
+		return
+	}
+	_ = w.WriteMessage(wire.New(wire.TypeResponse, wire.CmdHello).WithHeader(wire.HeaderRC, strconv.Itoa(int(wire.RCError))).
+		WithHeader(wire.HeaderResult, string(wire.ResultVersion)).WithHeader(wire.HeaderError, "this broker speaks versions "+strconv.Itoa(lo)+" to "+v))
+	_ = w.Flush()
 }
