@@ -3,9 +3,9 @@ package durable
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"sync"
-	"encoding/json"
 	"time"
 
 	"busbar/seal"

@@ -68,9 +68,9 @@ type Info struct {
 	// Min and Max are the protocol versions the broker accepts
 	// (ProtocolMin, ProtocolMax); absent from brokers that predate them,
 	// which accept Protocol alone.
-	Min int `json:"min,omitempty"`
-	Max int `json:"max,omitempty"`
-	Nonce    []byte `json:"nonce"`    // fresh per connection; public-key clients sign it
+	Min   int    `json:"min,omitempty"`
+	Max   int    `json:"max,omitempty"`
+	Nonce []byte `json:"nonce"` // fresh per connection; public-key clients sign it
 }
 
 // Hello is the body of the bus.hello request.
