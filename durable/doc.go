@@ -24,12 +24,23 @@
 //
 // Send checks the body, then writes the message once and one outbox entry
 // per recipient (every other member of the group) in one transaction,
-// fsync'd before it returns; it needs no relay. Flush (or RunSender) pushes
-// what is due: per recipient in send order, an entry sealed anew at each
-// push (same message id and sender timestamp), deleted when the relay's
-// push ack comes, retried with backoff (1 s doubling to 5 min, at once
-// after RetryNow) on a temporary failure, removed with sendFailed on a
-// permanent refusal or, for a Sync message, 30 days after Send.
+// fsync'd before it returns; it needs no relay. Flush pushes what is due:
+// per recipient in send order, an entry sealed anew at each push (same
+// message id and sender timestamp), deleted when the relay's push ack
+// comes, retried with backoff (1 s doubling to 5 min, at once after
+// RetryNow; a success resets the backoff behind it) on a temporary
+// failure, removed with sendFailed on a permanent refusal or, for a Sync
+// message, 30 days after Send.
+//
+// # The device's process
+//
+// Serve (serve.go) is the device's long-running instance: it pushes the
+// outbox whenever something may be due — including when another process
+// of the device queued an entry (it watches SignalFile, watch.go) and,
+// over a LiveRelay, every entry at once when the connection comes back —
+// receives across reconnects, gives the delivery events to a listener,
+// and returns ErrTakenOver when a newer receive session of the device
+// takes over, or *RelayVersionUnsupported.
 //
 // # Receiving
 //
@@ -56,9 +67,10 @@
 //
 // Delivery events (sendFailed, heldForUpgrade, unreadable, deliveryIssue,
 // handlerGaveUp) are written to device.db in the transaction that decides
-// them, so they wait for a listener in any process (TakeEvents). At most
-// Options.MaxEvents are kept: past that the oldest is deleted and counted,
-// and TakeEvents reports the count.
+// them, so they wait for a listener in any process. Reading them (Events)
+// does not consume them (AckEvents does); Serve gives each to its OnEvent
+// once. At most Options.MaxEvents are kept: past that the oldest is
+// deleted, and counted when no listener was shown it.
 //
 // docs/durable.md ("The outbox", "The recipient") has the details.
 package durable
