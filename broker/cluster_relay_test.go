@@ -215,12 +215,16 @@ func TestBusDurableHomeRestartLosesNothingAcknowledged(t *testing.T) {
 
 // TestBusDurableNewerSessionThroughAnotherBroker: a newer session of a
 // device, opened through another broker, ends the older one at the home
-// and takes over: it gets what was not acked, then what is pushed next,
-// and its acks without answers reach the home too.
+// and takes over: the older receiver is told (through the broker that
+// forwards it), the newer gets what was not acked, then what is pushed
+// next, and its acks without answers reach the home too.
 func TestBusDurableNewerSessionThroughAnotherBroker(t *testing.T) {
 	u, sender, author, dev := pushedThroughB1(t, "b3", 3)
-	receiveInOrder(t, connect(t, u.brokers[0], "first"), author, dev, 0, 2, 0)
+	older := receiveInOrder(t, connect(t, u.brokers[0], "first"), author, dev, 0, 2, 0)
 	s := receiveInOrder(t, connect(t, u.brokers[1], "second"), author, dev, 0, 2, 3)
+	if _, err := older.Next(ctxT(t, 20*time.Second)); !errors.Is(err, client.ErrDurableTakenOver) {
+		t.Fatalf("the older session's Next: %v, want ErrDurableTakenOver", err)
+	}
 	pushAll(t, sender, author, dev, 3, 1)
 	b, err := s.Next(ctxT(t, 20*time.Second))
 	if err != nil || b.Seq != 4 {
