@@ -54,7 +54,7 @@ func run(ctx context.Context, p plan, rounds int, log io.Writer) (*report, error
 	for round := range rounds {
 		// Fresh servers per round, so no round inherits another's heap.
 		if p.runsAny(singleWorkloads) {
-			systems, stop, err := startSystems(p.straggle, p.runs("8"))
+			systems, stop, err := startSystems(p.straggle, p.runs("8") || p.runs("14"))
 			if err != nil {
 				return nil, err
 			}
@@ -152,6 +152,11 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 	}
 	if p.runs("8") { // durable, 16 senders, fsync before every ack
 		if err := measureDurable(ctx, p, rep, s); err != nil {
+			return err
+		}
+	}
+	if p.runs("14") { // durable latency, 1 sender at a fixed rate, fsync before every ack
+		if err := measureDurableLatency(ctx, p, rep, s); err != nil {
 			return err
 		}
 	}

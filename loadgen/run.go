@@ -54,7 +54,11 @@ func (c *Config) normalise() error {
 // Stamp writes the send time into the first MinSize bytes of a payload;
 // AgeAt reads how long before now (unix ns) that was. The side-by-side
 // harness (bench/) stamps NATS payloads with it too.
-func Stamp(p []byte) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(time.Now().UnixNano())) }
+func Stamp(p []byte) { StampAt(p, time.Now().UnixNano()) }
+
+// StampAt writes the time at (unix ns), such as a message's scheduled
+// send time, as Stamp writes now.
+func StampAt(p []byte, at int64) { binary.BigEndian.PutUint64(p[timestampOffset:], uint64(at)) }
 
 // AgeAt is how long before now (unix ns) a payload was stamped (-1 when it
 // is too short); the caller passes the clock it already read.

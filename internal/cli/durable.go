@@ -358,7 +358,7 @@ func connectPatiently(ctx context.Context, v *verbSetup, stdio IO) (*client.Clie
 			return nil, nil
 		case <-t.C:
 		}
-		wait = min(wait*2, client.DefaultReconnectWaitMax)
+		wait = min(wait*2, listenReconnectWaitMax)
 	}
 }
 
