@@ -192,8 +192,8 @@ func TestASuccessResetsTheBackoffBehindIt(t *testing.T) {
 	// Give "second" a backoff of its own, as if it had been a head that failed.
 	if err := a.update(func(tx *bolt.Tx) error {
 		cur := tx.Bucket(bOutbox).Cursor()
-		k, v := cur.First()
-		k, v = cur.Next()
+		cur.First()
+		k, v := cur.Next()
 		e, err := decodeEntry(v)
 		if err != nil {
 			return err

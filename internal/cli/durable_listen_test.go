@@ -101,7 +101,7 @@ func TestDurableMessageSentWhileTheBrokerIsDownArrivesOnItsReturn(t *testing.T) 
 	if !strings.Contains(errOut, "queued in the outbox; not pushed yet") || !strings.Contains(errOut, "busbar durable listen") {
 		t.Fatalf("send with the broker down said %q", errOut)
 	}
-	s = startServe(t, s.data)
+	startServe(t, s.data)
 	back := time.Now()
 	waitOutput(t, atPhone.out, "the phone's listen", " while down\n")
 	took := time.Since(back)
