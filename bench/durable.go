@@ -412,24 +412,12 @@ func (s *natsSystem) durable(ctx context.Context, d time.Duration) (durableResul
 	if err != nil {
 		return durableResult{}, err
 	}
-	_ = js.DeleteStream(jsStream) // a fresh stream for every run
-	if _, err := js.AddStream(&nats.StreamConfig{Name: jsStream, Subjects: []string{jsSubject},
-		Storage: nats.FileStorage, Replicas: 1}); err != nil {
-		return durableResult{}, err
-	}
-	defer func() { _ = js.DeleteStream(jsStream) }()
-	var received atomic.Int64
-	var lat loadgen.Recorder
-	sub, err := js.Subscribe(jsSubject, func(m *nats.Msg) {
-		lat.Add(loadgen.AgeAt(m.Data, time.Now().UnixNano()))
-		received.Add(1)
-		_ = m.Ack()
-	}, nats.ManualAck(), nats.AckExplicit(), nats.DeliverAll(), nats.MaxAckPending(1<<16))
+	jc, stop, err := startJSConsumer(js, js)
 	if err != nil {
 		return durableResult{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	_ = sub.SetPendingLimits(-1, -1)
+	defer stop()
+	received, lat := &jc.received, &jc.lat
 	var pubs []nats.JetStreamContext
 	for range durableSenders {
 		c, err := connect()
@@ -466,11 +454,43 @@ func (s *natsSystem) durable(ctx context.Context, d time.Duration) (durableResul
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.acked, res.refused = acked.Load(), refused.Load()
-	waitFor(ctx, res.acked, &received, s.straggle)
+	waitFor(ctx, res.acked, received, s.straggle)
 	res.received = received.Load()
 	res.latency = lat.Summary()
 	res.finish()
 	return res, nil
+}
+
+// jsConsumer is the JetStream receiver of workloads 8 and 14: a push
+// consumer that acks each message explicitly and records its age.
+type jsConsumer struct {
+	received atomic.Int64
+	lat      loadgen.Recorder
+}
+
+// startJSConsumer makes a fresh R1 file stream through js and subscribes
+// to it through rjs; stop unsubscribes and deletes the stream.
+func startJSConsumer(js, rjs nats.JetStreamContext) (*jsConsumer, func(), error) {
+	_ = js.DeleteStream(jsStream) // a fresh stream for every run
+	if _, err := js.AddStream(&nats.StreamConfig{Name: jsStream, Subjects: []string{jsSubject},
+		Storage: nats.FileStorage, Replicas: 1}); err != nil {
+		return nil, nil, err
+	}
+	jc := &jsConsumer{}
+	sub, err := rjs.Subscribe(jsSubject, func(m *nats.Msg) {
+		jc.lat.Add(loadgen.AgeAt(m.Data, time.Now().UnixNano()))
+		jc.received.Add(1)
+		_ = m.Ack()
+	}, nats.ManualAck(), nats.AckExplicit(), nats.DeliverAll(), nats.MaxAckPending(1<<16))
+	if err != nil {
+		_ = js.DeleteStream(jsStream)
+		return nil, nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	return jc, func() {
+		_ = sub.Unsubscribe()
+		_ = js.DeleteStream(jsStream)
+	}, nil
 }
 
 // fsyncProbe times 200 appends of 128 bytes, each followed by an fsync, in

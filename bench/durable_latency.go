@@ -198,12 +198,6 @@ func (s *natsSystem) durableAtRate(ctx context.Context, d time.Duration) (durabl
 	if err != nil {
 		return durableResult{}, err
 	}
-	_ = js.DeleteStream(jsStream) // a fresh stream for every run
-	if _, err := js.AddStream(&nats.StreamConfig{Name: jsStream, Subjects: []string{jsSubject},
-		Storage: nats.FileStorage, Replicas: 1}); err != nil {
-		return durableResult{}, err
-	}
-	defer func() { _ = js.DeleteStream(jsStream) }()
 	rc, err := nats.Connect(s.jsURL, nats.UserInfo(natsUser, natsPass), nats.MaxReconnects(0))
 	if err != nil {
 		return durableResult{}, err
@@ -213,18 +207,11 @@ func (s *natsSystem) durableAtRate(ctx context.Context, d time.Duration) (durabl
 	if err != nil {
 		return durableResult{}, err
 	}
-	var received atomic.Int64
-	var lat loadgen.Recorder
-	sub, err := rjs.Subscribe(jsSubject, func(m *nats.Msg) {
-		lat.Add(loadgen.AgeAt(m.Data, time.Now().UnixNano()))
-		received.Add(1)
-		_ = m.Ack()
-	}, nats.ManualAck(), nats.AckExplicit(), nats.DeliverAll(), nats.MaxAckPending(1<<16))
+	jc, stop, err := startJSConsumer(js, rjs)
 	if err != nil {
 		return durableResult{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	_ = sub.SetPendingLimits(-1, -1)
+	defer stop()
 
 	var res durableResult
 	start := time.Now()
@@ -248,8 +235,8 @@ func (s *natsSystem) durableAtRate(ctx context.Context, d time.Duration) (durabl
 	if err, ok := firstErr.Load().(error); ok {
 		res.firstErr = err
 	}
-	waitFor(ctx, res.acked, &received, s.straggle)
-	res.received = received.Load()
-	res.latency = lat.Summary()
+	waitFor(ctx, res.acked, &jc.received, s.straggle)
+	res.received = jc.received.Load()
+	res.latency = jc.lat.Summary()
 	return res, nil
 }

@@ -18,30 +18,7 @@ import (
 // pairedDevices returns two devices of one group "home".
 func pairedDevices(t *testing.T) (a, b *durable.Device) {
 	t.Helper()
-	var err error
-	if a, err = durable.Init(t.TempDir(), durable.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	if b, err = durable.Init(t.TempDir(), durable.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	m1, err := a.CreateGroup("home", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := m1.Add(a.Identity(), b.Identity().Public(), "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.UpdateGroup(m2); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.InstallGroup(m2); err != nil {
-		t.Fatal(err)
-	}
-	return a, b
+	return pairWith(t, durable.Options{}, durable.Options{})
 }
 
 // everyOther is a relay clock that moves on half a second each time it is

@@ -235,22 +235,16 @@ func (sv *server) send(ctx context.Context) error {
 		}
 		changed := sv.d.changes.wait() // taken before the flush: a change during it is not missed
 		err := sv.flushOnce(ctx, retryNow)
-		retryNow = false
-		wait := sv.o.Poll
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return nil
-		case errors.Is(err, ErrLocked):
-			sv.state(State{Kind: StateRetrying, Err: err})
-			wait, pause = pause, min(pause*2, ReceiveRetryMax)
-			retryNow = true
-		case err != nil:
+		}
+		retryNow = retryNow && err != nil // a RetryNow that did not happen is still owed
+		wait, err := sv.pace(&pause, err)
+		if err != nil {
 			return err
-		default:
-			pause = ReceiveRetryMin
-			if due := sv.nextDue; !due.IsZero() {
-				wait = min(wait, max(due.Sub(sv.d.now()), 0))
-			}
+		}
+		if due := sv.nextDue; !due.IsZero() {
+			wait = min(wait, max(due.Sub(sv.d.now()), 0))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -263,6 +257,25 @@ func (sv *server) send(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// pace is how long a loop of Serve waits after a round that ended with
+// err: its poll after a success; after ErrLocked (another process held
+// device.db past its timeout) a backoff from ReceiveRetryMin doubling to
+// ReceiveRetryMax, reported as StateRetrying. Any other error is returned:
+// the loop cannot recover from it.
+func (sv *server) pace(pause *time.Duration, err error) (time.Duration, error) {
+	switch {
+	case err == nil:
+		*pause = ReceiveRetryMin
+		return sv.o.Poll, nil
+	case errors.Is(err, ErrLocked):
+		sv.state(State{Kind: StateRetrying, Err: err})
+		wait := *pause
+		*pause = min(*pause*2, ReceiveRetryMax)
+		return wait, nil
+	}
+	return 0, err
 }
 
 // flushOnce makes every entry due first when retryNow, then flushes. It
@@ -335,17 +348,12 @@ func (sv *server) events(ctx context.Context) error {
 	for {
 		changed := sv.d.changes.wait()
 		err := sv.showEvents()
-		wait := sv.o.Poll
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return nil
-		case errors.Is(err, ErrLocked):
-			sv.state(State{Kind: StateRetrying, Err: err})
-			wait, pause = pause, min(pause*2, ReceiveRetryMax)
-		case err != nil:
+		}
+		wait, err := sv.pace(&pause, err)
+		if err != nil {
 			return err
-		default:
-			pause = ReceiveRetryMin
 		}
 		t := time.NewTimer(wait)
 		select {

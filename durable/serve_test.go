@@ -116,32 +116,15 @@ func (r *refusing) Push(ctx context.Context, blob []byte) (uint64, error) {
 	return r.LiveRelay.Push(ctx, blob)
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // An entry whose backoff runs for minutes goes out as soon as the
 // connection comes back (seed 001: "immediately on reconnect"): the
 // sender's clock never moves, so nothing but the reconnect can release
 // it.
 func TestServePushesAtOnceWhenTheConnectionComesBack(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
-	clk := &fakeClock{t: time.Now()}
-	a, b := pairWith(t, durable.Options{Now: clk.Now}, durable.Options{})
+	var now atomic.Int64 // the sender's clock, moved by hand
+	now.Store(time.Now().UnixNano())
+	a, b := pairWith(t, durable.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }}, durable.Options{})
 	ca, dr := connectDroppable(t, e, "device-a")
 	r := &refusing{LiveRelay: durable.NewClientRelay(ca).(durable.LiveRelay)}
 	r.refuse.Store(true)
@@ -154,7 +137,7 @@ func TestServePushesAtOnceWhenTheConnectionComesBack(t *testing.T) {
 		if _, err := a.Flush(testclient.Ctx(t, 5*time.Second), r); err != nil {
 			t.Fatal(err)
 		}
-		clk.Add(durable.MaxBackoff)
+		now.Add(int64(durable.MaxBackoff))
 		if n := r.refused.Load(); n != int32(i+1) {
 			t.Fatalf("round %d: %d refusals", i, n)
 		}
