@@ -118,11 +118,13 @@ func TestDurableMessageSentWhileTheBrokerIsDownArrivesOnItsReturn(t *testing.T) 
 
 // A handler that always fails: after its attempts the message is given
 // up, listen prints a handlerGaveUp line naming it, and --count counts it,
-// so listen ends. The event stays buffered for `durable events` and
+// so listen ends. `durable events --follow`, running beside, prints the
+// event as it is raised; it stays buffered for `durable events` and
 // `durable status` until `durable events --ack`.
 func TestDurableListenReportsAHandlerThatGaveUp(t *testing.T) {
 	_, env, laptop, phone := pairedDevices(t)
 	id, _ := sendDurable(t, env, laptop, "doomed")
+	follow := startProc(t, env, "durable", "events", "--follow", "--json", "--device", phone)
 	p := startProc(t, env, "durable", "listen", "home", "--device", phone, "--exec", "echo no >&2; exit 3", "--count", "1")
 	if err := p.wait(); err != nil {
 		t.Fatalf("listen --count 1: %v\n%s", err, p.out)
@@ -130,6 +132,10 @@ func TestDurableListenReportsAHandlerThatGaveUp(t *testing.T) {
 	want := "busbar durable listen: handlerGaveUp message " + id
 	if !strings.Contains(p.out.String(), want) || !strings.Contains(p.out.String(), ": no") {
 		t.Fatalf("listen printed:\n%s\nwant a line %q with the handler's error", p.out, want)
+	}
+	waitOutput(t, follow.out, "durable events --follow", `"kind":"handlerGaveUp"`)
+	if err := follow.stop(); err != nil || !strings.Contains(follow.out.String(), `"message_id":"`+id+`"`) {
+		t.Fatalf("durable events --follow: %v\n%s", err, follow.out)
 	}
 	for range 2 { // reading does not consume
 		code, out, errOut := busbar(t, env, "durable", "events", "--json", "--device", phone)
