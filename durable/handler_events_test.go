@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -205,5 +206,67 @@ func TestASuccessResetsTheBackoffBehindIt(t *testing.T) {
 	}
 	if res := flush(t, a, r); res.Pushed != 2 || res.Pending != 0 {
 		t.Fatalf("flush %+v: the success of first did not free second", res)
+	}
+}
+
+// device.db held by another process past the lock timeout is a failure
+// that passes: Serve reports it as retrying and goes on, and once the
+// lock is free it delivers what was sent meanwhile.
+func TestServeOutlastsALockedDeviceStore(t *testing.T) {
+	r := newRelay(t, relayOpts())
+	r.idle = 0 // sessions wait for blobs: Run does not end by draining
+	a, b := newDevice(t, testOpts(nil)), newDevice(t, testOpts(nil))
+	group(t, a, b)
+	o := testOpts(nil)
+	o.LockTimeout = 20 * time.Millisecond
+	impatient := reopen(t, b, o)
+	got := make(chan string, 1)
+	if _, err := impatient.OnMessage(func(_ context.Context, m Message) error { got <- string(m.Body); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(b.Dir(), DBFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrying := make(chan error, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- impatient.Serve(ctx, r, ServeOptions{OnState: func(s State) {
+			if s.Kind == StateRetrying {
+				select {
+				case retrying <- s.Err:
+				default:
+				}
+			}
+		}})
+	}()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	select {
+	case err := <-retrying:
+		if !errors.Is(err, ErrLocked) {
+			t.Fatalf("retrying because of %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retrying state while device.db was held")
+	}
+	db.Close()
+	send(t, a, "after the lock")
+	flush(t, a, r)
+	select {
+	case body := <-got:
+		if body != "after the lock" {
+			t.Fatalf("got %q", body)
+		}
+	case err := <-served:
+		served <- err // for the deferred check
+		t.Fatalf("Serve ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("nothing delivered once the lock was free")
 	}
 }
