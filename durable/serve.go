@@ -306,14 +306,19 @@ func (sv *server) receive(ctx context.Context) error {
 			return nil
 		case errors.Is(err, ErrClosed), errors.Is(err, ErrTakenOver), !transient(err):
 			return err
-		case !sv.connected():
+		}
+		ran := time.Since(began)
+		lost := errors.Is(err, client.ErrDurableSession) // it ended with its connection
+		if !sv.connected() || lost && ran >= ReceiveRetryMin {
 			pause = ReceiveRetryMin // the connection's return is the signal: no wait then
 			continue
 		}
-		if time.Since(began) > ReceiveRetryMax {
+		if ran > ReceiveRetryMax {
 			pause = ReceiveRetryMin // it had been working: start the backoff again
 		}
-		sv.state(State{Kind: StateRetrying, Err: err})
+		if !lost {
+			sv.state(State{Kind: StateRetrying, Err: err})
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
