@@ -207,3 +207,21 @@ func TestDurableVerbsAgainstARelayOfAnotherVersion(t *testing.T) {
 		t.Fatalf("listen: %v\n%s", err, p.out)
 	}
 }
+
+// A `durable send` that cannot reach the relay (its --server names no
+// broker) leaves the message queued; the device's running listener,
+// connected to the real broker, pushes it, told by the device's change
+// signal, and the recipient's listener prints it.
+func TestARunningListenPushesWhatAnotherProcessQueued(t *testing.T) {
+	_, env, laptop, phone := pairedDevices(t)
+	atLaptop := startProc(t, env, "durable", "listen", "home", "--device", laptop)
+	atPhone := startProc(t, env, "durable", "listen", "home", "--device", phone)
+	sendDurable(t, env, phone, "laptop, are you there")
+	waitOutput(t, atLaptop.out, "the laptop's listen", " laptop, are you there\n")
+	nowhere := append(append([]string(nil), env...), "BUSBAR_SERVER=unix://"+filepath.Join(t.TempDir(), "no.sock"))
+	_, errOut := sendDurable(t, nowhere, laptop, "through the listener")
+	if !strings.Contains(errOut, "not pushed yet") {
+		t.Fatalf("send said %q", errOut)
+	}
+	waitOutput(t, atPhone.out, "the phone's listen", " through the listener\n")
+}
