@@ -25,6 +25,8 @@ type writerState struct {
 	compactSeg *segment // the segment being copied forward
 	compactOff int64    // where in it the copying has got to
 	seqs       []Seq    // the commit's pushes, for hooks.sync
+
+	endsWithMark bool // the active segment's last record is a mark (set by Open, then by the writer)
 }
 
 // copyOp is a live record copied forward from the oldest segment.
@@ -45,6 +47,7 @@ func (s *Store) writeLoop() {
 			s.commit(true)
 		case <-s.stopWriter:
 			s.commit(false) // what was admitted before Close
+			s.closeMark()
 			return
 		}
 	}
@@ -94,7 +97,9 @@ func (s *Store) commit(reclaim bool) {
 		active = seg
 	}
 
-	buf, offs := w.buf[:0], w.offs[:0]
+	// The mark first: everything before it is synced (the last commit's
+	// fsync returned), and every seq below nextSeq is assigned.
+	buf, offs := appendMark(w.buf[:0], nextSeq, active.size), w.offs[:0]
 	for _, p := range b.pushes {
 		offs = append(offs, active.size+int64(len(buf)))
 		buf = appendPush(buf, p.seq, p.pushed, p.device, p.blob)
@@ -110,6 +115,9 @@ func (s *Store) commit(reclaim bool) {
 			return
 		}
 	}
+	if len(buf) == markSize {
+		buf = buf[:0] // nothing to commit after all (nothing left to copy)
+	}
 	w.buf, w.offs = buf, offs
 	if cap(buf) > maxKeptBuffer {
 		w.buf = nil // a burst of large blobs does not pin its buffer
@@ -124,6 +132,7 @@ func (s *Store) commit(reclaim bool) {
 			s.fail(fmt.Errorf("syncing %s: %w", active.path, err), b)
 			return
 		}
+		w.endsWithMark = false
 	}
 
 	s.mu.Lock()
@@ -182,6 +191,36 @@ func (s *Store) commit(reclaim bool) {
 			s.kick() // go on reclaiming, between the pushes that come; a pass that found nothing waits for the next push or sweep
 		}
 	}
+}
+
+// closeMark ends the log with a mark when the store closes, so that after
+// a clean close no record can be taken for a torn write: damage anywhere
+// refuses to open.
+func (s *Store) closeMark() {
+	w := &s.writerWS
+	s.mu.Lock()
+	failed, active, nextSeq := s.failed, s.segs[len(s.segs)-1], s.nextSeq
+	s.mu.Unlock()
+	if failed != nil || w.endsWithMark {
+		return
+	}
+	buf := appendMark(nil, nextSeq, active.size)
+	err := func() error {
+		if _, err := active.f.WriteAt(buf, active.size); err != nil {
+			return err
+		}
+		return syncData(active.f)
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failed = fmt.Errorf("writing the closing mark to %s: %w", active.path, err)
+		s.log.Error("relay store: writing the log failed", "dir", s.dir, "err", s.failed)
+		return
+	}
+	active.size += int64(len(buf))
+	s.counts.diskBytes += int64(len(buf))
+	w.endsWithMark = true
 }
 
 // flush returns once everything queued before it (acks included) is
