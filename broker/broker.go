@@ -172,14 +172,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	transport.SetFrameLimit(nc, MaxHelloBytes) // a WebSocket holds a whole message before r sees it
 	go c.writeLoop()
 	if !inproc {
-		if old := b.admitHandshake(c); old != nil {
-			b.stats.handshakesEvicted.Add(1)
-			if skipped, ok := b.evictLog.allow(time.Now()); ok {
-				b.log.Warn("connection closed while logging in, to make room", "remote", remote(old.nc),
-					"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
-			}
-			old.closeWith(wire.ResultOverload, b.handshakeLimitText())
-		}
+		b.admitHandshake(c)
 	}
 	err := b.handshake(c, r)
 	b.handshakeDone(c)

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"container/list"
 	"errors"
 	"hash/maphash"
 	"net"
@@ -56,11 +55,9 @@ type conn struct {
 	// without being remembered in allowed.
 	lastGranted [nActions]atomic.Uint64
 
-	// Guarded by Broker.hs.mu: c's place among the connections logging in
-	// (nil once it logged in or failed), and the pool it counts in.
-	handshaking *list.Element
-	hsAddr      string
-	hsLocal     bool
+	// c's place among the connections logging in, set before c logs in
+	// (its fields are guarded by Broker.hs.mu).
+	place *loginPlace
 
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
