@@ -48,6 +48,7 @@ type Broker struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{} // every connection being served, registered or not
 	external  int                // conns not in-process, for MaxConnections
+	network   int                // of external, network peers: at most MaxConnections - LocalReserve
 
 	serving sync.WaitGroup // one per ServeConn and per Serve loop
 	sweeper sync.WaitGroup
@@ -184,6 +185,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 		c.finish()
 		return
 	}
+	transport.Established(nc) // from now on a WebSocket closes with a handshake
 	// A frame is refused before it is read when it could not be routed
 	// anyway: the payload limit plus room for its headers.
 	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
@@ -228,16 +230,27 @@ func (b *Broker) track(c *conn) *refusal {
 	if b.closing.Load() {
 		return refuse(wire.ResultShutdown, "broker shutting down")
 	}
-	if !c.inproc && b.external >= b.opts.MaxConnections {
+	_, local := peerAddr(c.nc)
+	c.local = local
+	full := b.external >= b.opts.MaxConnections
+	if !local {
+		full = full || b.network >= b.opts.MaxConnections-b.opts.LocalReserve
+	}
+	if !c.inproc && full {
 		b.stats.overCapacity.Add(1)
 		if skipped, ok := b.capacityLog.allow(time.Now()); ok {
-			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc), "more_since_last_logged", skipped)
+			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "local_reserve", b.opts.LocalReserve,
+				"remote", remote(c.nc), "more_since_last_logged", skipped)
 		}
-		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections; retry later")
+		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections ("+
+			strconv.Itoa(b.opts.LocalReserve)+" of them kept for local peers); retry later")
 	}
 	b.conns[c] = struct{}{}
 	if !c.inproc {
 		b.external++
+		if !local {
+			b.network++
+		}
 	}
 	b.serving.Add(1)
 	return nil
@@ -248,6 +261,9 @@ func (b *Broker) untrack(c *conn) {
 	delete(b.conns, c)
 	if !c.inproc {
 		b.external--
+		if !c.local {
+			b.network--
+		}
 	}
 	b.stats.expiredInQueue.Add(c.out.Expired()) // under mu: Stats never counts c twice
 	b.traffic.retire(&c.meter)                  // under mu: Traffic never counts c twice

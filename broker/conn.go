@@ -58,6 +58,7 @@ type conn struct {
 	// c's place among the connections logging in, set before c logs in
 	// (its fields are guarded by Broker.hs.mu).
 	place *loginPlace
+	local bool // a local (Unix socket) peer, for Options.LocalReserve; set by track
 
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)

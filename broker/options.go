@@ -28,6 +28,7 @@ const (
 	DefaultMaxRegistrations     = 1024                   // subscriptions plus handlers one connection may hold
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
+	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
 	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
 	streamStall                 = 2 * time.Millisecond   // shortest wait for room before a stream message goes to the reserve
 	frozenAfter                 = 50 * time.Millisecond  // a writer without progress this long is taken for frozen by a stalled producer
@@ -89,6 +90,12 @@ type Options struct {
 	// ones included; one more is closed at once and counted. In-process
 	// connections are not counted.
 	MaxConnections int
+	// LocalReserve is how many of MaxConnections only local (Unix socket)
+	// peers may take: network peers (TCP, TLS, WebSocket over TCP) are
+	// refused at MaxConnections - LocalReserve, so they never take the
+	// places the owner's own processes need. 0 is DefaultLocalReserve,
+	// at most a quarter of MaxConnections; negative is none.
+	LocalReserve int
 	// MaxRegistrations bounds the channels one connection subscribes to or
 	// handles; past it a registration is REJECTED.
 	MaxRegistrations int
@@ -147,6 +154,14 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxRegistrations, DefaultMaxRegistrations)
 	defInt(&o.MaxHandshakes, DefaultMaxHandshakes)
 	defInt(&o.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr)
+	switch {
+	case o.LocalReserve == 0:
+		o.LocalReserve = min(DefaultLocalReserve, o.MaxConnections/4)
+	case o.LocalReserve < 0:
+		o.LocalReserve = 0
+	case o.LocalReserve > o.MaxConnections:
+		return fmt.Errorf("broker: LocalReserve %d exceeds MaxConnections %d", o.LocalReserve, o.MaxConnections)
+	}
 	if err := o.Cluster.setDefaults(o.Name); err != nil {
 		return err
 	}
