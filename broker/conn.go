@@ -60,6 +60,13 @@ type conn struct {
 	place *loginPlace
 	local bool // a local (Unix socket) peer, for Options.LocalReserve; set by track
 
+	// Receipts c owes (receiptstall.go): how many events and publication
+	// deliveries wait for its receipt, and since when (ns after
+	// Broker.started) it has owed some without answering any. Guarded by
+	// Broker.pend.mu.
+	owed      int
+	owedSince int64
+
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
 	meter   meter       // traffic counters (metrics_counters.go)
@@ -112,16 +119,20 @@ func (c *conn) writeLoop() {
 	}
 	c.mu.Lock()
 	node := c.node
+	cut := c.reason == wire.ResultSlow // cut already for owing receipts (receiptstall.go), and counted then
 	c.mu.Unlock()
+	if cut {
+		return
+	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.b.stats.writeFailures.Add(1)
 		c.setReason(wire.ResultDisconnect)
 		c.b.log.Debug("write failed; the peer is gone", "node", node, "remote", remote(c.nc), "err", err)
 		return
 	}
+	c.setReason(wire.ResultSlow)
 	c.b.stats.slowConsumers.Add(1)
 	c.b.events.add(Event{Kind: EventSlow, Node: node, Text: err.Error()})
-	c.setReason(wire.ResultSlow)
 	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
 }
 

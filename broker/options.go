@@ -29,6 +29,7 @@ const (
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
 	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
+	DefaultReceiptTimeout       = 2 * time.Second        // a node owing receipts that answers none this long is cut as a slow consumer
 	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
 	streamStall                 = 2 * time.Millisecond   // shortest wait for room before a stream message goes to the reserve
 	frozenAfter                 = 50 * time.Millisecond  // a writer without progress this long is taken for frozen by a stalled producer
@@ -90,6 +91,14 @@ type Options struct {
 	// ones included; one more is closed at once and counted. In-process
 	// connections are not counted.
 	MaxConnections int
+	// ReceiptTimeout: a node that owes receipts (events and publications
+	// delivered to it, not yet answered) and answers none for this long is
+	// a slow consumer, though its heartbeats keep its lease: what it owes
+	// is answered TIMED_OUT at once, and it is disconnected, counted
+	// (Stats().SlowConsumers) and logged. The client answers a receipt as
+	// it reads the event, so only a node that stopped reading owes one
+	// this long. 0 is DefaultReceiptTimeout.
+	ReceiptTimeout time.Duration
 	// LocalReserve is how many of MaxConnections only local (Unix socket)
 	// peers may take: network peers (TCP, TLS, WebSocket over TCP) are
 	// refused at MaxConnections - LocalReserve, so they never take the
@@ -141,6 +150,7 @@ func (o *Options) setDefaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
 	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&o.LeaseTimeout, DefaultLeaseTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)

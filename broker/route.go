@@ -449,7 +449,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	}
 	n, ok := h.put(dest, &fw, deadline, false)
 	if !ok {
-		b.pend.take(dest, s.id, k)
+		b.pend.cancel(dest, s.id, k)
 		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
 	}
 	c.countOut(callMsgKinds[k], n)
@@ -582,7 +582,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
 			b.recordPub(pub, d.node, wire.Rejected)
 		case !d.out.EnqueueFrame(f, deadline):
-			b.pend.take(d, s.id, callPublish)
+			b.pend.cancel(d, s.id, callPublish)
 			b.recordPub(pub, d.node, wire.Backpressured)
 		}
 	}
