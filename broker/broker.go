@@ -289,8 +289,9 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		switch {
 		case err == nil:
 		case errors.Is(err, wire.ErrMalformed): // the stream is in sync
-			b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
-			b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+			if b.malformedFrame(c, err) {
+				return
+			}
 			continue
 		case errors.Is(err, wire.ErrTooLarge):
 			b.log.Warn("oversize frame; closing", "node", c.node, "err", err)

@@ -67,6 +67,9 @@ type conn struct {
 	owed      int
 	owedSince int64
 
+	logs         connLogs // warnings about c, rate-limited (connlog.go)
+	malformedRun int      // frames in a row that did not parse; owned by c's reader
+
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
 	meter   meter       // traffic counters (metrics_counters.go)

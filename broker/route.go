@@ -33,9 +33,9 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) { b.dispatchHe
 // connections is held in h, when h is not nil, until h.flush.
 func (b *Broker) dispatchHeld(c *conn, frame []byte, v *hotpath.View, h *held) {
 	if err := hotpath.ParseView(frame, v); err != nil {
-		// The stream is still in sync: the node hears why and stays.
-		b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
-		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+		// The stream is still in sync: the node hears why and stays,
+		// unless it sends nothing else.
+		b.malformedFrame(c, err)
 		return
 	}
 	b.dispatchView(c, v, h)
@@ -45,6 +45,7 @@ func (b *Broker) dispatchHeld(c *conn, frame []byte, v *hotpath.View, h *held) {
 // dispatchHeld.
 func (b *Broker) dispatchView(c *conn, v *hotpath.View, h *held) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
+	c.malformedRun = 0
 	c.countIn(v, v.Len())
 	defer c.dispatched()
 	if v.IsHeartbeat() {
