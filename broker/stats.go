@@ -74,8 +74,8 @@ func DropReasons() []DropReason {
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
 	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted, streamStalls, logSuppressed, garbageClosed atomic.Int64
-	drops                                                                                                                                       [numDropReasons]atomic.Int64
-	stateRepairs                                                                                                                                atomic.Int64
+	drops                                                                                                                                                                     [numDropReasons]atomic.Int64
+	stateRepairs                                                                                                                                                              atomic.Int64
 }
 
 func (s *stats) drop(r DropReason) { s.drops[r].Add(1) }
@@ -98,7 +98,7 @@ type Stats struct {
 	// (malformed frames, refusals); GarbageClosed counts connections
 	// closed after MaxMalformedRun frames in a row that did not parse.
 	LogSuppressed, GarbageClosed int64
-	StateRefused      int64 // state writes refused: foreign writes to closed keys, opens by non-owners
+	StateRefused                 int64 // state writes refused: foreign writes to closed keys, opens by non-owners
 	// StreamStalls counts the times a stream message waited (up to 2 ms)
 	// for room in a subscriber's full queue.
 	StreamStalls int64
