@@ -55,6 +55,11 @@ const (
 	// inboxes forgotten.
 	DefaultSweepInterval = time.Minute
 
+	// DefaultRetryInterval is how often a store whose write or fsync
+	// failed (a full disk, say) tries to get back to a known state and
+	// write again.
+	DefaultRetryInterval = time.Second
+
 	// compactChunk is how many bytes of the oldest segment one group
 	// commit copies forward while the store reclaims space.
 	compactChunk = 1 << 20
@@ -92,6 +97,10 @@ type Options struct {
 	// SweepInterval: 0 is DefaultSweepInterval.
 	SweepInterval time.Duration
 
+	// RetryInterval: after a failed write or fsync, how often the writer
+	// tries to write again. 0 is DefaultRetryInterval.
+	RetryInterval time.Duration
+
 	// Now is the clock for push times, expiry and rate limits; nil is
 	// time.Now. Tests pass a fake one.
 	Now func() time.Time
@@ -122,7 +131,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("relay: TTL %v is longer than the most a blob may wait, %v (MaxTTL)", o.TTL, MaxTTL)
 	case o.MaxBlobBytes < 0 || o.MaxBlobBytes > MaxBlobBytes:
 		return o, fmt.Errorf("relay: MaxBlobBytes %d is outside 1..%d", o.MaxBlobBytes, MaxBlobBytes)
-	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0:
+	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0, o.RetryInterval < 0:
 		return o, fmt.Errorf("relay: negative limit in %+v", o)
 	}
 	o.TTL = cmp.Or(o.TTL, DefaultTTL)
@@ -134,6 +143,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)
 	o.CacheBytes = cmp.Or(o.CacheBytes, DefaultCacheBytes)
 	o.SweepInterval = cmp.Or(o.SweepInterval, DefaultSweepInterval)
+	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

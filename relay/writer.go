@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // The writer goroutine owns the log's files: it alone writes, syncs,
@@ -41,16 +42,76 @@ type copyOp struct {
 
 func (s *Store) writeLoop() {
 	defer s.writer.Done()
+	retry := time.NewTimer(s.opts.RetryInterval)
+	defer retry.Stop()
+	retrying := true // the timer is running
 	for {
+		s.mu.Lock()
+		failed := s.failed != nil
+		s.mu.Unlock()
+		switch {
+		case failed && !retrying:
+			retry.Reset(s.opts.RetryInterval)
+			retrying = true
+		case !failed && retrying:
+			retry.Stop()
+			retrying = false
+		}
+		var retryC <-chan time.Time
+		if retrying {
+			retryC = retry.C
+		}
 		select {
 		case <-s.signal:
 			s.commit(true)
+		case <-retryC:
+			retrying = false
+			s.writeAgain()
 		case <-s.stopWriter:
 			s.commit(false) // what was admitted before Close
 			s.closeMark()
 			return
 		}
 	}
+}
+
+// writeAgain tries to get the log back to a known state after a failed
+// write or fsync, so that the store takes pushes again once the disk has
+// room: it cuts the active segment back to what was synced before the
+// failure (the failed commit's pushes were refused, never acknowledged),
+// appends a mark and syncs. Only when all of it succeeds is the failure
+// cleared; otherwise the next try is RetryInterval later.
+func (s *Store) writeAgain() {
+	s.mu.Lock()
+	active, nextSeq, cause := s.segs[len(s.segs)-1], s.nextSeq, s.failed
+	s.mu.Unlock()
+	mark := appendMark(nil, nextSeq, active.size)
+	err := active.f.Truncate(active.size)
+	if err == nil {
+		_, err = active.f.WriteAt(mark, active.size)
+	}
+	if err == nil {
+		err = s.syncHooked(active.f)
+	}
+	if err != nil {
+		s.log.Debug("relay store: still cannot write", "file", active.path, "err", err)
+		return
+	}
+	s.mu.Lock()
+	active.size += int64(len(mark))
+	s.counts.diskBytes += int64(len(mark))
+	s.failed = nil
+	s.mu.Unlock()
+	s.writerWS.endsWithMark = true
+	s.log.Info("relay store: writing again after a failure", "file", active.path, "failure", cause)
+}
+
+// syncHooked is syncData, through hooks.sync when a test set it.
+func (s *Store) syncHooked(f *os.File) error {
+	if h := s.opts.hooks; h != nil && h.sync != nil {
+		return h.sync(f, nil)
+	}
+	return syncData(f)
 }
 
 // commit runs one group commit; reclaim allows copying forward and
@@ -253,14 +314,15 @@ func (s *Store) sync(f *os.File, b *batch) error {
 	return h.sync(f, w.seqs)
 }
 
-// fail stops the store's writing for good: after a failed write or fsync
-// the log's state on disk is unknown until the next Open reads it. b and
-// every later push are refused Internal; the cause goes to the log.
+// fail stops the store's writing: after a failed write or fsync the
+// log's state on disk is unknown. b and every later push are refused
+// Internal until the writer gets the log back to a known state
+// (writeAgain, every RetryInterval); the cause goes to the log.
 func (s *Store) fail(err error, b *batch) {
 	s.mu.Lock()
 	if s.failed == nil {
 		s.failed = err
-		s.log.Error("relay store: writing the log failed; every push is refused until the store is reopened", "dir", s.dir, "err", err)
+		s.log.Error("relay store: writing the log failed; every push is refused until it writes again", "dir", s.dir, "err", err, "retry_every", s.opts.RetryInterval)
 	}
 	s.mu.Unlock()
 	s.abort(b)
