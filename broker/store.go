@@ -42,6 +42,8 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -165,10 +167,28 @@ type legacyRecord struct {
 	rec     []byte // the record with its checksum
 }
 
+// checkStoreMode refuses a state store that group or others may read or
+// write, as the credentials are refused (auth.ErrInsecureFile): it holds
+// every namespace, and a file others can write would let them forge
+// state. It is refused, not changed. Windows has ACLs, not mode bits.
+func checkStoreMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || runtime.GOOS == "windows" {
+		return nil // a missing file is a new store; other errors show up when it is opened
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("broker: state store: %w: %s has mode %04o, want 0600 (chmod 600 %s)", auth.ErrInsecureFile, path, perm, path)
+	}
+	return nil
+}
+
 // openStore opens and verifies the store at path (a missing file is a new,
 // empty store). A store that cannot be trusted is refused with an
 // *untrustedError; a fall-back to the previous transaction is logged.
 func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
+	if err := checkStoreMode(path); err != nil {
+		return nil, l, err
+	}
 	var info fileInfo
 	if err := guarded(func() (err error) { info, err = inspectFile(path); return err }); err != nil {
 		return nil, l, &untrustedError{path, err}

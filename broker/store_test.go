@@ -25,6 +25,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"busbar/auth"
 	"busbar/state"
 	"busbar/wire"
 )
@@ -139,6 +140,35 @@ func TestStoreRefusesAnEmptyFileAndLeavesIt(t *testing.T) {
 	after, _ := os.Stat(path)
 	if after.Size() != 0 || !after.ModTime().Equal(before.ModTime()) {
 		t.Fatalf("the refused file was changed: %d bytes, modified %v (was %v)", after.Size(), after.ModTime(), before.ModTime())
+	}
+}
+
+// A store file group or others may read or write is refused, as the
+// credentials are, and left as it is; 0600 is taken.
+func TestStoreRefusesAFileOthersMayAccess(t *testing.T) {
+	h := writeHistory(t)
+	for _, mode := range []os.FileMode{0o644, 0o660, 0o602, 0o600} {
+		path := filepath.Join(t.TempDir(), "state.db")
+		if err := os.WriteFile(path, h.file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(Options{StatePath: path})
+		if mode&0o077 == 0 {
+			if err != nil {
+				t.Fatalf("mode %04o: %v", mode, err)
+			}
+			_ = b.Shutdown(context.Background())
+			continue
+		}
+		if !errors.Is(err, auth.ErrInsecureFile) || !strings.Contains(err.Error(), "chmod 600 "+path) {
+			t.Fatalf("mode %04o: %v, want auth.ErrInsecureFile saying chmod 600", mode, err)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != mode {
+			t.Fatalf("mode %04o changed to %04o", mode, fi.Mode().Perm())
+		}
 	}
 }
 

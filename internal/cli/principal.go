@@ -35,7 +35,7 @@ func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
 	v := &verbSetup{name: name, usage: usage, nargs: func(n int) bool { return n == nargs }, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	// This edits a file: of the connection flags only --data applies (it
 	// locates principals.json); the others are not offered at all.
-	v.fs.StringVar(&v.conn.data, "data", "", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
+	v.fs.Var(dirFlag{&v.conn.data}, "data", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
 	return &principalFlags{v: v}
 }
 

@@ -29,7 +29,8 @@ const shutdownTimeout = 15 * time.Second
 
 func runServe(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
-	data := fs.String("data", "", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
+	data := new(string)
+	fs.Var(dirFlag{data}, "data", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
 	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
 	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
 	tlsAddr := fs.String("tls", "", "TLS address (needs --tls-cert and --tls-key)")
