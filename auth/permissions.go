@@ -124,6 +124,11 @@ func AllPermissions() Permissions {
 	}
 }
 
+// AllChannels reports whether p allows every channel action (send,
+// request, publish, subscribe, handle) on ">", as the "local" principal
+// Bootstrap makes does: a principal that may already reach every node.
+func (p *Permissions) AllChannels() bool { return p.allChannels() }
+
 // allChannels reports whether p allows every channel action on ">": the
 // permissions Bootstrap gave the "local" principal before the state
 // lists existed.

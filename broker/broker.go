@@ -73,6 +73,7 @@ func New(opts Options) (*Broker, error) {
 		started:   time.Now(),
 	}
 	b.dir.init()
+	b.dir.maxPerPrincipal = opts.MaxNodesPerPrincipal
 	b.hs.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg.init()

@@ -29,6 +29,9 @@ type conn struct {
 	iid   string    // the client instance's id, set by the handshake
 	// principal is who authenticated (empty in-process), for provenance.
 	principal string
+	// capped: c's principal counts against MaxNodesPerPrincipal (it may
+	// not use every channel). Set before c registers.
+	capped bool
 	perms     *auth.Permissions // nil: everything allowed (in-process, and links)
 	inproc    bool
 	// peer marks a link to another broker (cluster_link.go): it stands

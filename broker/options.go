@@ -30,6 +30,7 @@ const (
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
 	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
 	DefaultReceiptTimeout       = 2 * time.Second        // a node owing receipts that answers none this long is cut as a slow consumer
+	DefaultMaxNodesPerPrincipal = 64                     // live nodes one principal may have at once (one allowed every channel: no cap)
 	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
 	streamStall                 = 2 * time.Millisecond   // shortest wait for room before a stream message goes to the reserve
 	frozenAfter                 = 50 * time.Millisecond  // a writer without progress this long is taken for frozen by a stalled producer
@@ -99,6 +100,15 @@ type Options struct {
 	// it reads the event, so only a node that stopped reading owes one
 	// this long. 0 is DefaultReceiptTimeout.
 	ReceiptTimeout time.Duration
+	// MaxNodesPerPrincipal bounds the nodes one principal may have logged
+	// in at once, so that no principal can make a channel's publications
+	// reach more than MaxPublishCandidates nodes (and be refused whole) by
+	// logging in idle nodes. A principal allowed every channel action on
+	// ">" (the owner's "local") is not capped: it may reach every node
+	// anyway. A hello past it is refused REJECTED; a reconnect of a node
+	// already logged in replaces it and is not counted twice. 0 is
+	// DefaultMaxNodesPerPrincipal; negative is none.
+	MaxNodesPerPrincipal int
 	// LocalReserve is how many of MaxConnections only local (Unix socket)
 	// peers may take: network peers (TCP, TLS, WebSocket over TCP) are
 	// refused at MaxConnections - LocalReserve, so they never take the
@@ -151,6 +161,7 @@ func (o *Options) setDefaults() error {
 	}
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
 	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
+	defInt(&o.MaxNodesPerPrincipal, DefaultMaxNodesPerPrincipal)
 	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&o.LeaseTimeout, DefaultLeaseTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)
