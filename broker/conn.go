@@ -32,8 +32,8 @@ type conn struct {
 	// capped: c's principal counts against MaxNodesPerPrincipal (it may
 	// not use every channel). Set before c registers.
 	capped bool
-	perms     *auth.Permissions // nil: everything allowed (in-process, and links)
-	inproc    bool
+	perms  *auth.Permissions // nil: everything allowed (in-process, and links)
+	inproc bool
 	// peer marks a link to another broker (cluster_link.go): it stands
 	// for that broker's nodes, so it has every subscription and handler
 	// as far as routing here is concerned, and what it sends keeps the

@@ -22,7 +22,10 @@ func TestMaxNodesPerPrincipalEdge(t *testing.T) {
 	const limit = 3
 	e := testbroker.Start(t, "unix", broker.Options{MaxNodesPerPrincipal: limit},
 		auth.Principal{Name: "sensors", Nodes: []auth.Pattern{"sensor-*"}, Permissions: auth.Permissions{Subscribe: []auth.Pattern{"config.>"}}})
-	as := func(o *client.Options) { o.Credential.Principal = "sensors"; o.Credential.Secret = e.Secrets["sensors"] }
+	as := func(o *client.Options) {
+		o.Credential.Principal = "sensors"
+		o.Credential.Secret = e.Secrets["sensors"]
+	}
 	var nodes []*client.Client
 	for i := range limit {
 		c, err := dialClient(e, fmt.Sprintf("sensor-%d", i), as)
