@@ -71,14 +71,6 @@ func (b *Broker) cutForReceipts(c *conn) {
 		}
 	}
 	p.mu.Unlock()
-	for _, o := range owed {
-		switch o.cl.kind {
-		case callReceipt:
-			b.sendReceipt(o.cl.origin, o.id, c.addr, wire.TimedOut)
-		case callPublish:
-			b.recordPub(o.cl.pub, c.node, wire.TimedOut)
-		}
-	}
 	text := "stopped reading: owed " + strconv.Itoa(len(owed)) + " receipts and answered none for " + b.opts.ReceiptTimeout.String()
 	c.mu.Lock()
 	first := c.reason == ""
@@ -93,4 +85,13 @@ func (b *Broker) cutForReceipts(c *conn) {
 	}
 	c.closeWith(wire.ResultSlow, text)
 	b.retire(c)
+	// Counted and cut first: whoever reads a TIMED_OUT below sees it done.
+	for _, o := range owed {
+		switch o.cl.kind {
+		case callReceipt:
+			b.sendReceipt(o.cl.origin, o.id, c.addr, wire.TimedOut)
+		case callPublish:
+			b.recordPub(o.cl.pub, c.node, wire.TimedOut)
+		}
+	}
 }
