@@ -41,6 +41,11 @@ type Store struct {
 	segs     []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
 	counts   counters          // guarded by mu
 	cached   int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
+	// guarded by mu: pushes admitted and not yet committed, all inboxes
+	// together (their bytes), and the inboxes that hold nothing but such
+	// pushes: with counts they are what MaxStoreBytes and MaxInboxes bound.
+	pendingBytes int64
+	pendingOnly  int
 	tornCut  int64             // set by Open: bytes cut from the log's tail
 	writerWS writerState       // owned by the writer
 }
@@ -389,7 +394,10 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 		ib = newInbox(now, s.opts.PushBurst)
 		s.inboxes[device] = ib
 	}
-	if ib.blobs+ib.pendingBlobs >= s.opts.MaxInboxBlobs || ib.bytes+ib.pendingBytes+int64(len(data)) > s.opts.MaxInboxBytes {
+	empty := ib.blobs+ib.pendingBlobs == 0
+	if ib.blobs+ib.pendingBlobs >= s.opts.MaxInboxBlobs || ib.bytes+ib.pendingBytes+int64(len(data)) > s.opts.MaxInboxBytes ||
+		s.counts.bytes+s.pendingBytes+int64(len(data)) > s.opts.MaxStoreBytes ||
+		empty && s.counts.inboxes+s.pendingOnly >= s.opts.MaxInboxes {
 		s.mu.Unlock()
 		return nil, 0, s.refuse(ErrInboxFull)
 	}
@@ -401,6 +409,10 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 	s.nextSeq++
 	ib.pendingBlobs++
 	ib.pendingBytes += int64(len(data))
+	s.pendingBytes += int64(len(data))
+	if empty {
+		s.pendingOnly++
+	}
 	b := s.pending
 	b.pushes = append(b.pushes, pushOp{ib: ib, device: device, blob: data, seq: seq, pushed: now, then: then})
 	s.mu.Unlock()
@@ -507,6 +519,9 @@ func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	ib.kill(i)
 	if ib.blobs == 0 {
 		s.counts.inboxes--
+		if ib.pendingBlobs > 0 { // it holds nothing but pushes in flight now
+			s.pendingOnly++
+		}
 	}
 }
 

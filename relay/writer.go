@@ -203,8 +203,10 @@ func (s *Store) commit(reclaim bool) {
 		rec := pushRecordSize(len(p.device), len(p.blob))
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
+		s.pendingBytes -= int64(len(p.blob))
 		if p.ib.blobs == 0 {
 			s.counts.inboxes++
+			s.pendingOnly-- // it held nothing but pushes in flight, this one among them
 		}
 		var keep []byte // the push's copy, handed to the first session that delivers it
 		if s.cached+int64(len(p.blob)) <= s.opts.CacheBytes {
@@ -334,6 +336,10 @@ func (s *Store) abort(b *batch) {
 	for _, p := range b.pushes {
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
+		s.pendingBytes -= int64(len(p.blob))
+		if p.ib.pendingBlobs == 0 && p.ib.blobs == 0 {
+			s.pendingOnly--
+		}
 	}
 	s.mu.Unlock()
 	b.err = s.refuse(ErrInternal)
