@@ -32,22 +32,22 @@ type Store struct {
 
 	refused [Internal + 1]atomic.Uint64 // refusals by code
 
-	mu       sync.Mutex
-	closing  bool              // guarded by mu: Close has begun
-	failed   error             // guarded by mu: the first write or sync failure; every later push is refused Internal
-	inboxes  map[string]*inbox // guarded by mu
-	pending  *batch            // guarded by mu: the next group commit, filling
-	nextSeq  Seq               // guarded by mu: the next sequence number to assign
-	segs     []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
-	counts   counters          // guarded by mu
-	cached   int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
+	mu      sync.Mutex
+	closing bool              // guarded by mu: Close has begun
+	failed  error             // guarded by mu: the first write or sync failure; every later push is refused Internal
+	inboxes map[string]*inbox // guarded by mu
+	pending *batch            // guarded by mu: the next group commit, filling
+	nextSeq Seq               // guarded by mu: the next sequence number to assign
+	segs    []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
+	counts  counters          // guarded by mu
+	cached  int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
 	// guarded by mu: pushes admitted and not yet committed, all inboxes
 	// together (their bytes), and the inboxes that hold nothing but such
 	// pushes: with counts they are what MaxStoreBytes and MaxInboxes bound.
 	pendingBytes int64
 	pendingOnly  int
-	tornCut  int64             // set by Open: bytes cut from the log's tail
-	writerWS writerState       // owned by the writer
+	tornCut      int64       // set by Open: bytes cut from the log's tail
+	writerWS     writerState // owned by the writer
 }
 
 // counters are the store's totals, guarded by Store.mu.
