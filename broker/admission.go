@@ -44,8 +44,9 @@ type loginPlace struct {
 	elem  *list.Element // nil once it left its pool
 	addr  string
 	local bool
-	conn  *conn    // the bus connection holding it, or nil
-	nc    net.Conn // what an eviction closes when conn is nil
+	conn  *conn     // the bus connection holding it, or nil
+	nc    net.Conn  // what an eviction closes when conn is nil
+	since time.Time // when it was admitted: it cannot be evicted for HandshakeGrace
 }
 
 // handshakePool is the places of one kind (local, network), oldest first.
@@ -81,9 +82,14 @@ func peerAddr(nc net.Conn) (addr string, local bool) {
 }
 
 // admitPlace counts p in its pool, and returns the place that must make
-// room for it, if any, already out of its pool.
-func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace) {
+// room for it, if any, already out of its pool. When the place that would
+// make room was admitted less than HandshakeGrace ago, nobody is evicted
+// and p is not admitted (refused): a peer that logs in promptly keeps its
+// place for that long whatever the flood, and evictions are at most
+// MaxHandshakes per HandshakeGrace.
+func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, refused bool) {
 	p.addr, p.local = peerAddr(nc)
+	p.since = time.Now()
 	h := &b.hs
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -91,18 +97,34 @@ func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace) {
 	if p.local {
 		pool = &h.local
 	}
+	full := true
 	switch {
 	case !p.local && pool.byAddr[p.addr] >= b.opts.MaxHandshakesPerAddr:
 		evicted = pool.oldest(func(o *loginPlace) bool { return o.addr == p.addr })
 	case pool.order.Len() >= b.opts.MaxHandshakes:
 		evicted = pool.oldest(func(*loginPlace) bool { return true })
+	default:
+		full = false
+	}
+	if full && (evicted == nil || p.since.Sub(evicted.since) < b.opts.HandshakeGrace) {
+		return nil, true
 	}
 	if evicted != nil {
 		pool.remove(evicted)
 	}
 	p.elem = pool.order.PushBack(p)
 	pool.byAddr[p.addr]++
-	return evicted
+	return evicted, false
+}
+
+// refuseLogin counts and logs a newcomer refused because every place it
+// could take is within its HandshakeGrace.
+func (b *Broker) refuseLogin(nc net.Conn) {
+	b.stats.handshakesRefused.Add(1)
+	if skipped, ok := b.evictLog.allow(time.Now()); ok {
+		b.log.Warn("connection refused while logging in: every place is held by a newer one", "remote", remote(nc),
+			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "grace", b.opts.HandshakeGrace, "more_since_last_logged", skipped)
+	}
 }
 
 // evict closes the holder of a place that made room for another: a bus
@@ -125,12 +147,21 @@ func (b *Broker) evict(old *loginPlace) {
 }
 
 // admitHandshake counts c as logging in, and closes the connection that
-// must make room for it, if any.
-func (b *Broker) admitHandshake(c *conn) {
+// must make room for it, if any; false: c was refused instead (told why,
+// and closing).
+func (b *Broker) admitHandshake(c *conn) bool {
 	c.place = &loginPlace{conn: c}
-	if old := b.admitPlace(c.place, c.nc); old != nil {
+	old, refused := b.admitPlace(c.place, c.nc)
+	if refused {
+		c.place = nil
+		b.refuseLogin(c.nc)
+		c.closeWith(wire.ResultOverload, "too many connections are logging in, all of them for less than "+b.opts.HandshakeGrace.String()+"; retry")
+		return false
+	}
+	if old != nil {
 		b.evict(old)
 	}
+	return true
 }
 
 // handshakeDone stops counting c as logging in (it logged in, failed, or
@@ -162,11 +193,18 @@ func (b *Broker) leavePlace(p *loginPlace) {
 // in: local peers in one, network peers in the other, MaxHandshakes each
 // and MaxHandshakesPerAddr per network address. When the pool is full the
 // oldest place makes room, whoever holds it; an HTTP connection evicted
-// is closed at once. release gives the place back; it is idempotent and
+// is closed at once; when every place it could take is within its
+// HandshakeGrace, nc is closed instead. release gives the place back; it is idempotent and
 // safe after an eviction.
 func (b *Broker) HoldLoginPlace(nc net.Conn) (release func()) {
 	p := &loginPlace{nc: nc}
-	if old := b.admitPlace(p, nc); old != nil {
+	old, refused := b.admitPlace(p, nc)
+	if refused {
+		b.refuseLogin(nc)
+		_ = nc.Close()
+		return func() {}
+	}
+	if old != nil {
 		b.evict(old)
 	}
 	return func() { b.leavePlace(p) }

@@ -102,7 +102,7 @@ func TestFramesBeforeLoginAreBoundedByMaxHelloBytes(t *testing.T) {
 func TestIdleLoginFloodNeverLocksOutPromptClients(t *testing.T) {
 	const perAddr, flood = 4, 20
 	e := testbroker.Start(t, "tcp", broker.Options{
-		MaxConnections: flood, MaxHandshakes: 8, MaxHandshakesPerAddr: perAddr, HandshakeTimeout: time.Minute,
+		MaxConnections: flood, MaxHandshakes: 8, MaxHandshakesPerAddr: perAddr, HandshakeTimeout: time.Minute, HandshakeGrace: -1,
 	})
 	sock := filepath.Join(e.Dir, "local.sock")
 	ln, err := transport.Listen(transport.Endpoint{Scheme: transport.SchemeUnix, Address: sock}, nil)
@@ -191,7 +191,7 @@ func tcpPair(t *testing.T, ln net.Listener, from string) (server, peer net.Conn)
 // counts it.
 func TestHeldLoginPlacesShareThePool(t *testing.T) {
 	const pool, perAddr = 4, 2
-	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: pool, MaxHandshakesPerAddr: perAddr, HandshakeTimeout: time.Minute})
+	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: pool, MaxHandshakesPerAddr: perAddr, HandshakeTimeout: time.Minute, HandshakeGrace: -1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -250,5 +250,54 @@ func TestHeldLoginPlacesShareThePool(t *testing.T) {
 	}
 	if n := e.Broker.Stats().HandshakesEvicted; n != 3 {
 		t.Fatalf("%d evictions after the places were released, want 3", n)
+	}
+}
+
+// A connection logging in keeps its place for HandshakeGrace whatever
+// comes after it: a newcomer that finds every place it could take younger
+// than that is refused, told why, and counted; once the oldest is past
+// its grace, a newcomer takes its place again.
+func TestLoginPlacesAreKeptForTheirGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: 2, HandshakeTimeout: time.Minute, HandshakeGrace: grace})
+	_, firstR := rawConn(t, e)
+	rawConn(t, e)
+	ep, err := transport.ParseEndpoint(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tryLogin dials and reports whether it got a place (bus.info) or
+	// was refused, told why.
+	tryLogin := func() bool {
+		nc, err := net.Dial("tcp", ep.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		m, err := wire.NewReader(nc).ReadMessage()
+		if err != nil {
+			t.Fatalf("a newcomer read %v", err)
+		}
+		if m.Value(wire.HeaderCommand) == wire.CmdInfo {
+			return true
+		}
+		if m.Value(wire.HeaderResult) != string(wire.ResultOverload) || !strings.Contains(m.Value(wire.HeaderError), "retry") {
+			t.Fatalf("a refused newcomer read %v", m)
+		}
+		return false
+	}
+	start := time.Now()
+	if tryLogin() {
+		if time.Since(start) < grace {
+			t.Fatal("a newcomer evicted a place within its grace")
+		}
+		t.Skip("the machine took longer than the grace to get here")
+	}
+	if s := e.Broker.Stats(); s.HandshakesRefused != 1 || s.HandshakesEvicted != 0 {
+		t.Fatalf("refused %d, evicted %d; want 1 and 0", s.HandshakesRefused, s.HandshakesEvicted)
+	}
+	testbroker.Eventually(t, 10*time.Second, "a newcomer admitted once the oldest is past its grace", tryLogin)
+	if m, err := firstR.ReadMessage(); err != nil || m.Value(wire.HeaderResult) != string(wire.ResultOverload) {
+		t.Fatalf("the oldest, evicted: %v %v", m, err)
 	}
 }

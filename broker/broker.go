@@ -173,8 +173,9 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	r.SetLimit(MaxHelloBytes)
 	transport.SetFrameLimit(nc, MaxHelloBytes) // a WebSocket holds a whole message before r sees it
 	go c.writeLoop()
-	if !inproc {
-		b.admitHandshake(c)
+	if !inproc && !b.admitHandshake(c) {
+		c.finish()
+		return
 	}
 	err := b.handshake(c, r)
 	b.handshakeDone(c)

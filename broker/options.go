@@ -28,6 +28,7 @@ const (
 	DefaultMaxRegistrations     = 1024                   // subscriptions plus handlers one connection may hold
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
+	DefaultHandshakeGrace       = 500 * time.Millisecond // a connection logging in cannot be evicted for this long
 	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
 	DefaultReceiptTimeout       = 2 * time.Second        // a node owing receipts that answers none this long is cut as a slow consumer
 	DefaultMaxNodesPerPrincipal = 64                     // live nodes one principal may have at once (one allowed every channel: no cap)
@@ -123,6 +124,13 @@ type Options struct {
 	// bounds a network address's share. When full, the connection logging
 	// in longest is closed to make room (docs/messaging.md#bad-input).
 	MaxHandshakes, MaxHandshakesPerAddr int
+	// HandshakeGrace is how long a connection logging in keeps its place
+	// whatever comes after it: when the place that would make room for a
+	// newcomer is younger, the newcomer is refused (OVERLOAD, counted in
+	// Stats().HandshakesRefused) instead. A peer that logs in promptly is
+	// never evicted by a flood, and evictions are at most MaxHandshakes
+	// per HandshakeGrace. 0 is DefaultHandshakeGrace; negative is none.
+	HandshakeGrace time.Duration
 
 	// StatePath is the file of the embedded store (bbolt) that keeps every
 	// state namespace across restarts; "" keeps them in memory only.
@@ -161,6 +169,7 @@ func (o *Options) setDefaults() error {
 	}
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
 	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
+	def(&o.HandshakeGrace, DefaultHandshakeGrace)
 	defInt(&o.MaxNodesPerPrincipal, DefaultMaxNodesPerPrincipal)
 	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&o.LeaseTimeout, DefaultLeaseTimeout)

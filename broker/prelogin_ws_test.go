@@ -85,7 +85,7 @@ func droppedBefore(nc net.Conn, br *bufio.Reader, wait time.Duration) (string, b
 }
 
 func TestPreLoginWebSocketIsDroppedAtOnceWhenEvicted(t *testing.T) {
-	e := testbroker.Start(t, "ws", broker.Options{MaxHandshakes: 2, MaxConnections: 3, LocalReserve: -1, HandshakeTimeout: time.Minute})
+	e := testbroker.Start(t, "ws", broker.Options{MaxHandshakes: 2, MaxConnections: 3, LocalReserve: -1, HandshakeTimeout: time.Minute, HandshakeGrace: -1})
 	a, abr := wsIdle(t, e)
 	wsIdle(t, e)
 	wsIdle(t, e) // the pool is full: a makes room
