@@ -29,8 +29,10 @@ type Broker struct {
 	pend  pendingTable
 	hs    handshakes
 	relay relayRole
-	cl    *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
-	taps  taps     // busbar tap (tap.go)
+	// relayQuotas are the per-principal byte quotas of pushes (relayquota.go).
+	relayQuotas relayQuotas
+	cl          *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
+	taps        taps     // busbar tap (tap.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.

@@ -144,6 +144,12 @@ type Options struct {
 	// TTL: package relay's Options; zero fields take its defaults). Its
 	// Logger is the broker's.
 	Relay relay.Options
+	// RelayQuotaRate and RelayQuotaBurst are each principal's quota of
+	// bytes pushed into the relay: a second, sustained, and at once. A
+	// push past it is RATE_LIMITED. A principal allowed every channel
+	// action has none. 0 is DefaultRelayQuotaRate / DefaultRelayQuotaBurst;
+	// a negative rate turns quotas off.
+	RelayQuotaRate, RelayQuotaBurst int
 
 	// Cluster joins the broker to a bus of brokers through NATS
 	// (docs/cluster.md); its zero value keeps the broker alone.
@@ -170,6 +176,8 @@ func (o *Options) setDefaults() error {
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
 	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
 	def(&o.HandshakeGrace, DefaultHandshakeGrace)
+	defInt(&o.RelayQuotaRate, DefaultRelayQuotaRate)
+	defInt(&o.RelayQuotaBurst, DefaultRelayQuotaBurst)
 	defInt(&o.MaxNodesPerPrincipal, DefaultMaxNodesPerPrincipal)
 	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&o.LeaseTimeout, DefaultLeaseTimeout)

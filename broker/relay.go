@@ -161,6 +161,9 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 		return c.durable.refused(pipe, rejectf("%s may not push to the relay (a principal needs the relay permission: busbar principal add --relay)", c.principal))
 	}
 	blob := m.Body() // the message's own copy: it outlives the read buffer, and the store keeps it
+	if r := b.relayQuota(c, len(blob)); r != nil {
+		return c.durable.refused(pipe, r)
+	}
 	id, err := seal.PeekRecipient(blob)
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
