@@ -165,6 +165,9 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 		return c.durable.refused(pipe, r)
 	}
 	id, err := seal.PeekRecipient(blob)
+	if err == nil {
+		err = seal.CheckHeader(blob) // sizes, versions and recipients no sealing produces
+	}
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
 	}
