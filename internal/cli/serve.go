@@ -87,6 +87,9 @@ func runServe(args []string, stdio IO) int {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: --nats needs --name: every broker on a bus has a name of its own")
 			return exitUsage
 		}
+		if w := natsExposure(bus.URLs, bus.CredsFile, bus.TLSCA); w != "" {
+			fmt.Fprintln(stdio.Stderr, "busbar serve: WARNING:", w)
+		}
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
