@@ -43,7 +43,17 @@ type Permissions struct {
 	StateRead  []Pattern `json:"state_read"`
 	StateWrite []Pattern `json:"state_write"`
 	StateAdmin []Pattern `json:"state_admin"`
+
+	// Relay allows pushing sealed blobs into the durable relay's inboxes
+	// (bus.durable.push), which takes the relay's disk: off unless
+	// granted (`busbar principal add --relay`). A principal allowed every
+	// channel on ">" (the owner's "local") may push without it.
+	Relay bool `json:"relay,omitempty"`
 }
+
+// MayRelay reports whether p may push to the durable relay: Relay, or
+// every channel on ">".
+func (p *Permissions) MayRelay() bool { return p.Relay || p.allChannels() }
 
 // list returns the pattern list for a channel action, or nil for any
 // other action.
@@ -124,6 +134,11 @@ func AllPermissions() Permissions {
 	}
 }
 
+// AllChannels reports whether p allows every channel action (send,
+// request, publish, subscribe, handle) on ">", as the "local" principal
+// Bootstrap makes does: a principal that may already reach every node.
+func (p *Permissions) AllChannels() bool { return p.allChannels() }
+
 // allChannels reports whether p allows every channel action on ">": the
 // permissions Bootstrap gave the "local" principal before the state
 // lists existed.
@@ -151,6 +166,7 @@ func (p Permissions) clone() Permissions {
 		StateRead:  clonePatterns(p.StateRead),
 		StateWrite: clonePatterns(p.StateWrite),
 		StateAdmin: clonePatterns(p.StateAdmin),
+		Relay:      p.Relay,
 	}
 }
 

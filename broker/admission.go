@@ -37,16 +37,27 @@ import (
 // longer one is answered TOO_LARGE and the connection closed.
 const MaxHelloBytes = 8 << 10
 
-// handshakePool is the connections of one kind still logging in, oldest
-// first.
+// loginPlace is one place in a login pool: a bus connection logging in,
+// or a connection of the HTTP listener that has not yet made an
+// authenticated request (HoldLoginPlace). Guarded by handshakes.mu.
+type loginPlace struct {
+	elem  *list.Element // nil once it left its pool
+	addr  string
+	local bool
+	conn  *conn     // the bus connection holding it, or nil
+	nc    net.Conn  // what an eviction closes when conn is nil
+	since time.Time // when it was admitted: it cannot be evicted for HandshakeGrace
+}
+
+// handshakePool is the places of one kind (local, network), oldest first.
 type handshakePool struct {
-	order  list.List      // of *conn, oldest at the front
-	byAddr map[string]int // network pool: connections per remote address
+	order  list.List      // of *loginPlace, oldest at the front
+	byAddr map[string]int // network pool: places per remote address
 }
 
 // handshakes is the broker's admission of connections still logging in.
 type handshakes struct {
-	mu    sync.Mutex // guards the pools and every conn.handshaking
+	mu    sync.Mutex // guards the pools and every loginPlace
 	local handshakePool
 	net   handshakePool
 }
@@ -70,62 +81,149 @@ func peerAddr(nc net.Conn) (addr string, local bool) {
 	return host, false
 }
 
-// admit counts c as logging in, and returns the connection that must make
-// room for it, if any.
-func (b *Broker) admitHandshake(c *conn) (evicted *conn) {
-	addr, local := peerAddr(c.nc)
+// admitPlace counts p in its pool, and returns the place that must make
+// room for it, if any, already out of its pool. When the place that would
+// make room was admitted less than HandshakeGrace ago, nobody is evicted
+// and p is not admitted (refused): a peer that logs in promptly keeps its
+// place for that long whatever the flood, and evictions are at most
+// MaxHandshakes per HandshakeGrace.
+func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, refused bool) {
+	p.addr, p.local = peerAddr(nc)
+	p.since = time.Now()
 	h := &b.hs
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := &h.net
-	if local {
-		p = &h.local
+	pool := &h.net
+	if p.local {
+		pool = &h.local
 	}
+	full := true
 	switch {
-	case !local && p.byAddr[addr] >= b.opts.MaxHandshakesPerAddr:
-		evicted = p.oldest(func(o *conn) bool { return o.hsAddr == addr })
-	case p.order.Len() >= b.opts.MaxHandshakes:
-		evicted = p.oldest(func(*conn) bool { return true })
+	case !p.local && pool.byAddr[p.addr] >= b.opts.MaxHandshakesPerAddr:
+		evicted = pool.oldest(func(o *loginPlace) bool { return o.addr == p.addr })
+	case pool.order.Len() >= b.opts.MaxHandshakes:
+		evicted = pool.oldest(func(*loginPlace) bool { return true })
+	default:
+		full = false
+	}
+	if full && (evicted == nil || p.since.Sub(evicted.since) < b.opts.HandshakeGrace) {
+		return nil, true
 	}
 	if evicted != nil {
-		p.remove(evicted)
+		pool.remove(evicted)
 	}
-	c.hsAddr, c.hsLocal = addr, local
-	c.handshaking = p.order.PushBack(c)
-	p.byAddr[addr]++
-	return evicted
+	p.elem = pool.order.PushBack(p)
+	pool.byAddr[p.addr]++
+	return evicted, false
+}
+
+// refuseLogin counts and logs a newcomer refused because every place it
+// could take is within its HandshakeGrace.
+func (b *Broker) refuseLogin(nc net.Conn) {
+	b.stats.handshakesRefused.Add(1)
+	if skipped, ok := b.evictLog.allow(time.Now()); ok {
+		b.log.Warn("connection refused while logging in: every place is held by a newer one", "remote", remote(nc),
+			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "grace", b.opts.HandshakeGrace, "more_since_last_logged", skipped)
+	}
+}
+
+// evict closes the holder of a place that made room for another: a bus
+// connection is told why; an HTTP connection is closed at once.
+func (b *Broker) evict(old *loginPlace) {
+	b.stats.handshakesEvicted.Add(1)
+	nc := old.nc
+	if old.conn != nil {
+		nc = old.conn.nc
+	}
+	if skipped, ok := b.evictLog.allow(time.Now()); ok {
+		b.log.Warn("connection closed while logging in, to make room", "remote", remote(nc), "http", old.conn == nil,
+			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
+	}
+	if old.conn != nil {
+		old.conn.closeWith(wire.ResultOverload, b.handshakeLimitText())
+		return
+	}
+	_ = old.nc.Close()
+}
+
+// admitHandshake counts c as logging in, and closes the connection that
+// must make room for it, if any; false: c was refused instead (told why,
+// and closing).
+func (b *Broker) admitHandshake(c *conn) bool {
+	c.place = &loginPlace{conn: c}
+	old, refused := b.admitPlace(c.place, c.nc)
+	if refused {
+		c.place = nil
+		b.refuseLogin(c.nc)
+		c.closeWith(wire.ResultOverload, "too many connections are logging in, all of them for less than "+b.opts.HandshakeGrace.String()+"; retry")
+		return false
+	}
+	if old != nil {
+		b.evict(old)
+	}
+	return true
 }
 
 // handshakeDone stops counting c as logging in (it logged in, failed, or
 // was evicted).
 func (b *Broker) handshakeDone(c *conn) {
-	h := &b.hs
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c.handshaking == nil {
-		return
-	}
-	if c.hsLocal {
-		h.local.remove(c)
-	} else {
-		h.net.remove(c)
+	if c.place != nil {
+		b.leavePlace(c.place)
 	}
 }
 
-func (p *handshakePool) oldest(match func(*conn) bool) *conn {
-	for e := p.order.Front(); e != nil; e = e.Next() {
-		if o := e.Value.(*conn); match(o) {
+func (b *Broker) leavePlace(p *loginPlace) {
+	h := &b.hs
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.elem == nil {
+		return
+	}
+	if p.local {
+		h.local.remove(p)
+	} else {
+		h.net.remove(p)
+	}
+}
+
+// HoldLoginPlace counts nc, a connection of another listener of this
+// process that has not authenticated yet (serve's HTTP listener: until
+// its first request with the token, or its upgrade to the bus over
+// WebSocket), in the same login pools as the bus's connections logging
+// in: local peers in one, network peers in the other, MaxHandshakes each
+// and MaxHandshakesPerAddr per network address. When the pool is full the
+// oldest place makes room, whoever holds it; an HTTP connection evicted
+// is closed at once; when every place it could take is within its
+// HandshakeGrace, nc is closed instead. release gives the place back; it is idempotent and
+// safe after an eviction.
+func (b *Broker) HoldLoginPlace(nc net.Conn) (release func()) {
+	p := &loginPlace{nc: nc}
+	old, refused := b.admitPlace(p, nc)
+	if refused {
+		b.refuseLogin(nc)
+		_ = nc.Close()
+		return func() {}
+	}
+	if old != nil {
+		b.evict(old)
+	}
+	return func() { b.leavePlace(p) }
+}
+
+func (pool *handshakePool) oldest(match func(*loginPlace) bool) *loginPlace {
+	for e := pool.order.Front(); e != nil; e = e.Next() {
+		if o := e.Value.(*loginPlace); match(o) {
 			return o
 		}
 	}
 	return nil
 }
 
-func (p *handshakePool) remove(c *conn) {
-	p.order.Remove(c.handshaking)
-	c.handshaking = nil
-	if p.byAddr[c.hsAddr]--; p.byAddr[c.hsAddr] <= 0 {
-		delete(p.byAddr, c.hsAddr)
+func (pool *handshakePool) remove(p *loginPlace) {
+	pool.order.Remove(p.elem)
+	p.elem = nil
+	if pool.byAddr[p.addr]--; pool.byAddr[p.addr] <= 0 {
+		delete(pool.byAddr, p.addr)
 	}
 }
 

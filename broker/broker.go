@@ -29,8 +29,10 @@ type Broker struct {
 	pend  pendingTable
 	hs    handshakes
 	relay relayRole
-	cl    *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
-	taps  taps     // busbar tap (tap.go)
+	// relayQuotas are the per-principal byte quotas of pushes (relayquota.go).
+	relayQuotas relayQuotas
+	cl          *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
+	taps        taps     // busbar tap (tap.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.
@@ -48,6 +50,7 @@ type Broker struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{} // every connection being served, registered or not
 	external  int                // conns not in-process, for MaxConnections
+	network   int                // of external, network peers: at most MaxConnections - LocalReserve
 
 	serving sync.WaitGroup // one per ServeConn and per Serve loop
 	sweeper sync.WaitGroup
@@ -72,6 +75,7 @@ func New(opts Options) (*Broker, error) {
 		started:   time.Now(),
 	}
 	b.dir.init()
+	b.dir.maxPerPrincipal = opts.MaxNodesPerPrincipal
 	b.hs.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg.init()
@@ -171,15 +175,9 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 	r.SetLimit(MaxHelloBytes)
 	transport.SetFrameLimit(nc, MaxHelloBytes) // a WebSocket holds a whole message before r sees it
 	go c.writeLoop()
-	if !inproc {
-		if old := b.admitHandshake(c); old != nil {
-			b.stats.handshakesEvicted.Add(1)
-			if skipped, ok := b.evictLog.allow(time.Now()); ok {
-				b.log.Warn("connection closed while logging in, to make room", "remote", remote(old.nc),
-					"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
-			}
-			old.closeWith(wire.ResultOverload, b.handshakeLimitText())
-		}
+	if !inproc && !b.admitHandshake(c) {
+		c.finish()
+		return
 	}
 	err := b.handshake(c, r)
 	b.handshakeDone(c)
@@ -191,6 +189,7 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 		c.finish()
 		return
 	}
+	transport.Established(nc) // from now on a WebSocket closes with a handshake
 	// A frame is refused before it is read when it could not be routed
 	// anyway: the payload limit plus room for its headers.
 	r.SetLimit(b.opts.MaxPayload + MaxFrameOverhead)
@@ -235,16 +234,27 @@ func (b *Broker) track(c *conn) *refusal {
 	if b.closing.Load() {
 		return refuse(wire.ResultShutdown, "broker shutting down")
 	}
-	if !c.inproc && b.external >= b.opts.MaxConnections {
+	_, local := peerAddr(c.nc)
+	c.local = local
+	full := b.external >= b.opts.MaxConnections
+	if !local {
+		full = full || b.network >= b.opts.MaxConnections-b.opts.LocalReserve
+	}
+	if !c.inproc && full {
 		b.stats.overCapacity.Add(1)
 		if skipped, ok := b.capacityLog.allow(time.Now()); ok {
-			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "remote", remote(c.nc), "more_since_last_logged", skipped)
+			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "local_reserve", b.opts.LocalReserve,
+				"remote", remote(c.nc), "more_since_last_logged", skipped)
 		}
-		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections; retry later")
+		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections ("+
+			strconv.Itoa(b.opts.LocalReserve)+" of them kept for local peers); retry later")
 	}
 	b.conns[c] = struct{}{}
 	if !c.inproc {
 		b.external++
+		if !local {
+			b.network++
+		}
 	}
 	b.serving.Add(1)
 	return nil
@@ -255,6 +265,9 @@ func (b *Broker) untrack(c *conn) {
 	delete(b.conns, c)
 	if !c.inproc {
 		b.external--
+		if !c.local {
+			b.network--
+		}
 	}
 	b.stats.expiredInQueue.Add(c.out.Expired()) // under mu: Stats never counts c twice
 	b.traffic.retire(&c.meter)                  // under mu: Traffic never counts c twice
@@ -280,8 +293,9 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 		switch {
 		case err == nil:
 		case errors.Is(err, wire.ErrMalformed): // the stream is in sync
-			b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
-			b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+			if b.malformedFrame(c, err) {
+				return
+			}
 			continue
 		case errors.Is(err, wire.ErrTooLarge):
 			b.log.Warn("oversize frame; closing", "node", c.node, "err", err)

@@ -61,7 +61,7 @@ func (b *Broker) scatter(c *conn, pub *publication, remote map[string][]string, 
 		case !b.pend.add(l, pub.id, cl):
 			r = wire.Rejected
 		case !l.out.EnqueueFrame(f, pub.deadline):
-			b.pend.take(l, pub.id, callPublish)
+			b.pend.cancel(l, pub.id, callPublish)
 			r = wire.Backpressured
 		default:
 			continue

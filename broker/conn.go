@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"container/list"
 	"errors"
 	"hash/maphash"
 	"net"
@@ -30,8 +29,11 @@ type conn struct {
 	iid   string    // the client instance's id, set by the handshake
 	// principal is who authenticated (empty in-process), for provenance.
 	principal string
-	perms     *auth.Permissions // nil: everything allowed (in-process, and links)
-	inproc    bool
+	// capped: c's principal counts against MaxNodesPerPrincipal (it may
+	// not use every channel). Set before c registers.
+	capped bool
+	perms  *auth.Permissions // nil: everything allowed (in-process, and links)
+	inproc bool
 	// peer marks a link to another broker (cluster_link.go): it stands
 	// for that broker's nodes, so it has every subscription and handler
 	// as far as routing here is concerned, and what it sends keeps the
@@ -56,11 +58,20 @@ type conn struct {
 	// without being remembered in allowed.
 	lastGranted [nActions]atomic.Uint64
 
-	// Guarded by Broker.hs.mu: c's place among the connections logging in
-	// (nil once it logged in or failed), and the pool it counts in.
-	handshaking *list.Element
-	hsAddr      string
-	hsLocal     bool
+	// c's place among the connections logging in, set before c logs in
+	// (its fields are guarded by Broker.hs.mu).
+	place *loginPlace
+	local bool // a local (Unix socket) peer, for Options.LocalReserve; set by track
+
+	// Receipts c owes (receiptstall.go): how many events and publication
+	// deliveries wait for its receipt, and since when (ns after
+	// Broker.started) it has owed some without answering any. Guarded by
+	// Broker.pend.mu.
+	owed      int
+	owedSince int64
+
+	logs         connLogs // warnings about c, rate-limited (connlog.go)
+	malformedRun int      // frames in a row that did not parse; owned by c's reader
 
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
@@ -114,16 +125,20 @@ func (c *conn) writeLoop() {
 	}
 	c.mu.Lock()
 	node := c.node
+	cut := c.reason == wire.ResultSlow // cut already for owing receipts (receiptstall.go), and counted then
 	c.mu.Unlock()
+	if cut {
+		return
+	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.b.stats.writeFailures.Add(1)
 		c.setReason(wire.ResultDisconnect)
 		c.b.log.Debug("write failed; the peer is gone", "node", node, "remote", remote(c.nc), "err", err)
 		return
 	}
+	c.setReason(wire.ResultSlow)
 	c.b.stats.slowConsumers.Add(1)
 	c.b.events.add(Event{Kind: EventSlow, Node: node, Text: err.Error()})
-	c.setReason(wire.ResultSlow)
 	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
 }
 

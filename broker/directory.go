@@ -17,6 +17,10 @@ type directory struct {
 	nodes  map[string]*conn
 	iids   map[string]*conn  // instance id → its live connection
 	epochs map[string]uint64 // last epoch handed out per node name
+	// byPrincipal counts the nodes in nodes per principal that is capped
+	// (conn.capped), for Options.MaxNodesPerPrincipal.
+	byPrincipal     map[string]int
+	maxPerPrincipal int // Options.MaxNodesPerPrincipal; ≤ 0: none
 	// subscribed finds the connections with subscribers on a channel,
 	// directly or by a wildcard pattern. A slice is replaced on change,
 	// never modified, so a reader may range over what it got after
@@ -27,6 +31,7 @@ type directory struct {
 func (d *directory) init() {
 	d.nodes = map[string]*conn{}
 	d.iids = map[string]*conn{}
+	d.byPrincipal = map[string]int{}
 	d.epochs = map[string]uint64{}
 	d.subscribed = newSubIndex[*conn]()
 }
@@ -68,14 +73,26 @@ func (d *directory) register(c *conn, queued func(epoch uint64)) (replaced *conn
 		d.mu.Unlock()
 		return nil, fmt.Errorf("instance id %q is in use by another node", c.iid)
 	}
+	old := d.nodes[c.node]
+	if c.capped && d.maxPerPrincipal > 0 && !(old != nil && old.capped && old.principal == c.principal) &&
+		d.byPrincipal[c.principal] >= d.maxPerPrincipal {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("principal %s has %d nodes logged in already, its limit (MaxNodesPerPrincipal); one must leave first",
+			c.principal, d.maxPerPrincipal)
+	}
 	d.iids[c.iid] = c
 	epoch := d.epochs[c.node] + 1
 	d.epochs[c.node] = epoch
-	old := d.nodes[c.node]
 	c.epoch = epoch
 	c.since = time.Now()
 	queued(epoch)
 	d.nodes[c.node] = c
+	if old != nil {
+		d.uncountLocked(old)
+	}
+	if c.capped {
+		d.byPrincipal[c.principal]++
+	}
 	d.mu.Unlock()
 	if old != nil {
 		old.closeWith(wire.ResultReplaced, "replaced by a newer connection of the same node")
@@ -92,6 +109,7 @@ func (d *directory) remove(c *conn) {
 	d.mu.Lock()
 	if d.nodes[c.node] == c {
 		delete(d.nodes, c.node)
+		d.uncountLocked(c)
 	}
 	if d.iids[c.iid] == c {
 		delete(d.iids, c.iid)
@@ -100,6 +118,16 @@ func (d *directory) remove(c *conn) {
 		d.unsubscribeLocked(c, ch)
 	}
 	d.mu.Unlock()
+}
+
+// uncountLocked stops counting c, which left nodes, for its principal.
+func (d *directory) uncountLocked(c *conn) {
+	if !c.capped {
+		return
+	}
+	if d.byPrincipal[c.principal]--; d.byPrincipal[c.principal] <= 0 {
+		delete(d.byPrincipal, c.principal)
+	}
 }
 
 func (d *directory) lookup(node string) *conn {

@@ -150,14 +150,17 @@ func TestMalformedFramesDoNotKeepALease(t *testing.T) {
 
 // A refusal's log line names what was refused: the channel of a refused
 // subscription, the service of a refused announcement; a frame too short
-// to parse is logged too.
+// to parse is logged too. (Refusals are logged at most once a second per
+// connection, so the announcement comes from a second node.)
 func TestRefusalLogNamesWhatWasRefused(t *testing.T) {
 	var mu sync.Mutex
 	var logged bytes.Buffer
 	b, secret := newTestBroker(t, Options{MaxRegistrations: 1, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
 	a := join(t, b, secret, "a")
+	a2 := join(t, b, secret, "a2")
 	t.Cleanup(func() {
 		_ = a.nc.Close()
+		_ = a2.nc.Close()
 		_ = b.Shutdown(context.Background())
 	})
 	a.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s1").WithBody([]byte("one")))
@@ -165,8 +168,8 @@ func TestRefusalLogNamesWhatWasRefused(t *testing.T) {
 	a.send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s2").WithBody([]byte("two")))
 	a.next(t, "s2", replyTo("s2"))
 	ann, _ := json.Marshal(wire.Announcement{Service: "svc", Version: "1", Channels: []string{"a", "b"}})
-	a.send(t, wire.New(wire.TypeRequest, wire.CmdAnnounce).WithHeader(wire.HeaderID, "s3").WithBody(ann))
-	a.next(t, "s3", replyTo("s3"))
+	a2.send(t, wire.New(wire.TypeRequest, wire.CmdAnnounce).WithHeader(wire.HeaderID, "s3").WithBody(ann))
+	a2.next(t, "s3", replyTo("s3"))
 	a.writeText(t, []byte("abc")) // shorter than any frame
 	a.next(t, "bus.error", func(m *wire.Message) bool { return m.Value(wire.HeaderCommand) == wire.CmdError })
 	mu.Lock()

@@ -77,6 +77,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
 	c.iid, c.principal = iid, hello.Principal
+	c.capped = perms != nil && !perms.AllChannels()
 	c.mu.Unlock()
 	welcome := wire.Welcome{
 		Node: c.node, IID: iid, Broker: b.opts.Name,

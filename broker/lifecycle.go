@@ -29,7 +29,7 @@ func (b *Broker) sweep() {
 // sweepPeriod is sweepInterval, or less when heartbeats are more frequent,
 // so a heartbeat is never late by more than half its interval.
 func (b *Broker) sweepPeriod() time.Duration {
-	return min(sweepInterval, b.opts.HeartbeatInterval/2)
+	return min(sweepInterval, b.opts.HeartbeatInterval/2, b.opts.ReceiptTimeout/2)
 }
 
 func (b *Broker) sweepOnce(now time.Time) {
@@ -46,6 +46,10 @@ func (b *Broker) sweepOnce(now time.Time) {
 			b.log.Warn("lease expired; dropping node", "node", c.node, "epoch", c.epoch)
 			c.closeWith(wire.ResultLease, "no frame within the lease of "+b.opts.LeaseTimeout.String())
 			b.retire(c) // now, not when its writer gives up on the dead peer
+			continue
+		}
+		if b.owesReceiptsTooLong(c, now) {
+			b.cutForReceipts(c)
 			continue
 		}
 		if now.Sub(c.out.LastWrite()) >= b.opts.HeartbeatInterval {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -22,10 +23,16 @@ func (b *Broker) Connections() int {
 }
 
 // Ready reports whether the broker takes new work: ErrClosed once
-// Shutdown began.
+// Shutdown began; an error while its relay store refuses pushes after a
+// failed write (a full disk), until the store writes again by itself.
 func (b *Broker) Ready() error {
 	if b.closing.Load() {
 		return ErrClosed
+	}
+	if st := b.relay.store; st != nil {
+		if err := st.Err(); err != nil {
+			return fmt.Errorf("the relay refuses pushes until it can write again: %w", err)
+		}
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ const (
 	DefaultMaxRegistrations     = 1024                   // subscriptions plus handlers one connection may hold
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
+	DefaultHandshakeGrace       = 500 * time.Millisecond // a connection logging in cannot be evicted for this long
+	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
+	DefaultReceiptTimeout       = 2 * time.Second        // a node owing receipts that answers none this long is cut as a slow consumer
+	DefaultMaxNodesPerPrincipal = 64                     // live nodes one principal may have at once (one allowed every channel: no cap)
 	MaxPublishCandidates        = 256                    // a publication reaching more nodes is refused whole (docs/messaging.md#results)
 	streamStall                 = 2 * time.Millisecond   // shortest wait for room before a stream message goes to the reserve
 	frozenAfter                 = 50 * time.Millisecond  // a writer without progress this long is taken for frozen by a stalled producer
@@ -89,6 +93,29 @@ type Options struct {
 	// ones included; one more is closed at once and counted. In-process
 	// connections are not counted.
 	MaxConnections int
+	// ReceiptTimeout: a node that owes receipts (events and publications
+	// delivered to it, not yet answered) and answers none for this long is
+	// a slow consumer, though its heartbeats keep its lease: what it owes
+	// is answered TIMED_OUT at once, and it is disconnected, counted
+	// (Stats().SlowConsumers) and logged. The client answers a receipt as
+	// it reads the event, so only a node that stopped reading owes one
+	// this long. 0 is DefaultReceiptTimeout.
+	ReceiptTimeout time.Duration
+	// MaxNodesPerPrincipal bounds the nodes one principal may have logged
+	// in at once, so that no principal can make a channel's publications
+	// reach more than MaxPublishCandidates nodes (and be refused whole) by
+	// logging in idle nodes. A principal allowed every channel action on
+	// ">" (the owner's "local") is not capped: it may reach every node
+	// anyway. A hello past it is refused REJECTED; a reconnect of a node
+	// already logged in replaces it and is not counted twice. 0 is
+	// DefaultMaxNodesPerPrincipal; negative is none.
+	MaxNodesPerPrincipal int
+	// LocalReserve is how many of MaxConnections only local (Unix socket)
+	// peers may take: network peers (TCP, TLS, WebSocket over TCP) are
+	// refused at MaxConnections - LocalReserve, so they never take the
+	// places the owner's own processes need. 0 is DefaultLocalReserve,
+	// at most a quarter of MaxConnections; negative is none.
+	LocalReserve int
 	// MaxRegistrations bounds the channels one connection subscribes to or
 	// handles; past it a registration is REJECTED.
 	MaxRegistrations int
@@ -97,6 +124,13 @@ type Options struct {
 	// bounds a network address's share. When full, the connection logging
 	// in longest is closed to make room (docs/messaging.md#bad-input).
 	MaxHandshakes, MaxHandshakesPerAddr int
+	// HandshakeGrace is how long a connection logging in keeps its place
+	// whatever comes after it: when the place that would make room for a
+	// newcomer is younger, the newcomer is refused (OVERLOAD, counted in
+	// Stats().HandshakesRefused) instead. A peer that logs in promptly is
+	// never evicted by a flood, and evictions are at most MaxHandshakes
+	// per HandshakeGrace. 0 is DefaultHandshakeGrace; negative is none.
+	HandshakeGrace time.Duration
 
 	// StatePath is the file of the embedded store (bbolt) that keeps every
 	// state namespace across restarts; "" keeps them in memory only.
@@ -110,6 +144,12 @@ type Options struct {
 	// TTL: package relay's Options; zero fields take its defaults). Its
 	// Logger is the broker's.
 	Relay relay.Options
+	// RelayQuotaRate and RelayQuotaBurst are each principal's quota of
+	// bytes pushed into the relay: a second, sustained, and at once. A
+	// push past it is RATE_LIMITED. A principal allowed every channel
+	// action has none. 0 is DefaultRelayQuotaRate / DefaultRelayQuotaBurst;
+	// a negative rate turns quotas off.
+	RelayQuotaRate, RelayQuotaBurst int
 
 	// Cluster joins the broker to a bus of brokers through NATS
 	// (docs/cluster.md); its zero value keeps the broker alone.
@@ -134,6 +174,11 @@ func (o *Options) setDefaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
+	def(&o.HandshakeGrace, DefaultHandshakeGrace)
+	defInt(&o.RelayQuotaRate, DefaultRelayQuotaRate)
+	defInt(&o.RelayQuotaBurst, DefaultRelayQuotaBurst)
+	defInt(&o.MaxNodesPerPrincipal, DefaultMaxNodesPerPrincipal)
 	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&o.LeaseTimeout, DefaultLeaseTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)
@@ -147,6 +192,14 @@ func (o *Options) setDefaults() error {
 	defInt(&o.MaxRegistrations, DefaultMaxRegistrations)
 	defInt(&o.MaxHandshakes, DefaultMaxHandshakes)
 	defInt(&o.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr)
+	switch {
+	case o.LocalReserve == 0:
+		o.LocalReserve = min(DefaultLocalReserve, o.MaxConnections/4)
+	case o.LocalReserve < 0:
+		o.LocalReserve = 0
+	case o.LocalReserve > o.MaxConnections:
+		return fmt.Errorf("broker: LocalReserve %d exceeds MaxConnections %d", o.LocalReserve, o.MaxConnections)
+	}
 	if err := o.Cluster.setDefaults(o.Name); err != nil {
 		return err
 	}

@@ -85,6 +85,9 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 	if cl.kind != callPublish {
 		cl.origin.inflight.Add(1)
 	}
+	if owesReceipt(dest, cl) {
+		dest.oweLocked()
+	}
 	return true
 }
 
@@ -93,6 +96,16 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 // response a send), so a node cannot discard a sender's answer by replying
 // with the wrong kind.
 func (p *pendingTable) take(dest *conn, id string, kinds ...callKind) *call {
+	return p.close(dest, id, true, kinds)
+}
+
+// cancel closes the call add just opened, when the message could not be
+// queued after all: nothing was answered.
+func (p *pendingTable) cancel(dest *conn, id string, kind callKind) {
+	p.close(dest, id, false, []callKind{kind})
+}
+
+func (p *pendingTable) close(dest *conn, id string, answered bool, kinds []callKind) *call {
 	k := callKey{dest, id}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,6 +116,9 @@ func (p *pendingTable) take(dest *conn, id string, kinds ...callKind) *call {
 	delete(p.calls, k)
 	if cl.kind != callPublish {
 		cl.origin.inflight.Add(-1)
+	}
+	if owesReceipt(dest, cl) {
+		dest.paidLocked(answered)
 	}
 	return cl
 }
@@ -163,6 +179,9 @@ func (b *Broker) dropPending(c *conn) {
 		if cl.kind != callPublish {
 			cl.origin.inflight.Add(-1)
 		}
+		if owesReceipt(k.dest, cl) {
+			k.dest.paidLocked(false)
+		}
 		if cl.origin != c {
 			failed = append(failed, open{k.id, cl})
 		}
@@ -206,6 +225,9 @@ func (b *Broker) expirePending(now time.Time) {
 			delete(p.calls, k)
 			if cl.kind != callPublish {
 				cl.origin.inflight.Add(-1)
+			}
+			if owesReceipt(k.dest, cl) {
+				k.dest.paidLocked(false)
 			}
 		}
 	}

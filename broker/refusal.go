@@ -172,7 +172,7 @@ func receiptResult(r wire.Result) wire.Result {
 func (b *Broker) logRefused(c *conn, op, channel, why string) {
 	b.stats.refused.Add(1)
 	b.events.add(Event{Kind: EventRefused, Node: c.node, Subject: op + " " + channel, Text: strings.Clone(clip(why))})
-	b.log.Warn("refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
+	b.warnConn(c, logRefused, "refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
 }
 
 // post queues an answer the broker owes c, counting it when c's queue

@@ -160,8 +160,17 @@ func (b *Broker) durablePush(c *conn, m *wire.Message, s *subject) *refusal {
 	if r := c.durable.pipeline(pipe); r != nil {
 		return r
 	}
+	if c.perms != nil && !c.perms.MayRelay() { // in-process nodes are trusted (perms nil)
+		return c.durable.refused(pipe, rejectf("%s may not push to the relay (a principal needs the relay permission: busbar principal add --relay)", c.principal))
+	}
 	blob := m.Body() // the message's own copy: it outlives the read buffer, and the store keeps it
+	if r := b.relayQuota(c, len(blob)); r != nil {
+		return c.durable.refused(pipe, r)
+	}
 	id, err := seal.PeekRecipient(blob)
+	if err == nil {
+		err = seal.CheckHeader(blob) // sizes, versions and recipients no sealing produces
+	}
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
 	}

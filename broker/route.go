@@ -33,9 +33,9 @@ func (b *Broker) dispatch(c *conn, frame []byte, v *hotpath.View) { b.dispatchHe
 // connections is held in h, when h is not nil, until h.flush.
 func (b *Broker) dispatchHeld(c *conn, frame []byte, v *hotpath.View, h *held) {
 	if err := hotpath.ParseView(frame, v); err != nil {
-		// The stream is still in sync: the node hears why and stays.
-		b.log.Warn("malformed frame", "node", c.node, "err", clip(err.Error()))
-		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
+		// The stream is still in sync: the node hears why and stays,
+		// unless it sends nothing else.
+		b.malformedFrame(c, err)
 		return
 	}
 	b.dispatchView(c, v, h)
@@ -45,6 +45,7 @@ func (b *Broker) dispatchHeld(c *conn, frame []byte, v *hotpath.View, h *held) {
 // dispatchHeld.
 func (b *Broker) dispatchView(c *conn, v *hotpath.View, h *held) {
 	c.active.Store(true) // the sweeper turns this into lastRead: no clock read per frame
+	c.malformedRun = 0
 	c.countIn(v, v.Len())
 	defer c.dispatched()
 	if v.IsHeartbeat() {
@@ -449,7 +450,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	}
 	n, ok := h.put(dest, &fw, deadline, false)
 	if !ok {
-		b.pend.take(dest, s.id, k)
+		b.pend.cancel(dest, s.id, k)
 		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
 	}
 	c.countOut(callMsgKinds[k], n)
@@ -582,7 +583,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
 			b.recordPub(pub, d.node, wire.Rejected)
 		case !d.out.EnqueueFrame(f, deadline):
-			b.pend.take(d, s.id, callPublish)
+			b.pend.cancel(d, s.id, callPublish)
 			b.recordPub(pub, d.node, wire.Backpressured)
 		}
 	}

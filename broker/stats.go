@@ -73,9 +73,9 @@ func DropReasons() []DropReason {
 
 // stats are monotonically increasing counters, exposed by Stats.
 type stats struct {
-	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted, streamStalls atomic.Int64
-	drops                                                                                                                                       [numDropReasons]atomic.Int64
-	stateRepairs                                                                                                                                atomic.Int64
+	expiredInQueue, malformed, refused, slowConsumers, writeFailures, leaseExpired, overCapacity, stateRefused, handshakesEvicted, streamStalls, logSuppressed, garbageClosed, handshakesRefused atomic.Int64
+	drops                                                                                                                                                                                        [numDropReasons]atomic.Int64
+	stateRepairs                                                                                                                                                                                 atomic.Int64
 }
 
 func (s *stats) drop(r DropReason) { s.drops[r].Add(1) }
@@ -93,7 +93,15 @@ type Stats struct {
 	// HandshakesEvicted counts connections closed while logging in to
 	// make room for newer ones (MaxHandshakes, MaxHandshakesPerAddr).
 	HandshakesEvicted int64
-	StateRefused      int64 // state writes refused: foreign writes to closed keys, opens by non-owners
+	// HandshakesRefused counts newcomers refused because every place
+	// they could take in the login pool was within its HandshakeGrace.
+	HandshakesRefused int64
+	// LogSuppressed counts warnings not written because the same
+	// connection had one of the same kind written within the last second
+	// (malformed frames, refusals); GarbageClosed counts connections
+	// closed after MaxMalformedRun frames in a row that did not parse.
+	LogSuppressed, GarbageClosed int64
+	StateRefused                 int64 // state writes refused: foreign writes to closed keys, opens by non-owners
 	// StreamStalls counts the times a stream message waited (up to 2 ms)
 	// for room in a subscriber's full queue.
 	StreamStalls int64
@@ -122,6 +130,9 @@ func (b *Broker) Stats() Stats {
 		LeaseExpired:      b.stats.leaseExpired.Load(),
 		OverCapacity:      b.stats.overCapacity.Load(),
 		HandshakesEvicted: b.stats.handshakesEvicted.Load(),
+		HandshakesRefused: b.stats.handshakesRefused.Load(),
+		LogSuppressed:     b.stats.logSuppressed.Load(),
+		GarbageClosed:     b.stats.garbageClosed.Load(),
 		StreamStalls:      b.stats.streamStalls.Load(),
 		StateRefused:      b.stats.stateRefused.Load(),
 		StateRepairs:      b.stats.stateRepairs.Load(),

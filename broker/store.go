@@ -42,6 +42,8 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -88,6 +90,11 @@ type storedMeta struct {
 	NS    string `json:"ns,omitempty"`
 	Owner string `json:"owner"`
 	Seq   uint64 `json:"seq"`
+	// Keys is how many keys the namespace's bucket holds, written in the
+	// same transaction as every entry: a bucket that lost records (a
+	// damaged page that bbolt's own check passes) no longer matches it,
+	// and the store is refused. nil in a record from before counts.
+	Keys *uint64 `json:"keys,omitempty"`
 	nsMeta
 }
 
@@ -147,7 +154,8 @@ func decodeRecord(rec []byte, v any) (legacy bool, err error) {
 // store is the open bbolt file. Its methods are called under
 // stateService.mu.
 type store struct {
-	db *bolt.DB
+	db   *bolt.DB
+	keys map[string]uint64 // keys per namespace on disk, for storedMeta.Keys
 }
 
 // loaded is what open read: every namespace, and the records still in the
@@ -165,10 +173,28 @@ type legacyRecord struct {
 	rec     []byte // the record with its checksum
 }
 
+// checkStoreMode refuses a state store that group or others may read or
+// write, as the credentials are refused (auth.ErrInsecureFile): it holds
+// every namespace, and a file others can write would let them forge
+// state. It is refused, not changed. Windows has ACLs, not mode bits.
+func checkStoreMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || runtime.GOOS == "windows" {
+		return nil // a missing file is a new store; other errors show up when it is opened
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("broker: state store: %w: %s has mode %04o, want 0600 (chmod 600 %s)", auth.ErrInsecureFile, path, perm, path)
+	}
+	return nil
+}
+
 // openStore opens and verifies the store at path (a missing file is a new,
 // empty store). A store that cannot be trusted is refused with an
 // *untrustedError; a fall-back to the previous transaction is logged.
 func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
+	if err := checkStoreMode(path); err != nil {
+		return nil, l, err
+	}
 	var info fileInfo
 	if err := guarded(func() (err error) { info, err = inspectFile(path); return err }); err != nil {
 		return nil, l, &untrustedError{path, err}
@@ -200,7 +226,7 @@ func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
 			return nil, l, fmt.Errorf("broker: state store %s: %w", path, err)
 		}
 		if len(l.legacy) > 0 {
-			log.Info("state store: records from before checksums rewritten with them", "file", path, "records", len(l.legacy))
+			log.Info("state store: records from before checksums or key counts rewritten with them", "file", path, "records", len(l.legacy))
 		}
 	}
 	if info.damagedMeta >= 0 {
@@ -210,7 +236,11 @@ func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
 			"After a crash, that is a write torn while it was committed, which was never acknowledged; otherwise the file is damaged, and the last write before the stop may be lost",
 			"file", path, "damaged_meta_page", info.damagedMeta, "opened_txid", info.txid)
 	}
-	return &store{db: db}, l, nil
+	st = &store{db: db, keys: map[string]uint64{}}
+	for _, snap := range l.spaces {
+		st.keys[snap.NS] = uint64(len(snap.Entries))
+	}
+	return st, l, nil
 }
 
 // guarded runs f in this goroutine with a recover and SetPanicOnFault
@@ -321,9 +351,6 @@ func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snap
 	case b == nil:
 		return snap, errors.New("its entries are missing")
 	}
-	if legacy {
-		l.legacy = append(l.legacy, legacyRecord{ns: ns, rec: encodeRecord(storedMeta{NS: ns, Owner: m.Owner, Seq: m.Seq})})
-	}
 	snap.Owner, snap.Seq = m.Owner, m.Seq
 	l.metas[ns] = m.nsMeta
 	c := b.Cursor()
@@ -340,8 +367,17 @@ func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snap
 		}
 		snap.Entries = append(snap.Entries, e)
 	}
-	if n := uint64(len(snap.Entries)); n > state.MaxKeys || n > m.Seq {
+	n := uint64(len(snap.Entries))
+	switch {
+	case n > state.MaxKeys || n > m.Seq:
 		return snap, fmt.Errorf("%d keys after %d writes (at most %d keys)", n, m.Seq, state.MaxKeys)
+	case m.Keys != nil && *m.Keys != n:
+		return snap, fmt.Errorf("its record says it holds %d keys, its bucket has %d: records were lost or added", *m.Keys, n)
+	case legacy:
+		l.legacy = append(l.legacy, legacyRecord{ns: ns, rec: encodeRecord(storedMeta{NS: ns, Owner: m.Owner, Seq: m.Seq, Keys: &n})})
+	case m.Keys == nil: // from before key counts: counted now, checked from now on
+		m.Keys = &n
+		l.legacy = append(l.legacy, legacyRecord{ns: ns, rec: encodeRecord(m)})
 	}
 	return snap, nil
 }
@@ -392,24 +428,33 @@ func upgrade(tx *bolt.Tx, legacy []legacyRecord) error {
 // transaction.
 func (st *store) put(m storedMeta, e state.Entry) error {
 	ns := m.NS
-	meta := encodeRecord(m)
 	rec := encodeRecord(e)
-	return st.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketMeta).Put([]byte(ns), meta); err != nil {
-			return err
-		}
+	keys := st.keys[ns]
+	err := st.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(bucketEntries).CreateBucketIfNotExists([]byte(ns))
 		if err != nil {
 			return err
 		}
+		keys = st.keys[ns]
+		if b.Get([]byte(e.Key)) == nil {
+			keys++
+		}
+		m.Keys = &keys
+		if err := tx.Bucket(bucketMeta).Put([]byte(ns), encodeRecord(m)); err != nil {
+			return err
+		}
 		return b.Put([]byte(e.Key), rec)
 	})
+	if err == nil {
+		st.keys[ns] = keys
+	}
+	return err
 }
 
 // drop deletes namespace ns and its entries, durably, and with tomb
 // (on a bus) records its tombstone in the same transaction.
 func (st *store) drop(ns string, tomb *storedTomb) error {
-	return st.db.Update(func(tx *bolt.Tx) error {
+	err := st.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Delete([]byte(ns)); err != nil {
 			return err
 		}
@@ -424,11 +469,17 @@ func (st *store) drop(ns string, tomb *storedTomb) error {
 		}
 		return entries.DeleteBucket([]byte(ns))
 	})
+	if err == nil {
+		delete(st.keys, ns)
+	}
+	return err
 }
 
 // setMeta rewrites a namespace's record (a new owner, a new epoch),
 // durably.
 func (st *store) setMeta(m storedMeta) error {
+	keys := st.keys[m.NS]
+	m.Keys = &keys
 	meta := encodeRecord(m)
 	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(m.NS), meta) })
 }

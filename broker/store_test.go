@@ -25,6 +25,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"busbar/auth"
 	"busbar/state"
 	"busbar/wire"
 )
@@ -139,6 +140,35 @@ func TestStoreRefusesAnEmptyFileAndLeavesIt(t *testing.T) {
 	after, _ := os.Stat(path)
 	if after.Size() != 0 || !after.ModTime().Equal(before.ModTime()) {
 		t.Fatalf("the refused file was changed: %d bytes, modified %v (was %v)", after.Size(), after.ModTime(), before.ModTime())
+	}
+}
+
+// A store file group or others may read or write is refused, as the
+// credentials are, and left as it is; 0600 is taken.
+func TestStoreRefusesAFileOthersMayAccess(t *testing.T) {
+	h := writeHistory(t)
+	for _, mode := range []os.FileMode{0o644, 0o660, 0o602, 0o600} {
+		path := filepath.Join(t.TempDir(), "state.db")
+		if err := os.WriteFile(path, h.file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(Options{StatePath: path})
+		if mode&0o077 == 0 {
+			if err != nil {
+				t.Fatalf("mode %04o: %v", mode, err)
+			}
+			_ = b.Shutdown(context.Background())
+			continue
+		}
+		if !errors.Is(err, auth.ErrInsecureFile) || !strings.Contains(err.Error(), "chmod 600 "+path) {
+			t.Fatalf("mode %04o: %v, want auth.ErrInsecureFile saying chmod 600", mode, err)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != mode {
+			t.Fatalf("mode %04o changed to %04o", mode, fi.Mode().Perm())
+		}
 	}
 }
 
@@ -415,3 +445,52 @@ func TestStoreRefusesALegacyEntryUnderAnotherKey(t *testing.T) {
 
 // anyNamespace lets a test read every namespace, as an in-process node may.
 func anyNamespace(string) bool { return true }
+
+// A leaf page whose element count is lowered passes bbolt's own check:
+// the bucket simply yields fewer keys. The namespace's record counts its
+// keys in the same transaction as every write, so the store that lost
+// records is refused, saying so.
+func TestStoreRefusesANamespaceThatLostKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := New(Options{StatePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := &conn{node: "thermostat"}
+	const keys = 60
+	for i := range keys {
+		d := state.Delta{NS: "home", Key: fmt.Sprintf("key-%02d", i), Version: uint64(i + 1), Value: json.RawMessage(fmt.Sprintf(`{"reading":%d,"pad":"%s"}`, i, strings.Repeat("x", 40)))}
+		if r, no := b.stateWrite(owner, d, false); no != nil || !r.Applied {
+			t.Fatalf("write %d: %+v %v", i, r, no)
+		}
+	}
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openStoreFile(t, file); err != nil {
+		t.Fatalf("the store as written: %v", err)
+	}
+	// The leaf page holding most of the namespace's keys: flags (2 bytes
+	// at 8) say leaf, count (2 bytes at 10) is the number of elements.
+	pageSize, hwm := pageLayout(t, file)
+	best, bestCount := -1, 0
+	for p := 2; p < hwm; p++ {
+		hdr := file[p*pageSize:]
+		flags, count := binary.NativeEndian.Uint16(hdr[8:]), int(binary.NativeEndian.Uint16(hdr[10:]))
+		if flags == 0x02 && count > bestCount && bytes.Contains(hdr[:pageSize], []byte("key-")) {
+			best, bestCount = p, count
+		}
+	}
+	if best < 0 || bestCount < 4 {
+		t.Fatalf("no leaf page of the namespace's keys (best %d with %d)", best, bestCount)
+	}
+	binary.NativeEndian.PutUint16(file[best*pageSize+10:], uint16(bestCount-3))
+	_, _, err = openStoreFile(t, file)
+	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), fmt.Sprintf("says it holds %d keys, its bucket has %d", keys, keys-3)) {
+		t.Fatalf("a namespace that lost 3 keys: %v", err)
+	}
+}

@@ -30,6 +30,9 @@ var counters = []counter{
 	{"connections_over_capacity", "Connections closed at once because MaxConnections were served.", func(s *broker.Stats) int64 { return s.OverCapacity }},
 	{"handshakes_evicted", "Connections closed while logging in to make room for newer ones.", func(s *broker.Stats) int64 { return s.HandshakesEvicted }},
 	{"state_writes_refused", "State writes refused: foreign writes to closed keys, opens by non-owners.", func(s *broker.Stats) int64 { return s.StateRefused }},
+	{"handshakes_refused", "Connections refused while logging in: every place was held by one younger than the grace.", func(s *broker.Stats) int64 { return s.HandshakesRefused }},
+	{"log_lines_suppressed", "Warnings not written because the same connection had one of the same kind within the last second.", func(s *broker.Stats) int64 { return s.LogSuppressed }},
+	{"garbage_disconnects", "Connections closed after too many frames in a row that did not parse.", func(s *broker.Stats) int64 { return s.GarbageClosed }},
 	{"stream_stalls", "Times a stream message waited for room in a subscriber's full queue.", func(s *broker.Stats) int64 { return s.StreamStalls }},
 }
 

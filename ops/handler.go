@@ -39,12 +39,17 @@ const TokenParam = "token"
 type Options struct {
 	Broker *broker.Broker
 	// Token is required on every path but HealthPath, as
-	// "Authorization: Bearer TOKEN" or ?token=TOKEN. It must not be empty.
+	// "Authorization: Bearer TOKEN" (the scheme in any case) or
+	// ?token=TOKEN. It must not be empty.
 	Token string
 	// DataDir, when set, is probed by ReadyPath: the broker is not ready
 	// when a file cannot be written and synced there (its stores are
 	// there: a full or read-only disk).
 	DataDir string
+	// Authenticated, when set, hears of every request that carried the
+	// token, before it is served: serve's HTTP listener stops counting
+	// its connection as unauthenticated.
+	Authenticated func(*http.Request)
 }
 
 // Register adds the operator's endpoints to mux.
@@ -85,17 +90,31 @@ func (o Options) guard(h http.Handler) http.Handler {
 	want := []byte(o.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.URL.Query().Get(TokenParam)
-		if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			got = strings.TrimSpace(a)
+		if a, ok := bearer(r.Header.Get("Authorization")); ok {
+			got = a
 		}
 		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="busbar"`)
 			http.Error(w, "busbar: this needs the token in the broker's data directory (docs/operations.md#access)", http.StatusUnauthorized)
 			return
 		}
+		if o.Authenticated != nil {
+			o.Authenticated(r)
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the credentials of an "Authorization: Bearer …" header.
+// The scheme is case-insensitive (RFC 9110, section 11.1): "bearer" and
+// "BEARER" are taken too.
+func bearer(header string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(cred), true
 }
 
 // ready answers 200 "ready", or 503 with the reason.

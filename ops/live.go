@@ -39,8 +39,8 @@ const LiveMaxKeys = 100
 // broker is shutting down, which every frame says at once.
 const liveProbeEvery = 10 * time.Second
 
-// liveWriteTimeout bounds how long a frame may wait for a slow page
-// before its feed is closed.
+// liveWriteTimeout bounds how long a frame, and the pong that says the
+// page read it, may take before the feed is closed.
 const liveWriteTimeout = 5 * time.Second
 
 // LiveFrame is one push of the feed.
@@ -92,8 +92,15 @@ func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 			notReady, probed = o.notReady(), time.Now()
 		}
 		f := o.liveFrame(&after, notReady)
+		// The frame, then a ping whose pong must come back within
+		// liveWriteTimeout: socket buffers would take many frames from a
+		// page that does not read before a write blocked, but the pong
+		// comes only from a page that reads.
 		wctx, cancel := context.WithTimeout(ctx, liveWriteTimeout)
 		err := wsjson.Write(wctx, c, f)
+		if err == nil {
+			err = c.Ping(wctx)
+		}
 		cancel()
 		if err != nil {
 			return

@@ -140,3 +140,36 @@ func TestLiveFeedServesAtMostMaxLiveClients(t *testing.T) {
 		return nil
 	})
 }
+
+// A page that does not read its feed is closed within liveWriteTimeout
+// (5 s) of a frame, not once the socket buffers have filled: its pong
+// never comes. Pages that never read take every place; each is freed.
+func TestLiveFeedClosesAPageThatDoesNotRead(t *testing.T) {
+	e := testbroker.Start(t, "inproc", broker.Options{})
+	srv := opsServer(t, e, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var open []*websocket.Conn
+	defer func() {
+		for _, c := range open {
+			c.CloseNow()
+		}
+	}()
+	for range ops.MaxLiveClients { // never read: no pong is ever sent
+		c, _, err := dialLive(ctx, srv.URL, "?token="+testToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	start := time.Now()
+	testbroker.Await(t, 15*time.Second, "a place freed by a page that does not read", func() error {
+		c, _, err := dialLive(ctx, srv.URL, "?token="+testToken)
+		if err != nil {
+			return err
+		}
+		open = append(open, c)
+		return nil
+	})
+	t.Logf("a place was free after %v", time.Since(start).Round(100*time.Millisecond))
+}

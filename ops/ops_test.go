@@ -65,6 +65,7 @@ func TestEndpointsRefuseRequestsWithoutTheToken(t *testing.T) {
 			{p, "Bearer wrong"},
 			{p, "Bearer " + testToken[:len(testToken)-1]},
 			{p, "Basic " + testToken},
+			{p, "Bearer" + testToken},
 			{p + "?token=wrong", ""},
 		} {
 			code, body, h := get(t, srv, a.path, a.auth)
@@ -72,8 +73,11 @@ func TestEndpointsRefuseRequestsWithoutTheToken(t *testing.T) {
 				t.Errorf("GET %s with %q: %d %q, want 401 with a WWW-Authenticate", a.path, a.auth, code, body)
 			}
 		}
-		if code, body, _ := get(t, srv, p, "Bearer "+testToken); code != http.StatusOK {
-			t.Errorf("GET %s with the bearer token: %d %s", p, code, body)
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		for _, scheme := range []string{"Bearer ", "bearer ", "BEARER  "} {
+			if code, body, _ := get(t, srv, p, scheme+testToken); code != http.StatusOK {
+				t.Errorf("GET %s with %q and the token: %d %s", p, scheme, code, body)
+			}
 		}
 		if code, body, h := get(t, srv, p+"?token="+testToken, ""); code != http.StatusOK || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("GET %s?token=: %d %v %s", p, code, h, body)

@@ -40,6 +40,12 @@ func (s *Server) ServeBus(ctx context.Context, c *client.Client, service string)
 		if len(req.Args) == 0 {
 			req.Args = json.RawMessage("null")
 		}
+		select { // a bus call takes a place of MaxConns, as a connection does
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		default:
+			return nil, &client.HandlerError{RC: wire.RCFailure, Text: s.busy().Error}
+		}
 		r := s.Dispatch(hctx, req.Command, req.Args)
 		if r.RC.IsError() {
 			return nil, &client.HandlerError{RC: r.RC, Text: r.Error}

@@ -72,7 +72,9 @@ func exchange(ctx context.Context, path string, req []byte) ([]byte, error) {
 	}
 	// Read even after a failed write: a port that refuses a request (too
 	// large, busy) answers before reading all of it.
-	data, rerr := readAll(conn, MaxReplyBytes)
+	var reply byteBudget                        // a caller reads one reply: no budget to share
+	reply.give(MaxReplyBytes + MaxReplyBytes/2) // the last growth holds the old buffer and the new
+	data, _, rerr := readAll(conn, MaxReplyBytes, &reply)
 	if ctx.Err() != nil {
 		return nil, &TransportError{Op: "read", Path: path, Err: context.Cause(ctx)}
 	}

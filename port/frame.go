@@ -1,12 +1,13 @@
 package port
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"busbar/wire"
 )
@@ -68,16 +69,61 @@ type errTooLarge struct{ limit int }
 
 func (e errTooLarge) Error() string { return fmt.Sprintf("larger than %d bytes", e.limit) }
 
-// readAll reads r to its end, refusing more than limit bytes without
-// reading much past them.
-func readAll(r io.Reader, limit int) ([]byte, error) {
-	var b bytes.Buffer
-	n, err := b.ReadFrom(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return b.Bytes(), err
+// readAll reads r to its end, at most limit bytes (more is errTooLarge),
+// into a buffer that starts at firstRead bytes and doubles up to limit,
+// taking each growth from budget first, with the old buffer still counted
+// while it is copied (errNoMemory when it cannot). It returns what it
+// read and the bytes it holds from budget, to give back once the data is
+// no longer needed (even on an error).
+func readAll(r io.Reader, limit int, budget *byteBudget) (data []byte, held int64, err error) {
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) == limit { // full: only the end of the stream may follow
+				var probe [1]byte
+				n, rerr := io.ReadFull(r, probe[:])
+				switch {
+				case n > 0:
+					return nil, held, errTooLarge{limit}
+				case rerr == io.EOF:
+					return buf, held, nil
+				default:
+					return buf, held, rerr
+				}
+			}
+			grown := min(max(2*cap(buf), firstRead), limit)
+			if !budget.take(int64(grown)) {
+				return nil, held, errNoMemory
+			}
+			nb := make([]byte, len(buf), grown)
+			copy(nb, buf)
+			budget.give(int64(cap(buf))) // the old buffer is garbage now
+			held += int64(grown - cap(buf))
+			buf = nb
+		}
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case rerr == io.EOF:
+			return buf, held, nil
+		case rerr != nil:
+			return buf, held, rerr
+		}
 	}
-	if n > int64(limit) {
-		return nil, errTooLarge{limit}
-	}
-	return b.Bytes(), nil
 }
+
+// errNoMemory: the requests being read hold MaxRequestMemory already.
+var errNoMemory = errors.New("port: the requests being read hold MaxRequestMemory")
+
+// byteBudget is a count of bytes that may still be taken.
+type byteBudget struct{ left atomic.Int64 }
+
+func (b *byteBudget) take(n int64) bool {
+	if b.left.Add(-n) < 0 {
+		b.left.Add(n)
+		return false
+	}
+	return true
+}
+
+func (b *byteBudget) give(n int64) { b.left.Add(n) }

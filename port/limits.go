@@ -23,7 +23,17 @@ const (
 	// DefaultMaxConns is how many connections a port serves at once; one
 	// more is answered at once with an rc 20 "busy" reply and closed.
 	DefaultMaxConns = 64
+	// DefaultMaxRequestMemory bounds the bytes that the requests being
+	// read hold at once, all connections together. A request's buffer
+	// grows as it arrives, and each growth takes its bytes from this
+	// budget first; one that cannot is answered rc 20 "busy". With the
+	// garbage of the growth and the collector's slack, a port process
+	// stays well under MaxConns × MaxRequestBytes (1 GiB).
+	DefaultMaxRequestMemory = 256 << 20
 )
+
+// firstRead is a request buffer's first size; it doubles from there.
+const firstRead = 64 << 10
 
 // MaxReplyBytes bounds the reply CallPort reads.
 const MaxReplyBytes = wire.MaxMessageBytes

@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"busbar/broker"
+	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 )
 
 const greetReq = "---\ncommand: greet\n---\n{\"name\":\"ann\"}\n"
@@ -183,4 +187,103 @@ func greets(t *testing.T, path string) bool {
 	_ = c.CloseWrite()
 	b, _ := io.ReadAll(c)
 	return string(b) == greetReply
+}
+
+// The requests being read share MaxRequestMemory: a call that fits what
+// is left is served, one that does not is answered rc 20 at once, and
+// the bytes come back when a request is done.
+func TestMaxRequestMemoryEdge(t *testing.T) {
+	cfg := notes()
+	cfg.MaxRequestMemory = 2 * firstRead // two first buffers
+	path, s := serve(t, cfg)
+	left := func(want int64) func() bool { return func() bool { return s.mem.left.Load() == want } }
+	hold := func() *net.UnixConn { // a request begun and never ended: it holds its first buffer
+		c := dialRaw(t, path)
+		if _, err := io.WriteString(c, "-"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	held := hold()
+	defer held.Close()
+	testbroker.Eventually(t, 10*time.Second, "the first request's buffer taken", left(firstRead))
+	if got := rawCall(t, path, greetReq); got != greetReply { // takes the rest, exactly
+		t.Fatalf("at the limit: %q", got)
+	}
+	testbroker.Eventually(t, 10*time.Second, "its bytes given back", left(firstRead))
+	held2 := hold()
+	defer held2.Close()
+	testbroker.Eventually(t, 10*time.Second, "the budget spent", left(0))
+	want := fmt.Sprintf("---\nerror: port notes is busy: the requests being read hold %d bytes already (MaxRequestMemory)\nrc: 20\n---\n", cfg.MaxRequestMemory)
+	c := dialRaw(t, path)
+	_, _ = io.WriteString(c, greetReq) // the port may answer before reading it
+	got, _ := io.ReadAll(c)            // and close with the request unread: a reset may follow the reply
+	if string(got) != want {
+		t.Fatalf("past the limit: %q", got)
+	}
+	c.Close()
+	held.Close()
+	testbroker.Eventually(t, 10*time.Second, "a held request's bytes given back", left(firstRead))
+	if got := rawCall(t, path, greetReq); got != greetReply {
+		t.Fatalf("after room was made: %q", got)
+	}
+}
+
+// A request's buffer grows by doubling, each growth taken from the budget
+// with the old buffer still counted, and all of it comes back: a request
+// of the 1 MiB limit needs 1.5 MiB of it, and holds 1 MiB once read.
+func TestRequestBuffersGrowWithinTheBudget(t *testing.T) {
+	var b byteBudget
+	const limit = 1 << 20
+	b.give(limit + limit/2)
+	data, held, err := readAll(strings.NewReader(strings.Repeat("x", limit)), limit, &b)
+	if err != nil || len(data) != limit {
+		t.Fatalf("read %d bytes: %v", len(data), err)
+	}
+	if held != limit || b.left.Load() != limit/2 {
+		t.Fatalf("holds %d, %d left", held, b.left.Load())
+	}
+	b.give(held)
+	var small byteBudget
+	small.give(limit + limit/2 - 1) // one byte short of the last growth
+	if _, held, err := readAll(strings.NewReader(strings.Repeat("x", limit)), limit, &small); !errors.Is(err, errNoMemory) {
+		t.Fatalf("one byte short: %v", err)
+	} else {
+		small.give(held)
+	}
+	if small.left.Load() != limit+limit/2-1 {
+		t.Fatalf("%d left after giving back, want all", small.left.Load())
+	}
+}
+
+// A call over the bus takes one of MaxConns too: with every place held by
+// socket connections, it is answered rc 20 "busy".
+func TestBusCallsShareMaxConns(t *testing.T) {
+	e := testbroker.Start(t, "unix", broker.Options{})
+	cfg := notes()
+	cfg.MaxConns = 2
+	path, s := serve(t, cfg)
+	node := testclient.Connect(t, e, "desk")
+	ctx := ctxT(t, 10*time.Second)
+	if err := s.ServeBus(ctx, node, ""); err != nil {
+		t.Fatal(err)
+	}
+	ch := testclient.Connect(t, e, "script").Scope("s").Channel(BusChannel("notes"))
+	greet := []byte(`{"command":"greet","args":{"name":"ann"}}`)
+	if _, err := ch.Request(ctx, "desk", greet); err != nil {
+		t.Fatalf("a bus call with places free: %v", err)
+	}
+	held, held2 := dialRaw(t, path), dialRaw(t, path)
+	defer held2.Close()
+	testbroker.Eventually(t, 10*time.Second, "both places taken", func() bool { return len(s.slots) == 2 })
+	_, err := ch.Request(ctx, "desk", greet)
+	var re *client.RequestError
+	if !errors.As(err, &re) || re.RC != 20 || !strings.Contains(re.Text, "busy") {
+		t.Fatalf("a bus call past MaxConns: %v", err)
+	}
+	held.Close()
+	testbroker.Eventually(t, 10*time.Second, "a place free", func() bool { return len(s.slots) < 2 })
+	if _, err := ch.Request(ctx, "desk", greet); err != nil {
+		t.Fatalf("a bus call once a place is free: %v", err)
+	}
 }

@@ -47,7 +47,9 @@ type Config struct {
 	ReadTimeout     time.Duration // DefaultReadTimeout
 	HandlerTimeout  time.Duration // DefaultHandlerTimeout
 	WriteTimeout    time.Duration // DefaultWriteTimeout
-	MaxConns        int           // DefaultMaxConns
+	MaxConns        int           // DefaultMaxConns: socket connections and bus calls together
+	// MaxRequestMemory: DefaultMaxRequestMemory.
+	MaxRequestMemory int64
 }
 
 func (c *Config) setDefaults() {
@@ -66,13 +68,17 @@ func (c *Config) setDefaults() {
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
 	}
+	if c.MaxRequestMemory <= 0 {
+		c.MaxRequestMemory = DefaultMaxRequestMemory
+	}
 }
 
 // Server answers a port's commands on the listeners given to Serve.
 type Server struct {
 	cfg   Config
 	cmds  map[string]Command // Config.Commands plus the standard ones
-	slots chan struct{}      // one per connection being served
+	slots chan struct{}      // one per connection being served or bus call running
+	mem   byteBudget         // what the requests being read may still take
 
 	ctx    context.Context // ends at Close: handlers' and reads' parent
 	cancel context.CancelFunc
@@ -105,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 		cmds[name] = c
 	}
 	s := &Server{cfg: cfg, cmds: cmds, slots: make(chan struct{}, cfg.MaxConns), listeners: map[net.Listener]struct{}{}}
+	s.mem.left.Store(cfg.MaxRequestMemory)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.addStandard()
 	return s, nil
@@ -170,7 +177,7 @@ func (s *Server) accept(conn net.Conn) {
 		// A short reply to a fresh socket fits its buffer: this write does
 		// not wait for the peer, and the deadline makes sure.
 		_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = conn.Write(encodeReply(Reply{RC: wire.RCFailure, Error: fmt.Sprintf("port %s is busy: %d connections already (MaxConns)", s.cfg.Name, s.cfg.MaxConns)}))
+		_, _ = conn.Write(encodeReply(s.busy()))
 		conn.Close()
 		return
 	}
@@ -190,15 +197,23 @@ func (s *Server) accept(conn net.Conn) {
 	}()
 }
 
+// busy is the reply to a connection or bus call past MaxConns.
+func (s *Server) busy() Reply {
+	return failure("port %s is busy: %d connections already (MaxConns)", s.cfg.Name, s.cfg.MaxConns)
+}
+
 // serveConn reads one request, answers it and closes conn.
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
 	stop := context.AfterFunc(s.ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
-	data, err := readAll(conn, s.cfg.MaxRequestBytes)
+	data, held, err := readAll(conn, s.cfg.MaxRequestBytes, &s.mem)
+	defer s.mem.give(held) // once the reply is written: the command's args alias data
 	var r Reply
 	switch {
+	case errors.Is(err, errNoMemory):
+		r = failure("port %s is busy: the requests being read hold %d bytes already (MaxRequestMemory)", s.cfg.Name, s.cfg.MaxRequestMemory)
 	case errors.As(err, new(errTooLarge)):
 		r = failure("request %v (MaxRequestBytes)", err)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):

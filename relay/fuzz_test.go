@@ -18,6 +18,7 @@ func seedRecords() [][]byte {
 		appendPush(nil, 1<<40, -1, "d", make([]byte, 300)),
 		appendDelete(nil, 7, "bob-laptop"),
 		appendDelete(nil, 1, "x"),
+		appendMark(nil, 42, segHeaderSize),
 		make([]byte, recHeaderSize),
 	}
 }
@@ -36,15 +37,21 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("length %d past the %d bytes", n, len(b))
 		}
 		var again []byte
-		if r.kind == kindPush {
+		switch r.kind {
+		case kindPush:
 			again = appendPush(nil, r.seq, r.pushed, string(r.device), r.blob)
-		} else {
+		case kindDelete:
 			again = appendDelete(nil, r.seq, string(r.device))
+		default:
+			again = appendMark(nil, r.seq, r.at)
+			if !isMarkAt(b, r.at) {
+				t.Fatalf("decoded a mark that isMarkAt does not take: %+v", r)
+			}
 		}
 		if !bytes.Equal(again, b[:n]) {
 			t.Fatalf("decoded %+v, which encodes to % x, not % x", r, again, b[:n])
 		}
-		if r.seq == 0 || !validDevice(r.device) || r.kind == kindPush && (len(r.blob) == 0 || len(r.blob) > MaxBlobBytes) {
+		if r.seq == 0 || r.kind != kindMark && !validDevice(r.device) || r.kind == kindPush && (len(r.blob) == 0 || len(r.blob) > MaxBlobBytes) {
 			t.Fatalf("decoded a record that breaks the rules: %+v", r)
 		}
 	})
@@ -72,7 +79,8 @@ func FuzzScanSegment(f *testing.F) {
 	hdr := appendSegHeader(nil, segHeader{num: 3, nextSeq: 10})
 	var whole []byte
 	whole = append(whole, hdr...)
-	for _, r := range seedRecords()[:4] {
+	whole = appendMark(whole, 9, int64(len(whole)))
+	for _, r := range seedRecords()[:5] {
 		whole = append(whole, r...)
 	}
 	f.Add(whole)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,11 +69,12 @@ func TestGroupCommit(t *testing.T) {
 
 // A failed fsync stops the store: the pushes it covered and every later
 // one are refused Internal (temporary: the sender retries), nothing of
-// the failed commit is delivered, and Close reports the failure.
+// the failed commit is delivered, and Close reports the failure. (The
+// writer does not try again within the hour here.)
 func TestFailedFsyncStopsPushes(t *testing.T) {
 	fail := atomic.Bool{}
 	dir := t.TempDir()
-	s, err := Open(dir, Options{Logger: quiet, hooks: &hooks{sync: func(f *os.File, _ []Seq) error {
+	s, err := Open(dir, Options{Logger: quiet, RetryInterval: time.Hour, hooks: &hooks{sync: func(f *os.File, _ []Seq) error {
 		if fail.Load() {
 			return errors.New("EIO, say")
 		}
@@ -113,4 +115,60 @@ func TestPushesOfAFailedCommitReleaseTheirRoom(t *testing.T) {
 	if in := s.Inbox("d"); in.Pending != 0 {
 		t.Fatalf("inbox %+v: the failed push still holds room", in)
 	}
+}
+
+// After a failed fsync the writer tries again every RetryInterval: while
+// the disk still fails, pushes are refused and Err says why; once it
+// works, the store takes pushes again by itself, and what it holds after
+// a reopen is every acknowledged push, with nothing cut and no damage.
+func TestStoreWritesAgainOnceTheDiskWorks(t *testing.T) {
+	fail := atomic.Bool{}
+	var tries atomic.Int64
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Logger: quiet, RetryInterval: 5 * time.Millisecond, hooks: &hooks{sync: func(f *os.File, pushes []Seq) error {
+		if pushes == nil {
+			tries.Add(1) // the writer trying again
+		}
+		if fail.Load() {
+			return errors.New("ENOSPC, say")
+		}
+		return syncData(f)
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := push(t, s, "d", []byte("before"))
+	fail.Store(true)
+	refused(t, s, "d", []byte("during"), ErrInternal)
+	if s.Err() == nil {
+		t.Fatal("Err is nil while the store refuses pushes")
+	}
+	for tries.Load() < 2 { // it tried again, and failed
+		runtime.Gosched()
+	}
+	refused(t, s, "d", []byte("still"), ErrInternal)
+	fail.Store(false)
+	var b Seq
+	for {
+		seq, err := s.Push(ctx(t), "d", []byte("after"))
+		if err == nil {
+			b = seq
+			break
+		}
+		if !errors.Is(err, ErrInternal) {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	if s.Err() != nil {
+		t.Fatalf("Err %v after a push succeeded", s.Err())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after the store wrote again: %v", err)
+	}
+	s = open(t, dir, Options{})
+	if st := s.Stats(); st.TornBytes != 0 {
+		t.Fatalf("%d bytes cut at reopen", st.TornBytes)
+	}
+	checkInbox(t, s, "d", []want{{a, []byte("before")}, {b, []byte("after")}})
 }

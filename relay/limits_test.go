@@ -5,6 +5,7 @@ package relay
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -99,6 +100,44 @@ func TestMaxInboxBytes(t *testing.T) {
 	if in := s.Inbox("d"); in.Blobs != 2 || in.Bytes != 1000 {
 		t.Fatalf("inbox %+v", in)
 	}
+}
+
+// The whole store's blob bytes are bounded, all inboxes together: made-up
+// device ids cannot take the disk.
+func TestMaxStoreBytes(t *testing.T) {
+	s := open(t, "", Options{MaxStoreBytes: 1000})
+	a := push(t, s, "d1", make([]byte, 600))
+	push(t, s, "d2", make([]byte, 400)) // exactly at the limit
+	refused(t, s, "d3", []byte("x"), ErrInboxFull)
+	if err := s.Ack("d1", a); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, s, "d3", make([]byte, 601), ErrInboxFull)
+	push(t, s, "d3", make([]byte, 600))
+	checkCounts(t, s)
+}
+
+// The inboxes holding a blob are bounded: a push to a new device past it
+// is refused, one to a device that holds a blob is not, and an inbox
+// emptied by acks makes room.
+func TestMaxInboxes(t *testing.T) {
+	s := open(t, "", Options{MaxInboxes: 3})
+	var first Seq
+	for i := range 3 {
+		seq := push(t, s, fmt.Sprint("d", i), []byte("x"))
+		if i == 0 {
+			first = seq
+		}
+	}
+	refused(t, s, "d3", []byte("x"), ErrInboxFull)
+	push(t, s, "d0", []byte("x")) // not a new inbox
+	checkCounts(t, s)
+	if _, err := s.AckRange("d0", 1, first+10); err != nil {
+		t.Fatal(err)
+	}
+	push(t, s, "d3", []byte("x"))
+	refused(t, s, "d4", []byte("x"), ErrInboxFull)
+	checkCounts(t, s)
 }
 
 // Pushes admitted but not yet synced count against an inbox's limits, so

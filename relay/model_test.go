@@ -58,6 +58,17 @@ func checkCounts(t testing.TB, s *Store) {
 	if len(segLive) > 0 {
 		t.Fatal("entries in segments the store no longer has")
 	}
+	var pendingBytes int64
+	pendingOnly := 0
+	for _, ib := range s.inboxes {
+		pendingBytes += ib.pendingBytes
+		if ib.blobs == 0 && ib.pendingBlobs > 0 {
+			pendingOnly++
+		}
+	}
+	if pendingBytes != s.pendingBytes || pendingOnly != s.pendingOnly {
+		t.Fatalf("pending %d bytes in %d inboxes with nothing else, recomputed %d in %d", s.pendingBytes, s.pendingOnly, pendingBytes, pendingOnly)
+	}
 	k := s.counts
 	if c.inboxes != k.inboxes || c.blobs != k.blobs || c.bytes != k.bytes || c.liveBytes != k.liveBytes || c.diskBytes != k.diskBytes {
 		t.Fatalf("counts %+v, recomputed %+v", k, c)

@@ -29,6 +29,14 @@ const (
 	// size).
 	DefaultMaxInboxBytes = 64 << 20
 
+	// DefaultMaxStoreBytes bounds the blob bytes of the whole store, all
+	// inboxes together, pushes in flight included; DefaultMaxInboxes
+	// bounds the inboxes holding a blob (or a push in flight). Past
+	// either, a push is refused InboxFull (temporary): made-up device ids
+	// cannot fill the disk the broker's other stores share.
+	DefaultMaxStoreBytes = 1 << 30
+	DefaultMaxInboxes    = 10_000
+
 	// DefaultMaxPushRate and DefaultPushBurst are the token bucket of one
 	// device's inbox: pushes a second, sustained, and how many may come at
 	// once. A push over it is refused RateLimited.
@@ -55,6 +63,11 @@ const (
 	// inboxes forgotten.
 	DefaultSweepInterval = time.Minute
 
+	// DefaultRetryInterval is how often a store whose write or fsync
+	// failed (a full disk, say) tries to get back to a known state and
+	// write again.
+	DefaultRetryInterval = time.Second
+
 	// compactChunk is how many bytes of the oldest segment one group
 	// commit copies forward while the store reclaims space.
 	compactChunk = 1 << 20
@@ -76,6 +89,12 @@ type Options struct {
 	MaxInboxBlobs int
 	MaxInboxBytes int64
 
+	// MaxStoreBytes and MaxInboxes bound the whole store: its blob bytes
+	// and its inboxes holding a blob, pushes in flight included. 0 is the
+	// default.
+	MaxStoreBytes int64
+	MaxInboxes    int
+
 	// MaxPushRate is the pushes a second into one device's inbox, and
 	// PushBurst how many may come at once. 0 is the default; a negative
 	// MaxPushRate turns rate limiting off.
@@ -91,6 +110,10 @@ type Options struct {
 
 	// SweepInterval: 0 is DefaultSweepInterval.
 	SweepInterval time.Duration
+
+	// RetryInterval: after a failed write or fsync, how often the writer
+	// tries to write again. 0 is DefaultRetryInterval.
+	RetryInterval time.Duration
 
 	// Now is the clock for push times, expiry and rate limits; nil is
 	// time.Now. Tests pass a fake one.
@@ -122,18 +145,21 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("relay: TTL %v is longer than the most a blob may wait, %v (MaxTTL)", o.TTL, MaxTTL)
 	case o.MaxBlobBytes < 0 || o.MaxBlobBytes > MaxBlobBytes:
 		return o, fmt.Errorf("relay: MaxBlobBytes %d is outside 1..%d", o.MaxBlobBytes, MaxBlobBytes)
-	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0:
+	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.MaxStoreBytes < 0, o.MaxInboxes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0, o.RetryInterval < 0:
 		return o, fmt.Errorf("relay: negative limit in %+v", o)
 	}
 	o.TTL = cmp.Or(o.TTL, DefaultTTL)
 	o.MaxBlobBytes = cmp.Or(o.MaxBlobBytes, MaxBlobBytes)
 	o.MaxInboxBlobs = cmp.Or(o.MaxInboxBlobs, DefaultMaxInboxBlobs)
 	o.MaxInboxBytes = cmp.Or(o.MaxInboxBytes, DefaultMaxInboxBytes)
+	o.MaxStoreBytes = cmp.Or(o.MaxStoreBytes, DefaultMaxStoreBytes)
+	o.MaxInboxes = cmp.Or(o.MaxInboxes, DefaultMaxInboxes)
 	o.MaxPushRate = cmp.Or(o.MaxPushRate, DefaultMaxPushRate)
 	o.PushBurst = cmp.Or(o.PushBurst, DefaultPushBurst)
 	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)
 	o.CacheBytes = cmp.Or(o.CacheBytes, DefaultCacheBytes)
 	o.SweepInterval = cmp.Or(o.SweepInterval, DefaultSweepInterval)
+	o.RetryInterval = cmp.Or(o.RetryInterval, DefaultRetryInterval)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -6,7 +6,7 @@ package relay
 //
 //	header, 28 bytes:
 //	  [0:6]   magic "BBRLOG"
-//	  [6]     format version, 1
+//	  [6]     format version: 2 (1: a segment written before commit marks; read, never written)
 //	  [7]     0
 //	  [8:16]  the segment's number, big-endian (its file name is that number, %020d.seg)
 //	  [16:24] the next sequence number the store would assign when the segment was made, big-endian
@@ -15,15 +15,24 @@ package relay
 //	record:
 //	  [0:4]   CRC-32C (Castagnoli) of bytes 4..8+n, big-endian
 //	  [4:8]   n, the length of what follows, big-endian
-//	  [8]     kind: 1 push, 2 delete
+//	  [8]     kind: 1 push, 2 delete, 3 mark
 //	  push:   seq (8) | push time, Unix nanoseconds (8) | device length (1) | device | blob (the rest, ≥ 1 byte)
 //	  delete: seq (8) | device length (1) | device
+//	  mark:   next seq (8) | the mark's own offset in the segment (8)
 //
 // The checksum covers the length, so a run of zero bytes (what a crash can
 // leave past the end of an appended file) is never a record.
+//
+// A mark opens every group commit's write (and ends the log when the
+// store closes): it says that everything before it in the segment was
+// synced before it was written, and that every sequence number below its
+// next seq has been assigned. Damage before a mark is damage to synced,
+// acknowledged records, which no crash explains; a crash can only tear
+// what follows the last mark.
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -37,15 +46,19 @@ type Seq uint64
 
 const (
 	segMagic      = "BBRLOG"
-	segVersion    = 1
+	segVersion    = 2 // what this version writes
+	segVersionOld = 1 // segments without marks: read, never appended to
 	segHeaderSize = 28
 
 	kindPush   = 1
 	kindDelete = 2
+	kindMark   = 3
 
 	recHeaderSize = 8             // CRC and length
 	pushFixed     = 1 + 8 + 8 + 1 // kind, seq, time, device length
 	deleteFixed   = 1 + 8 + 1     // kind, seq, device length
+	markBody      = 1 + 8 + 8     // kind, next seq, offset
+	markSize      = recHeaderSize + markBody
 	maxRecordBody = pushFixed + MaxDeviceBytes + MaxBlobBytes
 	minRecordBody = deleteFixed + 1
 )
@@ -77,6 +90,7 @@ func validDevice[T string | []byte](id T) bool {
 
 // segHeader is a segment file's header.
 type segHeader struct {
+	version byte // 0 when encoding: segVersion
 	num     uint64
 	nextSeq Seq
 }
@@ -84,7 +98,7 @@ type segHeader struct {
 func appendSegHeader(b []byte, h segHeader) []byte {
 	start := len(b)
 	b = append(b, segMagic...)
-	b = append(b, segVersion, 0)
+	b = append(b, cmp.Or(h.version, segVersion), 0)
 	b = binary.BigEndian.AppendUint64(b, h.num)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.nextSeq))
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
@@ -98,17 +112,18 @@ func decodeSegHeader(b []byte) (segHeader, error) {
 		return segHeader{}, errors.New("not a relay segment (bad magic)")
 	case crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:28]):
 		return segHeader{}, errors.New("segment header checksum mismatch")
-	case b[6] != segVersion || b[7] != 0:
-		return segHeader{}, fmt.Errorf("segment format %d.%d, this version reads %d.0", b[6], b[7], segVersion)
+	case b[6] != segVersion && b[6] != segVersionOld || b[7] != 0:
+		return segHeader{}, fmt.Errorf("segment format %d.%d, this version reads %d.0 and %d.0", b[6], b[7], segVersionOld, segVersion)
 	}
-	return segHeader{num: binary.BigEndian.Uint64(b[8:16]), nextSeq: Seq(binary.BigEndian.Uint64(b[16:24]))}, nil
+	return segHeader{version: b[6], num: binary.BigEndian.Uint64(b[8:16]), nextSeq: Seq(binary.BigEndian.Uint64(b[16:24]))}, nil
 }
 
 // record is one decoded record; device and blob alias the decoded bytes.
 type record struct {
 	kind   byte
-	seq    Seq
+	seq    Seq   // a mark's: the next sequence number to assign
 	pushed int64 // Unix nanoseconds; push only
+	at     int64 // a mark's own offset in its segment
 	device []byte
 	blob   []byte // push only
 }
@@ -142,6 +157,29 @@ func appendDelete(b []byte, seq Seq, device string) []byte {
 	b = append(b, device...)
 	binary.BigEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], castagnoli))
 	return b
+}
+
+// appendMark appends a mark that will be at offset at of its segment.
+func appendMark(b []byte, next Seq, at int64) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, markBody)
+	b = append(b, kindMark)
+	b = binary.BigEndian.AppendUint64(b, uint64(next))
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	binary.BigEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], castagnoli))
+	return b
+}
+
+// isMarkAt reports whether b starts with a valid mark that says it is at
+// offset at: how a mark is found past damage, where records are no
+// longer in step.
+func isMarkAt(b []byte, at int64) bool {
+	return len(b) >= markSize &&
+		binary.BigEndian.Uint32(b[4:8]) == markBody && b[8] == kindMark &&
+		int64(binary.BigEndian.Uint64(b[17:25])) == at &&
+		binary.BigEndian.Uint64(b[9:17]) != 0 &&
+		crc32.Checksum(b[4:markSize], castagnoli) == binary.BigEndian.Uint32(b)
 }
 
 // errShort: b ends inside the record (at the end of a log, a torn write).
@@ -186,6 +224,18 @@ func decodeRecord(b []byte) (r record, n int, err error) {
 		rest = body[17:]
 	case kindDelete:
 		rest = body[9:]
+	case kindMark:
+		if len(body) != markBody {
+			return r, 0, fmt.Errorf("mark record of %d bytes, want %d", len(body), markBody)
+		}
+		if r.seq == 0 {
+			return r, 0, errors.New("record with sequence number 0")
+		}
+		r.at = int64(binary.BigEndian.Uint64(body[9:17]))
+		if r.at < segHeaderSize {
+			return r, 0, fmt.Errorf("mark says it is at offset %d, inside the segment header", r.at)
+		}
+		return r, n, nil
 	default:
 		return r, 0, fmt.Errorf("unknown record kind %d", r.kind)
 	}

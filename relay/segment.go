@@ -18,6 +18,7 @@ type segment struct {
 	num  uint64
 	path string
 	f    *os.File // set once; closed by Close or when the segment is deleted
+	old  bool     // format 1, without marks: never appended to
 
 	// Guarded by Store.mu (written by the writer and, for live counts,
 	// by whoever kills an entry).
@@ -53,27 +54,67 @@ func listSegments(dir string) ([]uint64, error) {
 	return nums, nil
 }
 
+// tmpSuffix names a segment being made: it gets its segment name only
+// once its header is synced, so a crash never leaves a *.seg file without
+// a whole header (Open removes a leftover *.seg.tmp).
+const tmpSuffix = ".tmp"
+
 // createSegment makes segment num durably: the file with its header,
-// synced, and the directory entry, synced.
+// synced, under a temporary name, then renamed into place, and the
+// directory synced.
 func createSegment(dir string, num uint64, next Seq) (*segment, error) {
 	path := filepath.Join(dir, segName(num))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(appendSegHeader(nil, segHeader{num: num, nextSeq: next})); err != nil {
+	fail := func(err error) (*segment, error) {
 		f.Close()
+		os.Remove(tmp)
 		return nil, err
 	}
+	if _, err := f.Write(appendSegHeader(nil, segHeader{num: num, nextSeq: next})); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
+		return fail(err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return fail(fmt.Errorf("segment %s exists already (%v)", path, err))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
 	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return &segment{num: num, path: path, f: f, size: segHeaderSize}, nil
+}
+
+// removeLeftovers deletes the *.seg.tmp files a crash while making a
+// segment can leave: nothing was ever written past their header.
+func removeLeftovers(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, de := range des {
+		if !strings.HasSuffix(de.Name(), segSuffix+tmpSuffix) || !de.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, de.Name())
+		if err := os.Remove(path); err != nil {
+			return removed, err
+		}
+		removed = append(removed, path)
+	}
+	if len(removed) > 0 {
+		return removed, syncDir(dir)
+	}
+	return nil, nil
 }
 
 func syncDir(dir string) error {
@@ -129,7 +170,31 @@ func scanSegment(f io.ReaderAt, fn func(r record, off int64, raw []byte)) (scann
 			sc.bad = err
 			return sc, nil
 		}
+		if r.kind == kindMark && r.at != sc.end {
+			sc.bad = fmt.Errorf("a mark at byte %d says it is at byte %d", sc.end, r.at)
+			return sc, nil
+		}
 		fn(r, sc.end, raw)
 		sc.end += int64(len(raw))
 	}
+}
+
+// markAfter looks for a valid mark anywhere in f after byte from, up to
+// size: the bytes past damage are out of step with the records, so every
+// offset is tried. It returns the first mark's offset, or -1.
+func markAfter(f io.ReaderAt, from, size int64) (int64, error) {
+	const chunk = 1 << 20
+	buf := make([]byte, chunk+markSize)
+	for base := from + 1; base+markSize <= size; base += chunk {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-base)], base)
+		if err != nil && err != io.EOF {
+			return -1, err
+		}
+		for i := 0; i+markSize <= n; i++ {
+			if isMarkAt(buf[i:n], base+int64(i)) {
+				return base + int64(i), nil
+			}
+		}
+	}
+	return -1, nil
 }

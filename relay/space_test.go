@@ -97,7 +97,7 @@ func TestFilesHoldOnlyWhatWasPushed(t *testing.T) {
 
 func accountFor(t *testing.T, path string, b []byte, blobs map[Seq][]byte, devices map[Seq]string) {
 	t.Helper()
-	if len(b) < segHeaderSize || string(b[:6]) != "BBRLOG" || b[6] != 1 || b[7] != 0 {
+	if len(b) < segHeaderSize || string(b[:6]) != "BBRLOG" || b[6] != 2 || b[7] != 0 {
 		t.Fatalf("%s: header % x", path, b[:min(len(b), segHeaderSize)])
 	}
 	off := segHeaderSize // magic, version, segment number, next seq, checksum
@@ -108,6 +108,17 @@ func accountFor(t *testing.T, path string, b []byte, blobs map[Seq][]byte, devic
 		seq := Seq(binary.BigEndian.Uint64(body[1:9]))
 		var dev, blob []byte
 		switch body[0] {
+		case kindMark: // kind, next seq, its own offset
+			if len(body) != markBody || int(binary.BigEndian.Uint64(body[9:17])) != off {
+				t.Fatalf("%s at %d: a mark of %d bytes saying offset %d", path, off, len(body), binary.BigEndian.Uint64(body[9:17]))
+			}
+			for s := range blobs {
+				if s >= seq && bytes.Contains(b[:off], binary.BigEndian.AppendUint64([]byte{kindPush}, uint64(s))) {
+					t.Fatalf("%s at %d: a mark says next seq %d after a push of seq %d", path, off, seq, s)
+				}
+			}
+			off += 8 + n
+			continue
 		case kindPush: // kind, seq, time, device length, device, blob
 			dl := int(body[17])
 			dev, blob = body[18:18+dl], body[18+dl:]

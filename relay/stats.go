@@ -59,3 +59,12 @@ func (s *Store) Inbox(device string) InboxStats {
 	}
 	return InboxStats{Blobs: ib.blobs, Bytes: ib.bytes, Pending: ib.pendingBlobs}
 }
+
+// Err returns the failure that stops the store from writing now (a failed
+// write or fsync: every push is refused Internal until the writer manages
+// to write again), or nil.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}

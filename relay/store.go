@@ -32,17 +32,22 @@ type Store struct {
 
 	refused [Internal + 1]atomic.Uint64 // refusals by code
 
-	mu       sync.Mutex
-	closing  bool              // guarded by mu: Close has begun
-	failed   error             // guarded by mu: the first write or sync failure; every later push is refused Internal
-	inboxes  map[string]*inbox // guarded by mu
-	pending  *batch            // guarded by mu: the next group commit, filling
-	nextSeq  Seq               // guarded by mu: the next sequence number to assign
-	segs     []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
-	counts   counters          // guarded by mu
-	cached   int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
-	tornCut  int64             // set by Open: bytes cut from the log's tail
-	writerWS writerState       // owned by the writer
+	mu      sync.Mutex
+	closing bool              // guarded by mu: Close has begun
+	failed  error             // guarded by mu: the first write or sync failure; every later push is refused Internal
+	inboxes map[string]*inbox // guarded by mu
+	pending *batch            // guarded by mu: the next group commit, filling
+	nextSeq Seq               // guarded by mu: the next sequence number to assign
+	segs    []*segment        // guarded by mu (changed only by the writer): oldest first; the last is the active one
+	counts  counters          // guarded by mu
+	cached  int64             // guarded by mu: the bytes of blobs kept in memory until delivered (entry.data)
+	// guarded by mu: pushes admitted and not yet committed, all inboxes
+	// together (their bytes), and the inboxes that hold nothing but such
+	// pushes: with counts they are what MaxStoreBytes and MaxInboxes bound.
+	pendingBytes int64
+	pendingOnly  int
+	tornCut      int64       // set by Open: bytes cut from the log's tail
+	writerWS     writerState // owned by the writer
 }
 
 // counters are the store's totals, guarded by Store.mu.
@@ -130,6 +135,13 @@ func Open(dir string, opts Options) (*Store, error) {
 // a push adds its blob (a later copy of the same seq moves it), a delete
 // removes it, a blob past its TTL is left out.
 func (s *Store) recover() error {
+	removed, err := removeLeftovers(s.dir)
+	for _, path := range removed {
+		s.log.Warn("relay store: removed a segment that was being made (a crash before its header was synced)", "file", path)
+	}
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
 	nums, err := listSegments(s.dir)
 	if err != nil {
 		return err
@@ -155,6 +167,13 @@ func (s *Store) recover() error {
 		}
 		seg := &segment{num: num, path: path, f: f}
 		sc, err := scanSegment(f, func(r record, off int64, raw []byte) {
+			if last {
+				s.writerWS.endsWithMark = r.kind == kindMark
+			}
+			if r.kind == kindMark {
+				s.nextSeq = max(s.nextSeq, r.seq)
+				return
+			}
 			maxSeq = max(maxSeq, r.seq)
 			old := live[r.seq]
 			switch {
@@ -187,42 +206,43 @@ func (s *Store) recover() error {
 			f.Close()
 			return fmt.Errorf("relay: reading %s: %w", path, err)
 		}
-		if sc.end == 0 { // no valid header
-			fi, err := f.Stat()
-			if err != nil {
-				f.Close()
-				return fmt.Errorf("relay: %w", err)
-			}
-			if !last || fi.Size() > segHeaderSize {
-				f.Close()
-				return &damagedError{file: path, err: sc.bad}
-			}
-			// The newest segment, cut short while it was created: nothing
-			// in it was ever acknowledged.
+		if sc.end == 0 {
+			// No whole header. A segment gets its name only once its
+			// header is synced (createSegment), so no crash explains this,
+			// not even in the newest segment: it may have held
+			// acknowledged blobs.
 			f.Close()
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("relay: %w", err)
-			}
-			s.log.Warn("relay store: removed a segment cut short while it was created (a crash)", "file", path)
-			continue
+			return &damagedError{file: path, err: fmt.Errorf("%v (a segment is named only once its header is synced)", sc.bad)}
 		}
 		s.segs = append(s.segs, seg)
 		if sc.header.num != num {
 			return &damagedError{file: path, err: fmt.Errorf("its header says segment %d", sc.header.num)}
 		}
+		seg.old = sc.header.version == segVersionOld
 		s.nextSeq = max(s.nextSeq, sc.header.nextSeq)
 		if sc.bad != nil {
 			if !last {
 				return &damagedError{file: path, off: sc.end, err: sc.bad}
 			}
+			if err := s.checkTorn(seg, sc); err != nil {
+				return err
+			}
 			if err := s.cutTail(seg, sc.end, sc.bad); err != nil {
 				return err
 			}
+			s.writerWS.endsWithMark = false
 		}
 		seg.size = sc.end
 	}
-	s.nextSeq = max(s.nextSeq, maxSeq+1)
-	if len(s.segs) == 0 {
+	// A push torn off with the tail was never acknowledged, but its
+	// sequence number may have been seen (a session never delivers an
+	// unsynced push, yet a seq is never reused all the same): skip as many
+	// as the cut bytes could have held.
+	minPush := pushRecordSize(1, 1)
+	s.nextSeq = max(s.nextSeq, maxSeq+1) + Seq((s.tornCut+minPush-1)/minPush)
+	if len(s.segs) == 0 || s.segs[len(s.segs)-1].old {
+		// A new store, or one whose newest segment predates marks: the
+		// log goes on in a new segment of this format.
 		var num uint64 = 1
 		if len(nums) > 0 {
 			num = nums[len(nums)-1] + 1
@@ -232,6 +252,7 @@ func (s *Store) recover() error {
 			return fmt.Errorf("relay: %w", err)
 		}
 		s.segs = append(s.segs, seg)
+		s.writerWS.endsWithMark = false
 	}
 	for _, seg := range s.segs {
 		s.counts.diskBytes += seg.size
@@ -252,6 +273,32 @@ func (s *Store) recover() error {
 		s.counts.inboxes++
 		s.counts.blobs += ib.blobs
 		s.counts.bytes += ib.bytes
+	}
+	return nil
+}
+
+// checkTorn refuses damage in the newest segment that a crash cannot
+// explain: bad bytes followed by a mark. Every group commit's write begins
+// with a mark, and a write begins only once the one before it is synced,
+// so a mark past the damage proves the damaged records were synced, and
+// their pushes acknowledged. Only the last write (past the last mark) can
+// be torn by a crash. A segment of the old format has no marks: there the
+// first bad record is taken for a torn tail, as before.
+func (s *Store) checkTorn(seg *segment, sc scanned) error {
+	if seg.old {
+		return nil
+	}
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	at, err := markAfter(seg.f, sc.end, fi.Size())
+	if err != nil {
+		return fmt.Errorf("relay: reading %s: %w", seg.path, err)
+	}
+	if at >= 0 {
+		return &damagedError{file: seg.path, off: sc.end, err: fmt.Errorf(
+			"%v, and a commit mark follows at byte %d: the damage is in records that were synced and acknowledged, not a torn write", sc.bad, at)}
 	}
 	return nil
 }
@@ -347,7 +394,10 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 		ib = newInbox(now, s.opts.PushBurst)
 		s.inboxes[device] = ib
 	}
-	if ib.blobs+ib.pendingBlobs >= s.opts.MaxInboxBlobs || ib.bytes+ib.pendingBytes+int64(len(data)) > s.opts.MaxInboxBytes {
+	empty := ib.blobs+ib.pendingBlobs == 0
+	if ib.blobs+ib.pendingBlobs >= s.opts.MaxInboxBlobs || ib.bytes+ib.pendingBytes+int64(len(data)) > s.opts.MaxInboxBytes ||
+		s.counts.bytes+s.pendingBytes+int64(len(data)) > s.opts.MaxStoreBytes ||
+		empty && s.counts.inboxes+s.pendingOnly >= s.opts.MaxInboxes {
 		s.mu.Unlock()
 		return nil, 0, s.refuse(ErrInboxFull)
 	}
@@ -359,6 +409,10 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 	s.nextSeq++
 	ib.pendingBlobs++
 	ib.pendingBytes += int64(len(data))
+	s.pendingBytes += int64(len(data))
+	if empty {
+		s.pendingOnly++
+	}
 	b := s.pending
 	b.pushes = append(b.pushes, pushOp{ib: ib, device: device, blob: data, seq: seq, pushed: now, then: then})
 	s.mu.Unlock()
@@ -465,6 +519,9 @@ func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	ib.kill(i)
 	if ib.blobs == 0 {
 		s.counts.inboxes--
+		if ib.pendingBlobs > 0 { // it holds nothing but pushes in flight now
+			s.pendingOnly++
+		}
 	}
 }
 

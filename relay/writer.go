@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // The writer goroutine owns the log's files: it alone writes, syncs,
@@ -25,6 +26,8 @@ type writerState struct {
 	compactSeg *segment // the segment being copied forward
 	compactOff int64    // where in it the copying has got to
 	seqs       []Seq    // the commit's pushes, for hooks.sync
+
+	endsWithMark bool // the active segment's last record is a mark (set by Open, then by the writer)
 }
 
 // copyOp is a live record copied forward from the oldest segment.
@@ -39,15 +42,76 @@ type copyOp struct {
 
 func (s *Store) writeLoop() {
 	defer s.writer.Done()
+	retry := time.NewTimer(s.opts.RetryInterval)
+	defer retry.Stop()
+	retrying := true // the timer is running
 	for {
+		s.mu.Lock()
+		failed := s.failed != nil
+		s.mu.Unlock()
+		switch {
+		case failed && !retrying:
+			retry.Reset(s.opts.RetryInterval)
+			retrying = true
+		case !failed && retrying:
+			retry.Stop()
+			retrying = false
+		}
+		var retryC <-chan time.Time
+		if retrying {
+			retryC = retry.C
+		}
 		select {
 		case <-s.signal:
 			s.commit(true)
+		case <-retryC:
+			retrying = false
+			s.writeAgain()
 		case <-s.stopWriter:
 			s.commit(false) // what was admitted before Close
+			s.closeMark()
 			return
 		}
 	}
+}
+
+// writeAgain tries to get the log back to a known state after a failed
+// write or fsync, so that the store takes pushes again once the disk has
+// room: it cuts the active segment back to what was synced before the
+// failure (the failed commit's pushes were refused, never acknowledged),
+// appends a mark and syncs. Only when all of it succeeds is the failure
+// cleared; otherwise the next try is RetryInterval later.
+func (s *Store) writeAgain() {
+	s.mu.Lock()
+	active, nextSeq, cause := s.segs[len(s.segs)-1], s.nextSeq, s.failed
+	s.mu.Unlock()
+	mark := appendMark(nil, nextSeq, active.size)
+	err := active.f.Truncate(active.size)
+	if err == nil {
+		_, err = active.f.WriteAt(mark, active.size)
+	}
+	if err == nil {
+		err = s.syncHooked(active.f)
+	}
+	if err != nil {
+		s.log.Debug("relay store: still cannot write", "file", active.path, "err", err)
+		return
+	}
+	s.mu.Lock()
+	active.size += int64(len(mark))
+	s.counts.diskBytes += int64(len(mark))
+	s.failed = nil
+	s.mu.Unlock()
+	s.writerWS.endsWithMark = true
+	s.log.Info("relay store: writing again after a failure", "file", active.path, "failure", cause)
+}
+
+// syncHooked is syncData, through hooks.sync when a test set it.
+func (s *Store) syncHooked(f *os.File) error {
+	if h := s.opts.hooks; h != nil && h.sync != nil {
+		return h.sync(f, nil)
+	}
+	return syncData(f)
 }
 
 // commit runs one group commit; reclaim allows copying forward and
@@ -94,7 +158,9 @@ func (s *Store) commit(reclaim bool) {
 		active = seg
 	}
 
-	buf, offs := w.buf[:0], w.offs[:0]
+	// The mark first: everything before it is synced (the last commit's
+	// fsync returned), and every seq below nextSeq is assigned.
+	buf, offs := appendMark(w.buf[:0], nextSeq, active.size), w.offs[:0]
 	for _, p := range b.pushes {
 		offs = append(offs, active.size+int64(len(buf)))
 		buf = appendPush(buf, p.seq, p.pushed, p.device, p.blob)
@@ -110,6 +176,9 @@ func (s *Store) commit(reclaim bool) {
 			return
 		}
 	}
+	if len(buf) == markSize {
+		buf = buf[:0] // nothing to commit after all (nothing left to copy)
+	}
 	w.buf, w.offs = buf, offs
 	if cap(buf) > maxKeptBuffer {
 		w.buf = nil // a burst of large blobs does not pin its buffer
@@ -124,6 +193,7 @@ func (s *Store) commit(reclaim bool) {
 			s.fail(fmt.Errorf("syncing %s: %w", active.path, err), b)
 			return
 		}
+		w.endsWithMark = false
 	}
 
 	s.mu.Lock()
@@ -133,8 +203,10 @@ func (s *Store) commit(reclaim bool) {
 		rec := pushRecordSize(len(p.device), len(p.blob))
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
+		s.pendingBytes -= int64(len(p.blob))
 		if p.ib.blobs == 0 {
 			s.counts.inboxes++
+			s.pendingOnly-- // it held nothing but pushes in flight, this one among them
 		}
 		var keep []byte // the push's copy, handed to the first session that delivers it
 		if s.cached+int64(len(p.blob)) <= s.opts.CacheBytes {
@@ -184,6 +256,36 @@ func (s *Store) commit(reclaim bool) {
 	}
 }
 
+// closeMark ends the log with a mark when the store closes, so that after
+// a clean close no record can be taken for a torn write: damage anywhere
+// refuses to open.
+func (s *Store) closeMark() {
+	w := &s.writerWS
+	s.mu.Lock()
+	failed, active, nextSeq := s.failed, s.segs[len(s.segs)-1], s.nextSeq
+	s.mu.Unlock()
+	if failed != nil || w.endsWithMark {
+		return
+	}
+	buf := appendMark(nil, nextSeq, active.size)
+	err := func() error {
+		if _, err := active.f.WriteAt(buf, active.size); err != nil {
+			return err
+		}
+		return syncData(active.f)
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failed = fmt.Errorf("writing the closing mark to %s: %w", active.path, err)
+		s.log.Error("relay store: writing the log failed", "dir", s.dir, "err", s.failed)
+		return
+	}
+	active.size += int64(len(buf))
+	s.counts.diskBytes += int64(len(buf))
+	w.endsWithMark = true
+}
+
 // flush returns once everything queued before it (acks included) is
 // synced. Ack does not wait; tests that need the log in a known order do.
 func (s *Store) flush() error {
@@ -214,14 +316,15 @@ func (s *Store) sync(f *os.File, b *batch) error {
 	return h.sync(f, w.seqs)
 }
 
-// fail stops the store's writing for good: after a failed write or fsync
-// the log's state on disk is unknown until the next Open reads it. b and
-// every later push are refused Internal; the cause goes to the log.
+// fail stops the store's writing: after a failed write or fsync the
+// log's state on disk is unknown. b and every later push are refused
+// Internal until the writer gets the log back to a known state
+// (writeAgain, every RetryInterval); the cause goes to the log.
 func (s *Store) fail(err error, b *batch) {
 	s.mu.Lock()
 	if s.failed == nil {
 		s.failed = err
-		s.log.Error("relay store: writing the log failed; every push is refused until the store is reopened", "dir", s.dir, "err", err)
+		s.log.Error("relay store: writing the log failed; every push is refused until it writes again", "dir", s.dir, "err", err, "retry_every", s.opts.RetryInterval)
 	}
 	s.mu.Unlock()
 	s.abort(b)
@@ -233,6 +336,10 @@ func (s *Store) abort(b *batch) {
 	for _, p := range b.pushes {
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
+		s.pendingBytes -= int64(len(p.blob))
+		if p.ib.pendingBlobs == 0 && p.ib.blobs == 0 {
+			s.pendingOnly--
+		}
 	}
 	s.mu.Unlock()
 	b.err = s.refuse(ErrInternal)

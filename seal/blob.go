@@ -197,6 +197,36 @@ func PeekRecipient(blob []byte) (DeviceID, error) {
 	return DeviceID(blob[6:HeaderSize]), nil
 }
 
+// CheckHeader refuses (ErrMalformed) a blob whose clear header no sealing
+// could have produced: a version below 1 or more than 1,000 ahead of this
+// one, an all-zero recipient (a device id is a hash), or, for this
+// version, a size outside MinSealedSize..MaxSealedSize. A later version's
+// size is its own business: a relay holds such blobs for devices that
+// will upgrade. What a relay checks before it stores a blob.
+func CheckHeader(blob []byte) error {
+	v, err := PeekVersion(blob)
+	if err != nil {
+		return err
+	}
+	to, err := PeekRecipient(blob)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v == 0 || v > Version+maxVersionsAhead:
+		return malformed("blob version %d is not one any sealing writes", v)
+	case to == DeviceID{}:
+		return malformed("blob for the all-zero device id")
+	case v == Version && (len(blob) < MinSealedSize || len(blob) > MaxSealedSize):
+		return malformed("a version %d blob of %d bytes, outside %d..%d", v, len(blob), MinSealedSize, MaxSealedSize)
+	}
+	return nil
+}
+
+// maxVersionsAhead bounds how far ahead of Version a blob's version may
+// be before CheckHeader calls it impossible.
+const maxVersionsAhead = 1000
+
 // CheckVersion applies the version rule: nil for Version, ErrVersionNewer
 // for a later one (hold the blob unacked until this device upgrades),
 // ErrVersionOlder for an earlier one (the sender is outdated: drop it).

@@ -396,3 +396,38 @@ func TestKindsAndIDs(t *testing.T) {
 		t.Fatal(id.String())
 	}
 }
+
+// CheckHeader refuses what no sealing writes, at and past each edge, and
+// takes a real blob and a later version's of any size.
+func TestCheckHeaderRefusesImpossibleHeaders(t *testing.T) {
+	id, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := func(v uint16, to DeviceID, size int) []byte {
+		h := makeHeader(v, to)
+		return append(h[:], make([]byte, size-HeaderSize)...)
+	}
+	to := id.ID()
+	for _, tc := range []struct {
+		name string
+		blob []byte
+		ok   bool
+	}{
+		{"smallest", hdr(Version, to, MinSealedSize), true},
+		{"one byte short", hdr(Version, to, MinSealedSize-1), false},
+		{"largest", hdr(Version, to, MaxSealedSize), true},
+		{"one byte over", hdr(Version, to, MaxSealedSize+1), false},
+		{"version 0", hdr(0, to, MinSealedSize), false},
+		{"a later version, any size", hdr(Version+1, to, HeaderSize+1), true},
+		{"the furthest version ahead", hdr(Version+maxVersionsAhead, to, MinSealedSize), true},
+		{"past it", hdr(Version+maxVersionsAhead+1, to, MinSealedSize), false},
+		{"the all-zero recipient", hdr(Version, DeviceID{}, MinSealedSize), false},
+		{"no header", []byte("BBSL"), false},
+	} {
+		err := CheckHeader(tc.blob)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ok %v (or ErrMalformed)", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -71,5 +71,7 @@ func dialWebSocket(ctx context.Context, e Endpoint, tlsConfig *tls.Config) (net.
 	if err != nil {
 		return nil, err
 	}
-	return newWSConn(ws), nil
+	c := newWSConn(ws)
+	c.Established() // this end chose its peer
+	return c, nil
 }

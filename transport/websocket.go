@@ -41,6 +41,20 @@ type FrameLimiter interface {
 	SetFrameLimit(n int)
 }
 
+// Establisher is implemented by connections whose Close is kept short
+// until their peer is known (WebSocket: no close handshake before then).
+type Establisher interface {
+	Established()
+}
+
+// Established tells nc that its peer is known (it logged in), if nc needs
+// to know (Establisher).
+func Established(nc net.Conn) {
+	if e, ok := nc.(Establisher); ok {
+		e.Established()
+	}
+}
+
 // SetFrameLimit tells nc the largest frame its reader accepts, if nc needs
 // to know (FrameLimiter); on a byte stream it does nothing.
 func SetFrameLimit(nc net.Conn, n int) {
@@ -81,6 +95,11 @@ type wsConn struct {
 
 	wmu   sync.Mutex // one Write at a time; guards wpart
 	wpart []byte     // the start of a frame whose end is still to come
+
+	// established: the peer is known (it logged in, or this end dialled
+	// it), so Close runs the close handshake; until then Close drops the
+	// connection at once (Established).
+	established atomic.Bool
 }
 
 type wsMessage struct {
@@ -245,9 +264,22 @@ func (c *wsConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// Close closes the WebSocket (a close handshake: the peer has up to the
-// library's 5 s to answer), then ends and waits for the reader.
+// Established marks the connection as one with a known peer: from then
+// on Close runs the close handshake.
+func (c *wsConn) Established() { c.established.Store(true) }
+
+// Close closes the WebSocket, then ends and waits for the reader. Once
+// established it runs a close handshake (the peer has up to the library's
+// 5 s to answer); before, the connection is dropped at once, so a peer
+// that never logged in cannot make the broker hold it for that handshake.
 func (c *wsConn) Close() error {
+	if !c.established.Load() {
+		err := c.ws.CloseNow()
+		c.cancel()
+		c.loop.Wait()
+		c.rdl.set(time.Time{})
+		return err
+	}
 	err := c.Conn.Close()
 	c.cancel()
 	c.loop.Wait()

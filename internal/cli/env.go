@@ -37,19 +37,48 @@ const (
 )
 
 // defaultDataDir is $BUSBAR_DATA, else $XDG_STATE_HOME/busbar, else
-// ~/.local/state/busbar.
+// ~/.local/state/busbar, made absolute (socket endpoints must be).
 func defaultDataDir() string {
 	if d := os.Getenv(envData); d != "" {
-		return d
+		return absPath(d)
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "busbar")
+		return filepath.Join(absPath(d), "busbar")
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return filepath.Join(os.TempDir(), fmt.Sprintf("busbar-%d", os.Getuid()))
 	}
 	return filepath.Join(home, ".local", "state", "busbar")
+}
+
+// absPath is p made absolute against the working directory; p as given
+// if that fails (the error shows up where p is used).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// dirFlag is a flag naming a directory, kept absolute: a relative --data
+// is taken against the working directory, and the socket paths made from
+// it are absolute as endpoints must be.
+type dirFlag struct{ p *string }
+
+func (f dirFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f dirFlag) Set(v string) error {
+	*f.p = ""
+	if v != "" {
+		*f.p = absPath(v)
+	}
+	return nil
 }
 
 // connFlags are the flags every client verb takes.
@@ -60,7 +89,7 @@ type connFlags struct {
 }
 
 func (f *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.data, "data", "", "data directory of the local broker (env "+envData+"; default ~/.local/state/busbar)")
+	fs.Var(dirFlag{&f.data}, "data", "data directory of the local broker (env "+envData+"; default ~/.local/state/busbar)")
 	fs.StringVar(&f.server, "server", os.Getenv(envServer), "broker endpoint: unix:///path, tcp://host:port, tls://host:port, ws://host:port, wss://host:port, or several separated by commas, tried in order (env "+envServer+"; default the local broker's socket)")
 	fs.StringVar(&f.name, "name", os.Getenv(envName), "node name to register as (env "+envName+"; default cli-<pid>)")
 	fs.StringVar(&f.credentials, "credentials", os.Getenv(envCredentials), "credentials file (env "+envCredentials+"; default <data>/credentials.json)")

@@ -77,7 +77,7 @@ func listenHTTP(httpAddr, httpsAddr, sock string, tlsCfg *tls.Config, origins st
 		h.url = "ws://" + ln.Addr().String() + transport.WebSocketPath
 		h.page = "http://" + ln.Addr().String()
 		if a.tls {
-			h.ln = tls.NewListener(ln, tlsCfg)
+			h.ln = tls.NewListener(h.ln, tlsCfg)
 			h.url = "wss://" + ln.Addr().String() + transport.WebSocketPath
 			h.page = "https://" + ln.Addr().String()
 		}
@@ -99,9 +99,18 @@ func listenHTTP(httpAddr, httpsAddr, sock string, tlsCfg *tls.Config, origins st
 
 func newHTTPListener(ln net.Listener, opts transport.WebSocketOptions, operator ops.Options) *httpListener {
 	h := &httpListener{ln: ln, bus: transport.NewWebSocketListener(ln.Addr(), opts)}
+	if operator.Broker != nil {
+		h.ln = &admitListener{Listener: ln, hold: operator.Broker.HoldLoginPlace}
+	}
+	h.srv = &http.Server{
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		IdleTimeout:       httpIdleTimeout,
+	}
+	operator.Authenticated = admitHTTP(h.srv)
 	mux := web.Handler(h.bus)
 	ops.Register(mux, operator)
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+	h.srv.Handler = mux
 	return h
 }
 

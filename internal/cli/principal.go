@@ -35,7 +35,7 @@ func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
 	v := &verbSetup{name: name, usage: usage, nargs: func(n int) bool { return n == nargs }, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	// This edits a file: of the connection flags only --data applies (it
 	// locates principals.json); the others are not offered at all.
-	v.fs.StringVar(&v.conn.data, "data", "", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
+	v.fs.Var(dirFlag{&v.conn.data}, "data", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
 	return &principalFlags{v: v}
 }
 
@@ -91,7 +91,8 @@ func principalAdd(args []string, stdio IO) int {
 	for _, l := range lists {
 		f.v.fs.Var((*patternList)(l.list), l.flag, what[l.flag]+" (patterns such as orders.* or orders.>; comma-separated, repeatable)")
 	}
-	all := f.v.fs.Bool("all", false, `every channel and every namespace (">" in every list)`)
+	relay := f.v.fs.Bool("relay", false, "may push sealed blobs into the durable relay's inboxes (which takes its disk; off unless given)")
+	all := f.v.fs.Bool("all", false, `every channel and every namespace (">" in every list), and the relay`)
 	out := f.v.fs.String("out", "", "write the credentials file here (0600; never replaced) instead of printing it")
 	if !f.v.parse(args) {
 		return exitUsage
@@ -99,6 +100,7 @@ func principalAdd(args []string, stdio IO) int {
 	if *all {
 		p = auth.AllPermissions()
 	}
+	p.Relay = p.Relay || *relay
 	for _, l := range lists {
 		if *l.list == nil {
 			*l.list = []auth.Pattern{} // written as [], which the file format reads as "nothing", never as a default

@@ -29,7 +29,8 @@ const shutdownTimeout = 15 * time.Second
 
 func runServe(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
-	data := fs.String("data", "", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
+	data := new(string)
+	fs.Var(dirFlag{data}, "data", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
 	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
 	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
 	tlsAddr := fs.String("tls", "", "TLS address (needs --tls-cert and --tls-key)")
@@ -61,6 +62,7 @@ func runServe(args []string, stdio IO) int {
 	fs.IntVar(&limits.MaxQueueBytes, "max-queue-bytes", broker.DefaultMaxQueueBytes, "outbound bytes queued per connection (at least --max-payload)")
 	fs.IntVar(&limits.MaxQueueMessages, "max-queue-messages", broker.DefaultMaxQueueMessages, "outbound messages queued per connection")
 	fs.IntVar(&limits.MaxConnections, "max-connections", broker.DefaultMaxConnections, "connections served at once, logging-in ones included")
+	fs.IntVar(&limits.MaxNodesPerPrincipal, "max-nodes-per-principal", broker.DefaultMaxNodesPerPrincipal, "nodes one principal may have logged in at once (a principal allowed every channel is not capped)")
 	configPath := fs.String(flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
 	printCfg := fs.Bool(flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
 	if !parseNoArgs(stdio, "serve", fs, args) {
@@ -84,6 +86,9 @@ func runServe(args []string, stdio IO) int {
 		if *name == broker.DefaultName {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: --nats needs --name: every broker on a bus has a name of its own")
 			return exitUsage
+		}
+		if w := natsExposure(bus.URLs, bus.CredsFile, bus.TLSCA); w != "" {
+			fmt.Fprintln(stdio.Stderr, "busbar serve: WARNING:", w)
 		}
 	}
 	var lvl slog.Level
@@ -227,7 +232,7 @@ func runServe(args []string, stdio IO) int {
 
 // serveLimits are the serve flags that set a broker limit; each takes a
 // positive number.
-var serveLimits = []string{"max-payload", "max-queue-bytes", "max-queue-messages", "max-connections"}
+var serveLimits = []string{"max-payload", "max-queue-bytes", "max-queue-messages", "max-connections", "max-nodes-per-principal"}
 
 // checkLimits refuses a limit flag of 0 or less: a limit that is off is
 // not a limit, and 0 would silently mean the default.
