@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"busbar/auth"
 	"busbar/client"
+	"busbar/transport"
 )
 
 // Defaults shared by serve and the client verbs, so that with no flags a
@@ -137,7 +137,7 @@ func connectError(err error, server string) error {
 		return nil
 	case errors.Is(err, client.ErrNotBroker):
 		return fmt.Errorf("%s is not a busbar broker (it does not speak the busbar protocol; check --server)", server)
-	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, fs.ErrNotExist) || transport.IsConnRefused(err):
 		if strings.Contains(server, ",") {
 			return fmt.Errorf("no broker is listening at any of %s: start one with `busbar serve`, or check --server", server)
 		}

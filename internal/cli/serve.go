@@ -302,6 +302,9 @@ func endpoints(dir, unixPath, tcpAddr, tlsAddr, cert, key string) ([]listenSpec,
 // listenError says what to do about an endpoint serve cannot listen on:
 // for a port in use, the flags that choose another or turn it off.
 func listenError(ep transport.Endpoint, err error) error {
+	if ep.Scheme == transport.SchemeUnix && transport.IsNoUnixSockets(err) {
+		return fmt.Errorf("cannot listen on %s: this system has no Unix sockets (Windows before 10 version 1803): start with --unix off --http-unix off, and give clients --server tcp://%s (docs/portability.md)", ep, defaultTCP)
+	}
 	if !errors.Is(err, transport.ErrAddressInUse) {
 		return fmt.Errorf("cannot listen on %s: %w", ep, err)
 	}
