@@ -303,8 +303,12 @@ once, in its order, sealed to each, across crashes (docs/durable.md).`,
 Load it from your shell's start-up file.`,
 		exit:    "0  printed\n2  an unknown shell",
 		example: "$ source <(busbar completion bash)\n$ busbar completion fish > ~/.config/fish/completions/busbar.fish"},
-	{path: "version", summary: "print the version (also: busbar --version)",
-		text: "Prints the build's version, the protocol version and the Go version.", exit: "0  printed", example: "$ busbar version"},
+	{path: "version", summary: "print the version (also: busbar --version, busbar -V)",
+		text: `Prints the build's semantic version (vMAJOR.MINOR.PATCH; "(devel)"
+for a build that did not set one), the commit it was built from, the
+protocol versions it speaks (bus frames, sealed blobs, bedrock) and the
+Go version and platform that built it, one per line.`,
+		exit: "0  printed", example: "$ busbar version"},
 	{path: "help", args: "[VERB [SUBCOMMAND]]", summary: "show the help of busbar or of a verb",
 		text: "Same as busbar VERB --help.", exit: "0  printed\n2  an unknown verb", example: "$ busbar help pub"},
 }
