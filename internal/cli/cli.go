@@ -32,7 +32,7 @@ func init() {
 		"serve": runServe, "pub": runPub, "sub": runSub, "send": runSend, "req": runReq,
 		"reply": runReply, "ls": runLs, "tap": runTap, "state": runState, "principal": runPrincipal, "bench": runBench, "bedrock": runBedrock,
 		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
-		"durable": runDurable, "completion": runCompletion, "version": runVersion, "help": runHelp,
+		"durable": runDurable, "completion": runCompletion, "version": runVersion, "man": runMan, "help": runHelp,
 	}
 }
 
@@ -79,6 +79,9 @@ func runHelp(args []string, stdio IO) int {
 	if helpArg(args[0]) {
 		showHelp(stdio, "help", nil)
 		return exitOK
+	}
+	if args[0] == "--man" { // the same page as roff
+		return runMan(args[1:], stdio)
 	}
 	if _, ok := verbs[args[0]]; !ok {
 		return usageError(stdio, "help", "unknown verb %q%s", args[0], suggestWord(args[0], verbNames()))
