@@ -23,7 +23,8 @@ const socketExt = ".sock"
 
 // Dir is where named ports live: $BUSBAR_PORTS, else
 // $XDG_RUNTIME_DIR/busbar/ports, else busbar-UID/ports under the system's
-// temporary directory. Listen creates it with mode 0700.
+// temporary directory (busbar/ports on Windows, whose temporary directory
+// is the user's own). Listen creates it owner-only.
 func Dir() string {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d
@@ -31,7 +32,10 @@ func Dir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "busbar", "ports")
 	}
-	return filepath.Join(os.TempDir(), "busbar-"+strconv.Itoa(os.Getuid()), "ports")
+	if uid := os.Getuid(); uid >= 0 {
+		return filepath.Join(os.TempDir(), "busbar-"+strconv.Itoa(uid), "ports")
+	}
+	return filepath.Join(os.TempDir(), "busbar", "ports") // Windows: no uid, and a temporary directory per user
 }
 
 // CosmixDir is where cosmix serves its ports (/run/user/UID/cosmix/ports),

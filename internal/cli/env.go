@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -37,12 +38,16 @@ const (
 )
 
 // defaultDataDir is $BUSBAR_DATA, else $XDG_STATE_HOME/busbar, else
-// ~/.local/state/busbar.
+// ~/.local/state/busbar (on Windows %LocalAppData%\busbar, where a
+// user's own state lives there).
 func defaultDataDir() string {
 	if d := os.Getenv(envData); d != "" {
 		return d
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "busbar")
+	}
+	if d := os.Getenv("LocalAppData"); runtime.GOOS == "windows" && d != "" {
 		return filepath.Join(d, "busbar")
 	}
 	home, err := os.UserHomeDir()
