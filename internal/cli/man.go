@@ -69,9 +69,11 @@ func writeManPages(dir string) error {
 }
 
 // manHeader is a page's .TH line and NAME section. The date is left
-// out, so the pages depend on the help text and the version only.
+// out, so the pages depend on the help text and the version only. No
+// hyphenation and a ragged right edge (.nh, .ad l): the text is full of
+// paths, flags and file names that must read as typed.
 func manHeader(w io.Writer, name, summary string) {
-	fmt.Fprintf(w, ".TH %s 1 \"\" \"busbar %s\" \"busbar manual\"\n", strings.ToUpper(roffEscape(name)), roffEscape(readBuildInfo().Version))
+	fmt.Fprintf(w, ".TH %s 1 \"\" \"busbar %s\" \"busbar manual\"\n.nh\n.ad l\n", strings.ToUpper(roffEscape(name)), roffEscape(readBuildInfo().Version))
 	fmt.Fprintf(w, ".SH NAME\n%s \\- %s\n", roffEscape(name), roffEscape(summary))
 }
 

@@ -13,7 +13,7 @@ import (
 // manMacros are the roff requests the pages use; any other line that
 // starts with a control character is text that escaped its escaping.
 var manMacros = map[string]bool{"TH": true, "SH": true, "SS": true, "PP": true, "TP": true, "B": true,
-	"br": true, "nf": true, "fi": true, "RS": true, "RE": true}
+	"br": true, "nf": true, "fi": true, "RS": true, "RE": true, "nh": true, "ad": true}
 
 // Every verb's manual page is roff made from its help: the header and
 // sections man(7) expects, the summary as its NAME, every subcommand and
