@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"busbar/internal/ownerperm"
 )
 
 const (
@@ -104,7 +106,7 @@ func LoadCredential(path string) (Credential, error) {
 // does a broker given its principals file elsewhere, which needs the
 // directory but no bootstrapped credentials.
 func PrepareDataDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := ownerperm.MkdirAll(dir); err != nil {
 		return fmt.Errorf("auth: data directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
@@ -114,8 +116,8 @@ func PrepareDataDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("auth: data directory: %s is not a directory", dir)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%w: data directory %s has mode %04o; other users could reach its socket and files (chmod 700 it, or choose another)", ErrInsecureFile, dir, perm)
+	if why := ownerperm.Exposed(dir, fi, 0o077, false); why != "" {
+		return fmt.Errorf("%w: data directory %s has %s; other users could reach its socket and files (%s, or choose another)", ErrInsecureFile, dir, why, ownerperm.Fix(dir, true))
 	}
 	return nil
 }

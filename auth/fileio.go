@@ -5,7 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"busbar/internal/ownerperm"
 )
 
 // maxFileSize bounds what readSecureFile will read; principal files are
@@ -14,9 +15,9 @@ const maxFileSize = 16 << 20
 
 // readSecureFile reads a regular file that must not be readable or writable
 // by group or others: it holds secrets or secret hashes, and a file others
-// can write would let them add a principal. The mode is checked on the open
-// descriptor so the file cannot be swapped between check and read. Windows
-// has ACLs, not mode bits, so the check is skipped there.
+// can write would let them add a principal. On Unix the mode is checked on
+// the open descriptor so the file cannot be swapped between check and
+// read; on Windows the rule is the file's ACL (package ownerperm).
 func readSecureFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -30,8 +31,8 @@ func readSecureFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("auth: %s: not a regular file", path)
 	}
-	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s has mode %04o, want 0600 (chmod 600 %s)", ErrInsecureFile, path, fi.Mode().Perm(), path)
+	if why := ownerperm.Exposed(path, fi, 0o077, false); why != "" {
+		return nil, fmt.Errorf("%w: %s has %s; other users could read it (%s)", ErrInsecureFile, path, why, ownerperm.Fix(path, false))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {

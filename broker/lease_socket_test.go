@@ -13,24 +13,24 @@ import (
 	"busbar/wire"
 )
 
-// TestLeaseExpiry: a silent node is dropped soon after its lease, and
-// counted; a real client, idle but heartbeating, stays.
+// TestLeaseExpiry: a silent node is dropped after its lease, and counted;
+// a real client, idle but heartbeating, stays. How soon after the lease
+// is lease_test.go's subject, in virtual time; here the lease is long
+// beside the heartbeat (socketLease), so a busy machine that delays a
+// heartbeat does not cost the live client its lease.
 func TestLeaseExpiry(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: 300 * time.Millisecond})
+	const socketLease = 1500 * time.Millisecond // 15 heartbeats
+	e := testbroker.Start(t, "unix", broker.Options{HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: socketLease})
 	r := e.DialRaw(t)
 	r.Hello(t, wire.ProtocolVersion, "silent", "local", e.Secrets["local"])
 	// A real client keeps its lease with heartbeats.
 	live := connect(t, e, "live")
-	start := time.Now()
-	testbroker.Eventually(t, 5*time.Second, "silent node dropped", func() bool { return len(e.Broker.Directory()) == 1 })
-	if took := time.Since(start); took > 300*time.Millisecond+2*time.Second {
-		t.Fatalf("dead peer detected after %v", took)
-	}
+	testbroker.Eventually(t, time.Minute, "silent node dropped", func() bool { return len(e.Broker.Directory()) == 1 })
 	// A second silent node is dropped a whole lease later: the live node,
 	// sending nothing but heartbeats, must have kept its lease meanwhile.
 	r2 := e.DialRaw(t)
 	r2.Hello(t, wire.ProtocolVersion, "silent-2", "local", e.Secrets["local"])
-	testbroker.Eventually(t, 5*time.Second, "second silent node dropped", func() bool {
+	testbroker.Eventually(t, time.Minute, "second silent node dropped", func() bool {
 		return e.Broker.Stats().LeaseExpired >= 2 && len(e.Broker.Directory()) == 1
 	})
 	if d := e.Broker.Directory(); len(d) != 1 || d[0].Node != "live" {
@@ -45,9 +45,11 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // TestServicesVanishWithTheLease: a node that stops heartbeating loses its
-// lease, and its services go with it.
+// lease, and its services go with it. The lease is long beside the
+// heartbeat, so the watcher keeps its own on a busy machine.
 func TestServicesVanishWithTheLease(t *testing.T) {
-	e := testbroker.Start(t, "unix", broker.Options{HeartbeatInterval: 50 * time.Millisecond, LeaseTimeout: 300 * time.Millisecond})
+	const socketLease = 1500 * time.Millisecond // 30 heartbeats
+	e := testbroker.Start(t, "unix", broker.Options{HeartbeatInterval: 50 * time.Millisecond, LeaseTimeout: socketLease})
 	watcher := connect(t, e, "watcher")
 	ctx := ctxT(t, 10*time.Second)
 	w, err := watcher.WatchServices(ctx)

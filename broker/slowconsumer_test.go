@@ -71,10 +71,12 @@ func TestSlowReaderIsDisconnected(t *testing.T) {
 
 // TestStreamStuckSubscriberDoesNotStallPublisher: a subscriber that stops
 // reading loses stream messages once its queue is full and its writer has
-// made no progress, while the publisher is not held back by it (a stall per
-// message would take 20000 × 2 ms) and a healthy subscriber keeps
-// receiving. (Streams are best effort: under the race detector even the
-// healthy one may fall behind for longer than the stall allows.)
+// made no progress, while the publisher goes on and a healthy subscriber
+// keeps receiving what is published after that. What it asserts does not
+// depend on the machine's speed: streams are best effort, so how many
+// the healthy one gets is a figure (logged), not a rule; that a frozen
+// subscriber costs its publisher one stall, not one per message, is
+// proved in virtual time (TestFrozenSubscriberCostsItsPublisherOneStall).
 func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{MaxQueueBytes: 1 << 20, MaxPayload: 4096})
 	r := e.DialRaw(t)
@@ -82,8 +84,12 @@ func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
 	r.Send(t, wire.New(wire.TypeRequest, wire.CmdSubscribe).WithHeader(wire.HeaderID, "s").WithBody([]byte("flow")))
 	r.Read(t) // subscribed; reads nothing more
 	var got atomic.Int64
+	var marked atomic.Bool
 	healthy := connect(t, e, "healthy", func(o *client.Options) { o.DispatchQueue = 1 << 15 })
-	if _, err := healthy.Scope("s").Channel("flow").Subscribe(ctxT(t, 5*time.Second), func(context.Context, *client.Message) { got.Add(1) }); err != nil {
+	if _, err := healthy.Scope("s").Channel("flow").Subscribe(ctxT(t, 5*time.Second), func(_ context.Context, m *client.Message) {
+		got.Add(1)
+		marked.CompareAndSwap(false, isMarker(m))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	p := connect(t, e, "producer")
@@ -97,18 +103,42 @@ func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	testbroker.Await(t, 30*time.Second, "the healthy subscriber to receive nine in ten", func() error {
-		if g := got.Load(); g < n*9/10 {
-			return fmt.Errorf("healthy subscriber got %d of %d; broker dropped %d, the node %d", g, n, e.Broker.Stats().Dropped, healthy.Dropped())
-		}
-		return nil
+	testbroker.Eventually(t, time.Minute, "drops for the stuck subscriber", func() bool {
+		s := e.Broker.Stats()
+		return s.Drops[broker.DropQueueFull]+s.Drops[broker.DropStuckReader] > 0
 	})
-	if took > 20*time.Second {
-		t.Fatalf("publishing took %v: the stuck subscriber held the publisher back", took)
-	}
-	if e.Broker.Stats().Dropped == 0 {
-		t.Fatal("nothing dropped for the stuck subscriber")
-	}
+	awaitMarker(t, ch, &marked)
+	t.Logf("published %d in %v (%d stalls); the healthy subscriber got %d; dropped %v", n, took, e.Broker.Stats().StreamStalls, got.Load(), e.Broker.Stats().Drops)
+}
+
+// markerPayload marks the stream messages awaitMarker sends.
+var markerPayload = []byte("marker")
+
+// isMarker reports whether m is one of awaitMarker's.
+func isMarker(m *client.Message) bool { return string(m.Payload()) == string(markerPayload) }
+
+// markerPause is how long awaitMarker waits for one marker before it
+// sends the next: a pace, not a margin (a late marker still counts).
+const markerPause = 20 * time.Millisecond
+
+// awaitMarker sends markers on ch, one at a time, until seen is set (the
+// subscriber's handler sets it on a marker). Streams are best effort: a
+// subscriber that fell behind may lose any one message, but one that
+// reads receives one of a series, however slow the machine.
+func awaitMarker(t *testing.T, ch *client.Channel, seen *atomic.Bool) {
+	t.Helper()
+	testbroker.Await(t, time.Minute, "a marker to reach the healthy subscriber", func() error {
+		if err := ch.Emit(ctxT(t, 30*time.Second), markerPayload); err != nil {
+			t.Fatal(err)
+		}
+		for range markerPause / time.Millisecond {
+			if seen.Load() {
+				return nil
+			}
+			time.Sleep(time.Millisecond) // polling the flag
+		}
+		return fmt.Errorf("not yet")
+	})
 }
 
 // TestFrozenReaderLeavesHealthySubscribersAlone measures, over TCP, what a
@@ -119,7 +149,7 @@ func TestStreamStuckSubscriberDoesNotStallPublisher(t *testing.T) {
 // without -race, for figures worth reading; `go run -C bench . -only 7`
 // compares with NATS). What it asserts does not depend on timing:
 // the frozen subscriber's messages are dropped and counted, and the
-// healthy one receives nine in ten even under the race detector. (That a
+// healthy one receives what is published after them. (That a
 // frozen subscriber costs its publisher one stall is proved in virtual
 // time by TestFrozenSubscriberCostsItsPublisherOneStall.)
 func TestFrozenReaderLeavesHealthySubscribersAlone(t *testing.T) {
@@ -152,8 +182,13 @@ func measureHealthy(t *testing.T, withFrozen bool) healthyFigures {
 	lat := make([]time.Duration, 0, n)
 	var mu sync.Mutex
 	var last atomic.Int64
+	var marked atomic.Bool
 	healthy := connect(t, e, "healthy", func(o *client.Options) { o.DispatchQueue = 1 << 15; o.Workers = 1 })
 	if _, err := healthy.Scope("s").Channel("flow").Subscribe(ctxT(t, 5*time.Second), func(_ context.Context, m *client.Message) {
+		if isMarker(m) {
+			marked.Store(true)
+			return
+		}
 		now := time.Now()
 		sent := time.Unix(0, int64(binary.BigEndian.Uint64(m.Payload())))
 		mu.Lock()
@@ -172,16 +207,14 @@ func measureHealthy(t *testing.T, withFrozen bool) healthyFigures {
 			t.Fatal(err)
 		}
 	}
-	testbroker.Await(t, 30*time.Second, "the healthy subscriber to receive nine in ten", func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(lat) < n*9/10 {
-			return fmt.Errorf("healthy subscriber got %d of %d", len(lat), n)
-		}
-		return nil
-	})
+	// Everything published before the marker that arrives has arrived
+	// or was dropped: streams keep their order.
+	awaitMarker(t, ch, &marked)
 	mu.Lock()
 	defer mu.Unlock()
+	if len(lat) == 0 {
+		t.Fatalf("the healthy subscriber got none of %d", n)
+	}
 	slices.Sort(lat)
 	s := e.Broker.Stats()
 	return healthyFigures{

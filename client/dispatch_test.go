@@ -150,14 +150,12 @@ func TestTimeoutIncludesQueueing(t *testing.T) {
 		first <- err
 	}()
 	testbroker.Eventually(t, 5*time.Second, "worker busy", func() bool { return calls.Load() == 1 })
-	start := time.Now()
+	// It times out while the worker is still blocked (release comes
+	// later): the deadline covered the wait in the queue.
 	_, err = b.Scope("s").Channel("work").Request(ctxT(t, 200*time.Millisecond), "alpha", []byte("queued"))
 	var re *client.RequestError
 	if !errors.Is(err, client.ErrTimeout) || !errors.As(err, &re) || !re.Timeout() {
 		t.Fatalf("queued request: %v", err)
-	}
-	if waited := time.Since(start); waited > 2*time.Second {
-		t.Fatalf("timeout took %v", waited)
 	}
 	// Round trips through the broker, from beta and then from alpha: the
 	// expired request is now in alpha's dispatch queue (or dropped on the

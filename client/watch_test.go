@@ -20,6 +20,11 @@ import (
 	"busbar/wire"
 )
 
+// watchBound is how long these tests wait for a watch to deliver or end
+// before calling it frozen: far past what a correct watch takes on a busy
+// machine, since a frozen one never moves.
+const watchBound = 30 * time.Second
+
 // burstWhilePaused starts a watch of ns on a watcher whose reads can be
 // paused, pauses it while owner writes n values of size bytes (more than
 // the socket and the broker's queue hold, so deltas are dropped), resumes
@@ -49,7 +54,7 @@ func burstWhilePaused(t *testing.T, e *testbroker.Env, owner *client.Client, ns 
 	pc.Resume()
 	// A round trip answered after every delta queued so far (retried: the
 	// answer itself may not fit the watcher's queue yet).
-	testbroker.Eventually(t, 5*time.Second, "the watcher to catch up", func() bool {
+	testbroker.Eventually(t, watchBound, "the watcher to catch up", func() bool {
 		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err := watcher.Whois(c, "")
@@ -117,7 +122,7 @@ func TestStateWatchRefusedResyncDoesNotFreeze(t *testing.T) {
 	if _, err := owner.State("big").Set(ctx, "after", "done"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(3 * time.Second)
+	deadline := time.After(watchBound)
 	for {
 		select {
 		case en, ok := <-w.Changes():
@@ -154,7 +159,7 @@ func TestStateWatchRecoversDroppedTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	replica.Commit(seed)
-	deadline := time.After(3 * time.Second)
+	deadline := time.After(watchBound)
 	for !reflect.DeepEqual(replica.Snapshot().Entries, final.Entries) {
 		select {
 		case en, ok := <-w.Changes():
@@ -195,7 +200,7 @@ func TestServiceWatchReportsLostEvents(t *testing.T) {
 	}
 	pc.Resume()
 	got, last := 0, ""
-	quiet := time.After(3 * time.Second)
+	quiet := time.After(watchBound)
 	for {
 		select {
 		case ev, ok := <-w.Events():

@@ -10,8 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"busbar/internal/ownerperm"
 )
 
 // EnvDir names the environment variable that overrides Dir.
@@ -22,7 +23,8 @@ const socketExt = ".sock"
 
 // Dir is where named ports live: $BUSBAR_PORTS, else
 // $XDG_RUNTIME_DIR/busbar/ports, else busbar-UID/ports under the system's
-// temporary directory. Listen creates it with mode 0700.
+// temporary directory (busbar/ports on Windows, whose temporary directory
+// is the user's own). Listen creates it owner-only.
 func Dir() string {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d
@@ -30,7 +32,10 @@ func Dir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "busbar", "ports")
 	}
-	return filepath.Join(os.TempDir(), "busbar-"+strconv.Itoa(os.Getuid()), "ports")
+	if uid := os.Getuid(); uid >= 0 {
+		return filepath.Join(os.TempDir(), "busbar-"+strconv.Itoa(uid), "ports")
+	}
+	return filepath.Join(os.TempDir(), "busbar", "ports") // Windows: no uid, and a temporary directory per user
 }
 
 // CosmixDir is where cosmix serves its ports (/run/user/UID/cosmix/ports),
@@ -75,7 +80,7 @@ func Path(name string) (string, error) {
 // '/' is a path; a name is looked up in Dir, then in CosmixDir, and is
 // Dir's path when neither holds it (the call then fails to dial).
 func Resolve(nameOrPath string) (string, error) {
-	if strings.ContainsRune(nameOrPath, '/') {
+	if strings.ContainsAny(nameOrPath, `/`+string(filepath.Separator)) {
 		return nameOrPath, nil
 	}
 	p, err := Path(nameOrPath)
@@ -128,18 +133,18 @@ func Listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// privateDir creates dir (0700) and checks that it is ours and private.
+// privateDir creates dir (0700, or an owner-only ACL on Windows) and
+// checks that it is ours and private.
 func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := ownerperm.MkdirAll(dir); err != nil {
 		return err
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode().Perm()&0o077 != 0 || ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%w: %s has mode %04o (want 0700, owned by uid %d)", ErrUnsafeDir, dir, fi.Mode().Perm(), os.Getuid())
+	if why := ownerperm.Exposed(dir, fi, 0o077, true); why != "" {
+		return fmt.Errorf("%w: %s has %s (want it private to this user: %s)", ErrUnsafeDir, dir, why, ownerperm.Fix(dir, true))
 	}
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"busbar/internal/ownerperm"
 )
 
 // KeyFile is the name of the identity's file in the device's directory.
@@ -23,12 +24,10 @@ import (
 const KeyFile = "device.key"
 
 const (
-	keyFileMagic   = "BBDK"
-	keyFileFormat  = 1
-	keyFileSize    = 4 + 1 + ed25519.SeedSize + kemSeedSize + DeviceIDSize
-	keyDirMode     = 0o700
-	keyFileMode    = 0o600
-	checkFileModes = runtime.GOOS != "windows" // Windows has ACLs, not mode bits
+	keyFileMagic  = "BBDK"
+	keyFileFormat = 1
+	keyFileSize   = 4 + 1 + ed25519.SeedSize + kemSeedSize + DeviceIDSize
+	keyFileMode   = 0o600
 )
 
 // Save writes the identity to KeyFile in dir, creating dir with mode 0700
@@ -38,16 +37,16 @@ const (
 // its key is a new device. It refuses a directory that group or others
 // may write (ErrInsecureKeyFile), since they could swap the file.
 func (id *Identity) Save(dir string) (err error) {
-	if err := os.MkdirAll(dir, keyDirMode); err != nil {
+	if err := ownerperm.MkdirAll(dir); err != nil { // 0700, or owner-only ACL
 		return fmt.Errorf("seal: key directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("seal: key directory: %w", err)
 	}
-	if checkFileModes && fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%w: directory %s has mode %04o, group or others may write it (chmod 700 %s)",
-			ErrInsecureKeyFile, dir, fi.Mode().Perm(), dir)
+	if why := ownerperm.Exposed(dir, fi, 0o022, false); why != "" {
+		return fmt.Errorf("%w: directory %s has %s, group or others may write it (%s)",
+			ErrInsecureKeyFile, dir, why, ownerperm.Fix(dir, true))
 	}
 	path := filepath.Join(dir, KeyFile)
 	if _, err := os.Lstat(path); err == nil {
@@ -123,9 +122,9 @@ func Load(dir string) (*Identity, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("seal: key file %s is not a regular file", path)
 	}
-	if checkFileModes && fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s has mode %04o, want 0600 (chmod 600 %s)",
-			ErrInsecureKeyFile, path, fi.Mode().Perm(), path)
+	if why := ownerperm.Exposed(path, fi, 0o077, false); why != "" {
+		return nil, fmt.Errorf("%w: %s has %s, want it private (%s)",
+			ErrInsecureKeyFile, path, why, ownerperm.Fix(path, false))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, keyFileSize+1))
 	if err != nil {

@@ -15,20 +15,18 @@ import (
 	"time"
 )
 
-// promptly is how long a cancelled Dial may take to return.
-const promptly = 2 * time.Second
+// A Dial ended by its context returns the context's error. Nothing else
+// in these dials ends them (the peer never accepts or never handshakes,
+// and Dial has no timeout of its own), so that error is the proof; how
+// soon it came is the machine's speed, not asserted.
 
 func TestDialCancelledContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	start := time.Now()
 	_, err := Dial(ctx, Endpoint{SchemeUnix, sockPath(t)}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Dial with cancelled ctx: %v, want context.Canceled", err)
-	}
-	if d := time.Since(start); d > promptly {
-		t.Fatalf("Dial took %v", d)
 	}
 }
 
@@ -47,26 +45,18 @@ func TestDialTLSHandshakeHonoursContext(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		start := time.Now()
 		_, err := Dial(ctx, e, &tls.Config{ServerName: "localhost"})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Dial: %v, want context.DeadlineExceeded", err)
-		}
-		if d := time.Since(start); d > promptly {
-			t.Fatalf("Dial took %v", d)
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		timer := time.AfterFunc(100*time.Millisecond, cancel)
 		defer timer.Stop()
-		start := time.Now()
 		_, err := Dial(ctx, e, &tls.Config{ServerName: "localhost"})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Dial: %v, want context.Canceled", err)
-		}
-		if d := time.Since(start); d > promptly {
-			t.Fatalf("Dial took %v", d)
 		}
 	})
 }

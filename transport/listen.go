@@ -16,9 +16,6 @@ import (
 // listens on the endpoint.
 var ErrAddressInUse = errors.New("transport: address in use")
 
-// socketMode is the unix socket's permission: only the broker's user.
-const socketMode = 0o600
-
 // staleProbeTimeout bounds the dial that decides whether an existing socket
 // is live. A live broker accepts at kernel level at once; only a wedged
 // listener with a full backlog takes long, and that one is live too.
@@ -68,7 +65,7 @@ func listenTCP(e Endpoint) (net.Listener, error) {
 // listenError wraps err, adding ErrAddressInUse when the kernel said so, so
 // callers can tell "another broker runs" from other failures.
 func listenError(e Endpoint, err error) error {
-	if errors.Is(err, syscall.EADDRINUSE) {
+	if isAddrInUse(err) {
 		return fmt.Errorf("transport: listen %s: %w: %w", e, ErrAddressInUse, err)
 	}
 	return fmt.Errorf("transport: listen %s: %w", e, err)
@@ -85,8 +82,8 @@ func listenUnix(path string) (net.Listener, error) {
 	}
 	// Idempotent on Linux, where bindUnix already created the file 0600; on
 	// other systems this closes the window, which the 0700 parent directory
-	// covers meanwhile.
-	if err := os.Chmod(path, socketMode); err != nil {
+	// covers meanwhile. (On Windows the socket keeps the directory's ACL.)
+	if err := restrictSocket(path); err != nil {
 		ln.Close()
 		return nil, listenError(e, err)
 	}
@@ -119,13 +116,13 @@ func (l unixListener) Accept() (net.Conn, error) {
 }
 
 // bindUnix binds a unix socket at path. The socket inode is chmodded before
-// bind: Linux creates the file with the socket inode's mode (minus umask),
-// so the file is never more open than 0600, without touching the
-// process-wide umask. Other systems may ignore or refuse this; listenUnix
-// chmods the file afterwards regardless.
+// bind (chmodSocket): Linux creates the file with the socket inode's mode
+// (minus umask), so the file is never more open than 0600, without
+// touching the process-wide umask. Other systems may ignore or refuse
+// this; listenUnix restricts the file afterwards regardless.
 func bindUnix(path string) (*net.UnixListener, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { _ = syscall.Fchmod(int(fd), socketMode) })
+		return c.Control(chmodSocket)
 	}}
 	ln, err := lc.Listen(context.Background(), "unix", path)
 	if err != nil {
@@ -153,7 +150,7 @@ func clearStaleSocket(path string) error {
 		c.Close()
 		return fmt.Errorf("%w: a live socket is at %s", ErrAddressInUse, path)
 	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	if !IsConnRefused(err) {
 		// E.g. EACCES: someone else's socket; not ours to remove.
 		return fmt.Errorf("probing existing socket: %w", err)
 	}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package transport
 
 import (
@@ -11,10 +13,9 @@ import (
 // which is synchronous and unbuffered (every Write waits for a Read), the
 // ends are a kernel socketpair: both are *net.UnixConn with kernel buffering
 // and working deadlines, so an embedded client behaves like a remote one.
+// (Windows has no socketpair: pipe_windows.go.)
 func Pipe() (client, server net.Conn, err error) {
-	// SOCK_CLOEXEC sets close-on-exec atomically, so a concurrent fork+exec
-	// elsewhere in the process cannot inherit the descriptors.
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: pipe: %w", os.NewSyscallError("socketpair", err))
 	}

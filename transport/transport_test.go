@@ -151,17 +151,15 @@ func echo(t *testing.T, a, b net.Conn, n int64) {
 	}
 }
 
+// checkReadDeadline: the peer writes nothing, so only the deadline can
+// end the Read, and its error says so (how soon is the machine's speed).
 func checkReadDeadline(t *testing.T, c net.Conn) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	start := time.Now()
 	_, err := c.Read(make([]byte, 1))
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read past deadline: %v, want a timeout net.Error", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("Read deadline fired after %v", d)
 	}
 }
 

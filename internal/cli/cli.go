@@ -4,14 +4,8 @@
 package cli
 
 import (
-	"flag"
-	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"strings"
-
-	"busbar/wire"
 )
 
 // Exit statuses shared by the verbs.
@@ -38,7 +32,7 @@ func init() {
 		"serve": runServe, "pub": runPub, "sub": runSub, "send": runSend, "req": runReq,
 		"reply": runReply, "ls": runLs, "tap": runTap, "state": runState, "principal": runPrincipal, "bench": runBench, "bedrock": runBedrock,
 		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
-		"durable": runDurable, "completion": runCompletion, "version": runVersion, "help": runHelp,
+		"durable": runDurable, "completion": runCompletion, "version": runVersion, "man": runMan, "help": runHelp,
 	}
 }
 
@@ -86,6 +80,9 @@ func runHelp(args []string, stdio IO) int {
 		showHelp(stdio, "help", nil)
 		return exitOK
 	}
+	if args[0] == "--man" { // the same page as roff
+		return runMan(args[1:], stdio)
+	}
 	if _, ok := verbs[args[0]]; !ok {
 		return usageError(stdio, "help", "unknown verb %q%s", args[0], suggestWord(args[0], verbNames()))
 	}
@@ -93,29 +90,4 @@ func runHelp(args []string, stdio IO) int {
 		return usageError(stdio, "help", "unexpected argument %q", args[len(args)-1])
 	}
 	return dispatch(append(append([]string(nil), args...), "--help"), stdio)
-}
-
-// Version returns the module version and VCS revision the binary was built
-// from, as far as the build recorded them.
-func Version() string {
-	v, rev := "(devel)", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				rev = " " + s.Value[:12]
-			}
-		}
-	}
-	return v + rev
-}
-
-func runVersion(args []string, io IO) int {
-	if !parseNoArgs(io, "version", flag.NewFlagSet("version", flag.ContinueOnError), args) {
-		return exitUsage
-	}
-	fmt.Fprintf(io.Stdout, "busbar %s (protocol %s, %s)\n", Version(), wire.ProtocolVersion, runtime.Version())
-	return exitOK
 }

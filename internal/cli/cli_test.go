@@ -155,7 +155,7 @@ func TestUsage(t *testing.T) {
 	if code, out, _ := run(t, "", "help"); code != 0 || !strings.Contains(out, "frame") {
 		t.Fatal("help")
 	}
-	if code, out, _ := run(t, "", "version"); code != 0 || !strings.HasPrefix(out, "busbar ") || !strings.Contains(out, "protocol "+wire.ProtocolVersion) {
+	if code, out, _ := run(t, "", "version"); code != 0 || !strings.HasPrefix(out, "busbar ") || !strings.Contains(out, "\nprotocol "+wire.ProtocolVersion+" ") {
 		t.Fatalf("version: %q", out)
 	}
 }

@@ -40,12 +40,9 @@ func runCompletion(args []string, stdio IO) int {
 // command is run with --help in capture mode, which records its flag set
 // and prints nothing.
 func flagsOf(path string) []string {
-	ctl := &control{capture: true}
-	stdio := IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, ctl: ctl}
-	dispatch(append(strings.Fields(path), "--help"), stdio)
 	var out []string
-	if ctl.flags != nil {
-		ctl.flags.VisitAll(func(f *flag.Flag) { out = append(out, "--"+f.Name) })
+	if fs := flagSetOf(path); fs != nil {
+		fs.VisitAll(func(f *flag.Flag) { out = append(out, "--"+f.Name) })
 	}
 	sort.Strings(out)
 	return out

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"busbar/internal/flock"
 )
 
 // lockFileName is the file in a data directory that the broker using it
-// holds an exclusive lock on (flock), released when the process ends,
+// holds an exclusive lock on (package flock), released when the process ends,
 // however it ends.
 const lockFileName = "busbar.lock"
 
@@ -21,9 +22,9 @@ func lockDataDir(dir string) (release func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flock.TryLock(f); err != nil {
 		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, fmt.Errorf("another broker is using %s (stop it, or give this one its own --data DIR)", dir)
 		}
 		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)

@@ -11,12 +11,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"busbar/auth"
 	"busbar/client"
+	"busbar/transport"
 )
 
 // Defaults shared by serve and the client verbs, so that with no flags a
@@ -37,12 +38,16 @@ const (
 )
 
 // defaultDataDir is $BUSBAR_DATA, else $XDG_STATE_HOME/busbar, else
-// ~/.local/state/busbar, made absolute (socket endpoints must be).
+// ~/.local/state/busbar (on Windows %LocalAppData%\busbar, where a
+// user's own state lives there), made absolute (socket endpoints must be).
 func defaultDataDir() string {
 	if d := os.Getenv(envData); d != "" {
 		return absPath(d)
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(absPath(d), "busbar")
+	}
+	if d := os.Getenv("LocalAppData"); runtime.GOOS == "windows" && d != "" {
 		return filepath.Join(absPath(d), "busbar")
 	}
 	home, err := os.UserHomeDir()
@@ -166,7 +171,7 @@ func connectError(err error, server string) error {
 		return nil
 	case errors.Is(err, client.ErrNotBroker):
 		return fmt.Errorf("%s is not a busbar broker (it does not speak the busbar protocol; check --server)", server)
-	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, fs.ErrNotExist) || transport.IsConnRefused(err):
 		if strings.Contains(server, ",") {
 			return fmt.Errorf("no broker is listening at any of %s: start one with `busbar serve`, or check --server", server)
 		}

@@ -350,10 +350,21 @@ interrupted. It needs no broker.`,
 Load it from your shell's start-up file.`,
 		exit:    "0  printed\n2  an unknown shell",
 		example: "$ source <(busbar completion bash)\n$ busbar completion fish > ~/.config/fish/completions/busbar.fish"},
-	{path: "version", summary: "print the version (also: busbar --version)",
-		text: "Prints the build's version, the protocol version and the Go version.", exit: "0  printed", example: "$ busbar version"},
+	{path: "version", summary: "print the version (also: busbar --version, busbar -V)",
+		text: `Prints the build's semantic version (vMAJOR.MINOR.PATCH; "(devel)"
+for a build that did not set one), the commit it was built from, the
+protocol versions it speaks (bus frames, sealed blobs, bedrock) and the
+Go version and platform that built it, one per line.`,
+		exit: "0  printed", example: "$ busbar version"},
+	{path: "man", args: "[VERB]", summary: "print a manual page in roff (also: busbar help --man VERB)",
+		text: `Prints VERB's manual page, its subcommands included, in roff for man(1),
+made from the same text as "busbar help VERB"; without VERB, busbar(1),
+the overview. --dir writes every page (busbar.1, busbar-VERB.1) into a
+directory instead: release archives carry them in man/man1.`,
+		exit:    "0  printed or written\n1  a page could not be written\n2  an unknown verb",
+		example: "$ busbar man pub | man -l -\n$ busbar man --dir ~/.local/share/man/man1"},
 	{path: "help", args: "[VERB [SUBCOMMAND]]", summary: "show the help of busbar or of a verb",
-		text: "Same as busbar VERB --help.", exit: "0  printed\n2  an unknown verb", example: "$ busbar help pub"},
+		text: "Same as busbar VERB --help; busbar help --man VERB prints it as a manual page.", exit: "0  printed\n2  an unknown verb", example: "$ busbar help pub"},
 }
 
 // page finds the help page of path.

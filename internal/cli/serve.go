@@ -159,6 +159,9 @@ func runServe(args []string, stdio IO) int {
 	}
 	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
 	if err != nil {
+		if transport.IsNoUnixSockets(err) {
+			err = noUnixSockets("unix://" + httpSock)
+		}
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
 		if errors.Is(err, errHTTPSNeedsCert) {
@@ -304,9 +307,19 @@ func endpoints(dir, unixPath, tcpAddr, tlsAddr, cert, key string) ([]listenSpec,
 	return out, nil
 }
 
+// noUnixSockets says what to run instead where the system has no Unix
+// sockets: serve does not fall back to TCP alone by itself, since the
+// clients' default is the socket.
+func noUnixSockets(endpoint string) error {
+	return fmt.Errorf("cannot listen on %s: this system has no Unix sockets (Windows before 10 version 1803): start with --unix off --http-unix off, and give clients --server tcp://%s (docs/portability.md)", endpoint, defaultTCP)
+}
+
 // listenError says what to do about an endpoint serve cannot listen on:
 // for a port in use, the flags that choose another or turn it off.
 func listenError(ep transport.Endpoint, err error) error {
+	if ep.Scheme == transport.SchemeUnix && transport.IsNoUnixSockets(err) {
+		return noUnixSockets(ep.String())
+	}
 	if !errors.Is(err, transport.ErrAddressInUse) {
 		return fmt.Errorf("cannot listen on %s: %w", ep, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"busbar/ops"
@@ -86,7 +85,7 @@ func TestServeHTTPOnAUnixSocketIsOwnerOnlyAndAsksForTheToken(t *testing.T) {
 		}
 	}
 	cmd := exec.Command("curl", "-sS", "--unix-socket", sock, "-H", "Authorization: Bearer "+token, "http://busbar"+ops.ReadyPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	runAsUser(cmd, 65534)
 	out, err = cmd.CombinedOutput()
 	if isNotFound(err) {
 		t.Skip("no curl")

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"busbar/internal/hotpath"
 )
@@ -40,7 +39,8 @@ type sink struct {
 	try      nbWrite       // the write tryWrite is doing
 	tryFn    func(fd uintptr) bool
 
-	iov []syscall.Iovec // WriteVector's, reused
+	vec [][]byte   // writev's copy of the caller's slices, advanced past what each call wrote; reused
+	sys sysScratch // the system's vectored write's own buffers (writev_*.go)
 }
 
 // maxKeptRest bounds the rest buffer's capacity kept for reuse.
@@ -49,11 +49,7 @@ const maxKeptRest = 64 << 10
 func newSink(nc net.Conn, progress *atomic.Int64) *sink {
 	s := &sink{nc: nc, progress: progress}
 	s.tryFn = s.writeNow
-	if sc, ok := nc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			s.raw = raw
-		}
-	}
+	s.raw = rawConn(nc)
 	return s
 }
 
@@ -173,11 +169,11 @@ func (s *sink) tryWrite(p []byte) (int, error) {
 }
 
 // nbWrite is one non-blocking write's bytes and results: p, or the
-// iovecs of a writev when iov is set.
+// slices of a writev when vec is set.
 type nbWrite struct {
 	p    []byte
-	iov  []syscall.Iovec
-	wait bool // iov only: wait for the socket to take all of it
+	vec  [][]byte
+	wait bool // vec only: wait for the socket to take all of it
 	n    int
 	err  error
 }
@@ -187,19 +183,17 @@ type nbWrite struct {
 // bytes is progress, as a blocking write is); otherwise what the socket
 // takes at once.
 func (s *sink) writev(bufs [][]byte, wait bool) (int, error) {
-	s.iov = s.iov[:0]
+	s.vec = s.vec[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {
-			v := syscall.Iovec{Base: &b[0]}
-			v.SetLen(len(b))
-			s.iov = append(s.iov, v)
+			s.vec = append(s.vec, b)
 		}
 	}
-	s.try = nbWrite{iov: s.iov, wait: wait}
+	s.try = nbWrite{vec: s.vec, wait: wait}
 	cerr := s.raw.Write(s.tryFn)
 	n, err := s.try.n, s.try.err
 	s.try = nbWrite{}
-	clear(s.iov) // drop the references to the caller's bytes
+	clear(s.vec) // drop the references to the caller's bytes
 	if !wait && errors.Is(cerr, os.ErrDeadlineExceeded) {
 		cerr = nil // nothing written: the writer sets a fresh deadline and writes it
 	}
@@ -207,30 +201,6 @@ func (s *sink) writev(bufs [][]byte, wait bool) (int, error) {
 		err = cerr
 	}
 	return n, err
-}
-
-// writeNow is the callback of tryWrite and writev: it writes s.try.p, or
-// s.try.iov (writevNow), until the socket refuses more.
-func (s *sink) writeNow(fd uintptr) bool {
-	t := &s.try
-	if t.iov != nil {
-		return s.writevNow(fd)
-	}
-	for t.n < len(t.p) {
-		m, e := syscall.Write(int(fd), t.p[t.n:])
-		switch {
-		case e == syscall.EINTR:
-			continue
-		case e == syscall.EAGAIN:
-		case e != nil:
-			t.err = e
-		default:
-			t.n += m
-			continue
-		}
-		break
-	}
-	return true // done: never wait for the socket to drain
 }
 
 // EnqueueFrameHeld queues a shared frame like EnqueueFrame without waking
@@ -327,31 +297,54 @@ func (q *Queue) Flush() {
 	}
 }
 
-// writevNow writes s.try.iov until the socket refuses more, advancing the
-// iovecs past what each writev took; it reports whether the write is done
-// (false: wait for the socket, and call again).
-func (s *sink) writevNow(fd uintptr) bool {
+// writeNow is the callback of tryWrite and writev: it writes s.try.p, or
+// s.try.vec (writevNow), until the socket refuses more.
+func (s *sink) writeNow(fd uintptr) bool {
 	t := &s.try
-	for len(t.iov) > 0 {
-		m, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&t.iov[0])), uintptr(len(t.iov)))
+	if t.vec != nil {
+		return s.writevNow(fd)
+	}
+	for t.n < len(t.p) {
+		m, e := writeFD(fd, t.p[t.n:])
 		switch {
 		case e == syscall.EINTR:
 			continue
 		case e == syscall.EAGAIN:
+		case e != nil:
+			t.err = e
+		default:
+			t.n += m
+			continue
+		}
+		break
+	}
+	return true // done: never wait for the socket to drain
+}
+
+// writevNow writes s.try.vec until the socket refuses more, advancing the
+// slices past what each writev took; it reports whether the write is done
+// (false: wait for the socket, and call again).
+func (s *sink) writevNow(fd uintptr) bool {
+	t := &s.try
+	for len(t.vec) > 0 {
+		m, err := s.sys.writev(int(fd), t.vec)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
 			return !t.wait
-		case e != 0:
-			t.err = os.NewSyscallError("writev", e)
+		case err != nil:
+			t.err = err
 			return true
 		}
-		t.n += int(m)
+		t.n += m
 		if t.wait {
 			s.progress.Store(time.Now().UnixNano())
 		}
-		for rest := int(m); rest > 0; t.iov = t.iov[1:] {
-			l := int(t.iov[0].Len)
+		for rest := m; rest > 0; t.vec = t.vec[1:] {
+			l := len(t.vec[0])
 			if rest < l { // part of this slice went: the rest of it is next
-				t.iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(t.iov[0].Base), rest))
-				t.iov[0].SetLen(l - rest)
+				t.vec[0] = t.vec[0][rest:]
 				break
 			}
 			rest -= l

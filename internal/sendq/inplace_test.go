@@ -49,7 +49,7 @@ func readCommands(t *testing.T, r *wire.Reader, want ...string) {
 }
 
 func TestFlushWritesInPlaceWhenTheWriterIsIdle(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Second})
 	// Run is not started: only a write in place can deliver.
 	heldFrame(t, q, "one")
@@ -69,7 +69,7 @@ func TestFlushWritesInPlaceWhenTheWriterIsIdle(t *testing.T) {
 // routed) allocates nothing: one per request and one per reply would be
 // most of a round trip's allocations.
 func TestFlushInPlaceAllocatesNothing(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	q := New(a, Limits{MaxMessages: 10, MaxBytes: 1 << 20, WriteTimeout: time.Minute})
 	f := encoded(t, wire.New(wire.TypeStream, "ch").WithBody(make([]byte, 100)))
 	defer f.Release()
@@ -89,7 +89,7 @@ func TestFlushInPlaceAllocatesNothing(t *testing.T) {
 }
 
 func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	smallBuffer(t, a)
 	const n = 2000 // ~250 KB: far past what the socket pair buffers
 	q := New(a, Limits{MaxMessages: n, MaxBytes: 64 << 20, WriteTimeout: 10 * time.Second})
@@ -147,7 +147,7 @@ func TestFlushNeverWaitsForAPeerThatDoesNotRead(t *testing.T) {
 }
 
 func TestFlushOnAFrozenPeerRecordsNoProgress(t *testing.T) {
-	a, _ := pair(t)
+	a, _ := pairInPlace(t)
 	smallBuffer(t, a)
 	q := New(a, Limits{MaxMessages: 1 << 16, MaxBytes: 64 << 20, WriteTimeout: 10 * time.Second})
 	// Fill the socket pair's buffers in place until nothing more goes.
@@ -182,7 +182,7 @@ func TestFlushOnAFrozenPeerRecordsNoProgress(t *testing.T) {
 }
 
 func TestFlushKeepsOrderWithTheWriter(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	const n = 20_000
 	q := New(a, Limits{MaxMessages: n, MaxBytes: 64 << 20, WriteTimeout: 10 * time.Second})
 	done := make(chan error, 1)
@@ -237,7 +237,7 @@ func TestFlushWithoutADescriptorWakesTheWriter(t *testing.T) {
 }
 
 func TestAWaitForRoomWakesAWriterOfHeldFrames(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	q := New(a, Limits{MaxMessages: 2, MaxBytes: 1 << 20, WriteTimeout: time.Second})
 	go q.Run()
 	heldFrame(t, q, "one")

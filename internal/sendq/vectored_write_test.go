@@ -47,7 +47,7 @@ func readEvents(t *testing.T, r *wire.Reader, first, n, bodyLen int) {
 // A batch of 16 KiB frames, one segment each, leaves in one write system
 // call, not one per frame.
 func TestInPlaceSegmentsLeaveInOneVectoredWrite(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	q := New(a, Limits{MaxMessages: 100, MaxBytes: 8 << 20, WriteTimeout: 5 * time.Second})
 	if q.out.raw == nil {
 		t.Fatal("a socket pair has a descriptor: the test needs the vectored sink")
@@ -76,7 +76,7 @@ func TestInPlaceSegmentsLeaveInOneVectoredWrite(t *testing.T) {
 // the socket refuses is kept whole and in order, behind what it took,
 // and the writer finishes it.
 func TestFlushInPlaceOfSegmentsKeepsWhatTheSocketRefused(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	smallBuffer(t, a)
 	q := New(a, Limits{MaxMessages: 1000, MaxBytes: 8 << 20, WriteTimeout: 10 * time.Second})
 	body := make([]byte, 10<<10)
@@ -102,7 +102,7 @@ func TestFlushInPlaceOfSegmentsKeepsWhatTheSocketRefused(t *testing.T) {
 // whole write is done: a stalled publisher waits for the subscriber's
 // writer to stop making progress, not for a large write to end.
 func TestABlockedVectoredWriteRecordsProgress(t *testing.T) {
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	smallBuffer(t, a)
 	q := New(a, Limits{MaxMessages: 1000, MaxBytes: 8 << 20, WriteTimeout: 10 * time.Second})
 	body := make([]byte, 10<<10)
@@ -145,7 +145,7 @@ func TestVectoredWritesAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector drops pooled segments at random")
 	}
-	a, b := pair(t)
+	a, b := pairInPlace(t)
 	q := New(a, Limits{MaxMessages: 100, MaxBytes: 8 << 20, WriteTimeout: time.Minute})
 	body := make([]byte, 20<<10) // one segment each
 	sink := make([]byte, 64<<10)
