@@ -3,15 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 	"busbar/relay"
 	"busbar/seal"
 	"busbar/wire"
@@ -139,19 +138,7 @@ func TestDurableAckAfterAReconnectEndsWithTheSession(t *testing.T) {
 	if _, err := connect(t, e, "alice").DurablePush(ctxT(t, 5*time.Second), blobs[0]); err != nil {
 		t.Fatal(err)
 	}
-	var last net.Conn
-	var mu sync.Mutex
-	rx := connect(t, e, "bob", func(o *client.Options) {
-		o.MaxReconnects = client.ReconnectForever
-		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
-		o.Dial = func(ctx context.Context) (net.Conn, error) {
-			nc, err := e.Dial(ctx)
-			mu.Lock()
-			last = nc
-			mu.Unlock()
-			return nc, err
-		}
-	})
+	rx, dr := testclient.ConnectDroppable(t, e, "bob")
 	back := make(chan struct{}, 1)
 	stop := rx.NotifyConn(func(ev client.ConnEvent) {
 		if ev.Kind == client.Reconnected {
@@ -167,9 +154,7 @@ func TestDurableAckAfterAReconnectEndsWithTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	_ = last.Close()
-	mu.Unlock()
+	dr.Drop()
 	select {
 	case <-back:
 	case <-time.After(10 * time.Second):

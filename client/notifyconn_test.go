@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"busbar/broker"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 )
 
 // NotifyConn's functions hear the connection go and come back, after
@@ -18,18 +17,8 @@ import (
 func TestNotifyConnFollowsTheConnectionUntilStopped(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{})
 	var mu sync.Mutex
-	var last net.Conn
 	var order []string
-	c := connect(t, e, "watched", func(o *client.Options) {
-		o.MaxReconnects = client.ReconnectForever
-		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
-		o.Dial = func(ctx context.Context) (net.Conn, error) {
-			nc, err := e.Dial(ctx)
-			mu.Lock()
-			last = nc
-			mu.Unlock()
-			return nc, err
-		}
+	c, dr := testclient.ConnectDroppable(t, e, "watched", func(o *client.Options) {
 		o.OnConnEvent = func(ev client.ConnEvent) {
 			mu.Lock()
 			order = append(order, "options "+string(ev.Kind))
@@ -45,12 +34,7 @@ func TestNotifyConnFollowsTheConnectionUntilStopped(t *testing.T) {
 	})
 	stopped := c.NotifyConn(func(client.ConnEvent) { t.Error("a stopped watcher was told") })
 	stopped()
-	drop := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = last.Close()
-	}
-	drop()
+	dr.Drop()
 	for _, want := range []client.ConnEventKind{client.Disconnected, client.Reconnected} {
 		select {
 		case got := <-heard:
@@ -70,7 +54,7 @@ func TestNotifyConnFollowsTheConnectionUntilStopped(t *testing.T) {
 	}
 	mu.Unlock()
 	stop()
-	drop()
+	dr.Drop()
 	testbroker.Eventually(t, 10*time.Second, "the client back again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

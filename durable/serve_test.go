@@ -3,14 +3,11 @@ package durable_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"busbar/broker"
-	"busbar/client"
 	"busbar/durable"
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
@@ -50,38 +47,6 @@ func pairWith(t *testing.T, oa, ob durable.Options) (a, b *durable.Device) {
 		t.Fatal(err)
 	}
 	return a, b
-}
-
-// droppable is a client whose connection the test can cut: the client
-// then reconnects to the same broker.
-type droppable struct {
-	mu sync.Mutex
-	nc net.Conn
-}
-
-func (dr *droppable) drop() {
-	dr.mu.Lock()
-	defer dr.mu.Unlock()
-	_ = dr.nc.Close()
-}
-
-func connectDroppable(t *testing.T, e *testbroker.Env, node string) (*client.Client, *droppable) {
-	t.Helper()
-	dr := &droppable{}
-	c := testclient.Connect(t, e, node, func(o *client.Options) {
-		o.MaxReconnects = client.ReconnectForever
-		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
-		o.Dial = func(ctx context.Context) (net.Conn, error) {
-			nc, err := e.Dial(ctx)
-			if err == nil {
-				dr.mu.Lock()
-				dr.nc = nc
-				dr.mu.Unlock()
-			}
-			return nc, err
-		}
-	})
-	return c, dr
 }
 
 // serve runs d.Serve until the test ends, and returns its result.
@@ -125,7 +90,7 @@ func TestServePushesAtOnceWhenTheConnectionComesBack(t *testing.T) {
 	var now atomic.Int64 // the sender's clock, moved by hand
 	now.Store(time.Now().UnixNano())
 	a, b := pairWith(t, durable.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }}, durable.Options{})
-	ca, dr := connectDroppable(t, e, "device-a")
+	ca, dr := testclient.ConnectDroppable(t, e, "device-a")
 	r := &refusing{LiveRelay: durable.NewClientRelay(ca).(durable.LiveRelay)}
 	r.refuse.Store(true)
 	if _, err := a.Send(testclient.Ctx(t, 5*time.Second), "home", []byte("held back")); err != nil {
@@ -151,7 +116,7 @@ func TestServePushesAtOnceWhenTheConnectionComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve(t, b, durable.NewClientRelay(testclient.Connect(t, e, "device-b")), durable.ServeOptions{})
-	dr.drop()
+	dr.Drop()
 	select {
 	case body := <-got:
 		if body != "held back" {
@@ -256,10 +221,7 @@ func TestANewerReceiverTakesOverAndTheOlderIsTold(t *testing.T) {
 func TestServeReportsRelayVersionUnsupported(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{RelayDir: t.TempDir()})
 	a, _ := pairWith(t, durable.Options{}, durable.Options{})
-	c := testclient.Connect(t, e, "device-a", func(o *client.Options) {
-		o.MaxReconnects = client.ReconnectForever
-		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
-	})
+	c, _ := testclient.ConnectDroppable(t, e, "device-a")
 	states := make(chan durable.State, 16)
 	_, res := serve(t, a, durable.NewClientRelay(c), durable.ServeOptions{OnState: func(s durable.State) { states <- s }})
 	sock, err := transport.ParseEndpoint(e.Endpoint)

@@ -99,3 +99,40 @@ func (b *Inbox) Get(i int) *client.Message {
 	defer b.mu.Unlock()
 	return b.msgs[i]
 }
+
+// Droppable is a client's latest connection, which the test can cut: the
+// client (ConnectDroppable's reconnects for ever) then dials the same
+// broker again.
+type Droppable struct {
+	mu sync.Mutex
+	nc net.Conn
+}
+
+// Drop closes the client's latest connection.
+func (d *Droppable) Drop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.nc.Close()
+}
+
+// ConnectDroppable is Connect with a client that reconnects for ever,
+// quickly (1 to 10 ms between attempts), through a dialer that keeps its
+// latest connection for Drop.
+func ConnectDroppable(t testing.TB, e *testbroker.Env, node string, mods ...func(*client.Options)) (*client.Client, *Droppable) {
+	t.Helper()
+	d := &Droppable{}
+	c := Connect(t, e, node, append([]func(*client.Options){func(o *client.Options) {
+		o.MaxReconnects = client.ReconnectForever
+		o.ReconnectWaitMin, o.ReconnectWaitMax = time.Millisecond, 10*time.Millisecond
+		o.Dial = func(ctx context.Context) (net.Conn, error) {
+			nc, err := e.Dial(ctx)
+			if err == nil {
+				d.mu.Lock()
+				d.nc = nc
+				d.mu.Unlock()
+			}
+			return nc, err
+		}
+	}}, mods...)...)
+	return c, d
+}
