@@ -322,9 +322,10 @@ func (sv *server) receive(ctx context.Context) error {
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return nil
 		case <-t.C:
 		}
-		t.Stop()
 		pause = min(pause*2, ReceiveRetryMax)
 	}
 }
