@@ -182,7 +182,7 @@ func (sv *server) connChanged(up bool) {
 	case sv.up <- struct{}{}:
 	default:
 	}
-	sv.d.changes.wake() // a waiting sender or receiver looks again
+	sv.d.changes.wake() // the sender and the events loop look again
 	sv.state(State{Kind: StateConnected})
 }
 
@@ -203,11 +203,10 @@ func (sv *server) waitUp(ctx context.Context) error {
 		return nil
 	}
 	err := sv.live.WaitUp(ctx)
-	switch {
-	case err == nil, ctx.Err() != nil:
+	if err == nil || ctx.Err() != nil {
 		return nil
-	case VersionUnsupported(err) != nil:
-		rv := VersionUnsupported(err)
+	}
+	if rv := VersionUnsupported(err); rv != nil {
 		sv.state(State{Kind: StateRelayVersionUnsupported, Min: rv.Min, Max: rv.Max, Err: rv})
 		return rv
 	}
