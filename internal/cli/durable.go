@@ -456,8 +456,9 @@ func newVersionJSON(rv *durable.RelayVersionUnsupported) *versionJSON {
 }
 
 // durableStatus prints the device's outbox depth, its held blobs, the
-// manifests it keeps until their signer is known, and the delivery events
-// raised since the last status or listen took them.
+// manifests it keeps until their signer is known, the relay's inbox (or
+// relayVersionUnsupported), and the buffered delivery events, which it
+// reads without removing them.
 func durableStatus(args []string, stdio IO) int {
 	v := newVerb("durable status", "", func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
