@@ -92,10 +92,18 @@ type clientSession struct{ s *client.DurableSession }
 
 func (s clientSession) Next(ctx context.Context) (uint64, []byte, error) {
 	b, err := s.s.Next(ctx)
-	if errors.Is(err, client.ErrDurableTakenOver) {
-		err = ErrTakenOver
-	}
-	return b.Seq, b.Blob, err
+	return b.Seq, b.Blob, sessionError(err)
 }
 
-func (s clientSession) Ack(ctx context.Context, seq uint64) error { return s.s.Ack(ctx, seq) }
+func (s clientSession) Ack(ctx context.Context, seq uint64) error {
+	return sessionError(s.s.Ack(ctx, seq))
+}
+
+// sessionError is a session's error as Serve reads it: a takeover the
+// relay told of, whether Next or an Ack met it first, is ErrTakenOver.
+func sessionError(err error) error {
+	if errors.Is(err, client.ErrDurableTakenOver) {
+		return ErrTakenOver
+	}
+	return err
+}

@@ -177,7 +177,10 @@ func TestANewerReceiverTakesOverAndTheOlderIsTold(t *testing.T) {
 			if _, err := b.OnMessage(func(_ context.Context, m durable.Message) error { first <- string(m.Body); return nil }); err != nil {
 				t.Fatal(err)
 			}
-			_, older := serve(t, b, durable.NewClientRelay(testclient.Connect(t, e, "b-first")), durable.ServeOptions{})
+			acked := make(chan struct{}, 4)
+			_, older := serve(t, b, durable.NewClientRelay(testclient.Connect(t, e, "b-first")), durable.ServeOptions{
+				OnDone: func(durable.Message, error) { acked <- struct{}{} },
+			})
 			ra := durable.NewClientRelay(testclient.Connect(t, e, "device-a"))
 			send := func(body string) {
 				if _, err := a.Send(testclient.Ctx(t, 5*time.Second), "home", []byte(body)); err != nil {
@@ -189,6 +192,14 @@ func TestANewerReceiverTakesOverAndTheOlderIsTold(t *testing.T) {
 			}
 			send("one")
 			expectBodies(t, first, []string{"one"})
+			// Taken over only once "one" is acked: taken over while it is
+			// being handled, it comes again to the newer (the seed's crash
+			// window, which a takeover opens as a crash does).
+			select {
+			case <-acked:
+			case <-time.After(20 * time.Second):
+				t.Fatal("one was never acked")
+			}
 
 			b2, err := durable.Open(b.Dir(), durable.Options{})
 			if err != nil {
