@@ -82,9 +82,9 @@ type ServeOptions struct {
 	// OnState, if set, is told each change of the connection's state
 	// (State), on the goroutine that saw it.
 	OnState func(State)
-	// Poll is how often the sender reads the outbox when nothing was
-	// signalled: a safety net, since changes are signalled. 0 is
-	// DefaultPoll.
+	// Poll is how often the sender reads the outbox, and the events loop
+	// the events, when nothing was signalled: a safety net, since changes
+	// are signalled. 0 is DefaultPoll.
 	Poll time.Duration
 }
 
