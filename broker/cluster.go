@@ -97,6 +97,15 @@ type ClusterOptions struct {
 	// reach only when more than LinkPendingBytes / (LinkWindow + 2 ×
 	// NATS's max_payload) brokers, 21 with the defaults, send at once.
 	LinkPendingBytes int
+	// BusKey is the key material the brokers of this bus share, and
+	// nobody else (docs/cluster.md#bus-key): with it every message between
+	// brokers is authenticated, so access to NATS alone cannot forge one,
+	// and stamped, so none can be replayed. At least BusKeyMinBytes. Nil:
+	// the brokers trust whatever NATS lets through.
+	BusKey []byte
+	// SealPayloads encrypts every message between brokers with BusKey
+	// too, so access to NATS alone reads nothing either. Needs BusKey.
+	SealPayloads bool
 	// TombstoneRetention is how long the broker keeps the tombstone of a
 	// state namespace dropped on the bus, from when it learnt of the drop
 	// (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner): a
@@ -151,6 +160,8 @@ func (o *ClusterOptions) setDefaults(name string) error {
 		return fmt.Errorf("broker: Cluster.LinkWindow %d is below the least window, %d bytes", o.LinkWindow, MinClusterLinkWindow)
 	case o.LinkPendingBytes < linkMinMessage:
 		return fmt.Errorf("broker: Cluster.LinkPendingBytes %d is below %d bytes, the smallest link message", o.LinkPendingBytes, linkMinMessage)
+	case o.SealPayloads && o.BusKey == nil:
+		return errors.New("broker: Cluster.SealPayloads needs a Cluster.BusKey")
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return errors.New("broker: Cluster.TLSCert and Cluster.TLSKey go together")
 	case strings.ContainsAny(o.SubjectPrefix, " \t\r\n*>") || strings.HasPrefix(o.SubjectPrefix, ".") || strings.HasSuffix(o.SubjectPrefix, "."):
@@ -171,6 +182,11 @@ type cluster struct {
 	iid  string // this broker process, so a restart is told from a duplicate name
 	subj subjects
 	subs []*nats.Subscription
+
+	key    *busKey    // nil: no bus key (cluster_buskey.go)
+	pub    publishing // the order of what this broker publishes, with a key
+	room   int        // what an envelope adds to a message at most; 0 without a key
+	keyLog throttle   // of the messages refused by the key
 
 	dirty  chan struct{} // 1 slot: the directory changed since the last snapshot
 	resync chan struct{} // 1 slot: every namespace is owed to the bus (cluster_state.go)
@@ -229,6 +245,14 @@ func joinCluster(b *Broker) error {
 		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
 		peers: map[string]*peer{}, links: map[string]*conn{}, in: map[string]*linkIn{},
 	}
+	if o.BusKey != nil {
+		k, err := newBusKey(o.BusKey, o.SealPayloads)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCluster, err)
+		}
+		cl.key = k
+		cl.room = BusKeyRoom(o.SubjectPrefix)
+	}
 	opts := []nats.Option{
 		nats.Name("busbar broker " + b.opts.Name),
 		nats.Timeout(o.ConnectTimeout),
@@ -265,7 +289,7 @@ func joinCluster(b *Broker) error {
 	b.cl = cl                         // before any handler runs: they route through b
 	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
 	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.credit: cl.onCredit, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
-		s, err := nc.Subscribe(subj+"*", h)
+		s, err := nc.Subscribe(subj+"*", cl.guarded(h))
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("%w: subscribe %s: %v", ErrCluster, subj, err)
@@ -279,7 +303,7 @@ func joinCluster(b *Broker) error {
 		nc.Close()
 		return fmt.Errorf("%w: %v", ErrCluster, err)
 	}
-	b.log.Info("bus: joined", "nats", nc.ConnectedUrlRedacted(), "prefix", o.SubjectPrefix, "instance", cl.iid)
+	b.log.Info("bus: joined", "nats", nc.ConnectedUrlRedacted(), "prefix", o.SubjectPrefix, "instance", cl.iid, "bus_key", cl.keyMode())
 	cl.done.Add(1)
 	go cl.publisher()
 	return nil
@@ -345,7 +369,7 @@ func (cl *cluster) leave() {
 	close(cl.stop)
 	cl.done.Wait()
 	if body, err := wire.JSON(byeMsg{Broker: cl.b.opts.Name, IID: cl.iid}); err == nil {
-		_ = cl.nc.Publish(cl.subj.bye+cl.b.opts.Name, body)
+		_ = cl.publish(cl.subj.bye+cl.b.opts.Name, nil, body)
 	}
 	cl.closeLinks()
 	if cl.nc.IsConnected() { // cut off, nobody would hear it: do not wait
@@ -356,6 +380,21 @@ func (cl *cluster) leave() {
 	}
 	cl.nc.Close()
 }
+
+// keyMode says how this broker's messages cross NATS, for the log.
+func (cl *cluster) keyMode() string {
+	switch {
+	case cl.key == nil:
+		return "none"
+	case cl.opts.SealPayloads:
+		return "sealed"
+	}
+	return "authenticated"
+}
+
+// maxPayload is the most a message of this broker's may carry through
+// NATS before its envelope.
+func (cl *cluster) maxPayload() int { return int(cl.nc.MaxPayload()) - cl.room }
 
 // isPeer reports whether name is another broker's name on the bus: no
 // node may take it (a broker's name is its own endpoint).

@@ -48,14 +48,16 @@ func BenchmarkRequestOneBroker(b *testing.B) {
 }
 
 // twoBrokers is a bus of two brokers, b1 and b2, each on its own server
-// of a three-server NATS cluster.
-func twoBrokers(b *testing.B) []*testbroker.Env {
+// of a three-server NATS cluster; with key, sharing that bus key, sealing
+// if seal.
+func twoBrokers(b *testing.B, key []byte, seal bool) []*testbroker.Env {
 	nc := testnats.Start(b, 3)
 	var envs []*testbroker.Env
 	for i, name := range []string{"b1", "b2"} {
 		opts := testOpts()
 		opts.Name = name
 		opts.Cluster.URLs = []string{nc.URL(i)}
+		opts.Cluster.BusKey, opts.Cluster.SealPayloads = key, seal
 		envs = append(envs, testbroker.Start(b, "tcp", opts))
 	}
 	return envs
@@ -63,8 +65,14 @@ func twoBrokers(b *testing.B) []*testbroker.Env {
 
 // BenchmarkRequestAcrossBrokers is the round trip from a node on one
 // broker to a node on another, each broker on its own NATS server.
-func BenchmarkRequestAcrossBrokers(b *testing.B) {
-	envs := twoBrokers(b)
+func BenchmarkRequestAcrossBrokers(b *testing.B) { requestAcrossBrokers(b, nil, false) }
+
+// BenchmarkRequestAcrossBrokersSealed is that round trip on a bus whose
+// messages are sealed with a bus key (docs/cluster.md#bus-key).
+func BenchmarkRequestAcrossBrokersSealed(b *testing.B) { requestAcrossBrokers(b, busKeyA, true) }
+
+func requestAcrossBrokers(b *testing.B, key []byte, seal bool) {
+	envs := twoBrokers(b, key, seal)
 	alpha, beta := connect(b, envs[0], "alpha"), connect(b, envs[1], "beta")
 	handleEcho(b, beta)
 	testbroker.Eventually(b, busSettle, "b1 to know beta", func() bool { return where(envs[0])["beta"] == "b2" })
@@ -156,8 +164,16 @@ func BenchmarkStreamOneBroker(b *testing.B) {
 
 // BenchmarkStreamAcrossBrokers is stream throughput from a node on one
 // broker to a node on another.
-func BenchmarkStreamAcrossBrokers(b *testing.B) {
-	envs := twoBrokers(b)
+func BenchmarkStreamAcrossBrokers(b *testing.B) { streamAcrossBrokers(b, nil, false) }
+
+// BenchmarkStreamAcrossBrokersAuthenticated is that flow on a bus with a
+// bus key, and BenchmarkStreamAcrossBrokersSealed with its messages
+// sealed too (docs/cluster.md#bus-key).
+func BenchmarkStreamAcrossBrokersAuthenticated(b *testing.B) { streamAcrossBrokers(b, busKeyA, false) }
+func BenchmarkStreamAcrossBrokersSealed(b *testing.B)        { streamAcrossBrokers(b, busKeyA, true) }
+
+func streamAcrossBrokers(b *testing.B, key []byte, seal bool) {
+	envs := twoBrokers(b, key, seal)
 	alpha, beta := connect(b, envs[0], "alpha"), connect(b, envs[1], "beta", bigDispatch)
 	benchStream(b, alpha, beta, func() {
 		testbroker.Eventually(b, busSettle, "b1 to know beta's subscription", func() bool {

@@ -40,7 +40,7 @@ func (cl *cluster) claim(c *conn) {
 	}
 	body, err := wire.JSON(claimMsg{Node: c.node, Broker: cl.b.opts.Name, IID: cl.iid, Since: c.since.UnixNano()})
 	if err == nil {
-		err = cl.nc.Publish(cl.subj.claim+cl.b.opts.Name, body)
+		err = cl.publish(cl.subj.claim+cl.b.opts.Name, nil, body)
 	}
 	if err != nil {
 		cl.b.log.Warn("bus: claim not published", "node", c.node, "err", err)

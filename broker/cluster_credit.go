@@ -178,7 +178,7 @@ func (cl *cluster) taken(from string, in *linkIn, off, seq uint64, n, size int, 
 	var b [creditLen]byte
 	binary.BigEndian.PutUint64(b[:], in.epoch)
 	binary.BigEndian.PutUint64(b[8:], limit)
-	if cl.nc.Publish(cl.creditSubject(from, cl.b.opts.Name), b[:]) == nil {
+	if cl.publish(cl.creditSubject(from, cl.b.opts.Name), nil, b[:]) == nil {
 		in.granted, in.at = limit, now
 	}
 }
@@ -255,7 +255,7 @@ func (l *linkConn) publish(frames []byte, n int) error {
 	}
 	l.msg = binary.BigEndian.AppendUint64(l.msg, seq)
 	l.msg = append(l.msg, frames...)
-	if err := l.cl.nc.Publish(l.subject, l.msg); err != nil {
+	if err := l.cl.publish(l.subject, nil, l.msg); err != nil {
 		return err
 	}
 	if n > 0 { // a probe takes no room: it only asks

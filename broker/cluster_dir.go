@@ -87,7 +87,7 @@ func (b *Broker) share() ([]shareNode, []wire.ServiceInfo) {
 // envelope.
 func (cl *cluster) publishShare() {
 	nodes, services := cl.b.share()
-	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
+	budget := cl.maxPayload() - clusterPageSlack
 	type page struct{ nodes, services [][]byte }
 	var pages []*page
 	cur, size := &page{}, 0
@@ -123,7 +123,7 @@ func (cl *cluster) publishShare() {
 		body = append(body, `],"services":[`...)
 		body = appendJoined(body, p.services)
 		body = append(body, "]}"...)
-		if err := cl.nc.Publish(subject, body); err != nil {
+		if err := cl.publish(subject, nil, body); err != nil {
 			cl.b.log.Debug("bus: directory not published", "err", err)
 			return
 		}
@@ -144,6 +144,14 @@ func appendJoined(dst []byte, items [][]byte) []byte {
 func (cl *cluster) onShare(m *nats.Msg) {
 	var p sharePage
 	if err := json.Unmarshal(m.Data, &p); err != nil || p.Parts < 1 || p.Part < 0 || p.Part >= p.Parts || p.Broker != sender(m) {
+		if err != nil && cl.key == nil && len(m.Data) >= envFixed && (m.Data[0] == envMAC || m.Data[0] == envSealed) {
+			// Without a key this broker takes none of a keyed bus's messages.
+			cl.b.stats.drop(DropBusKey)
+			if skipped, ok := cl.keyLog.allow(time.Now()); ok {
+				cl.b.log.Warn("bus: a broker of this bus uses a bus key and this one has none (--nats-bus-key); its messages are refused", "broker", clip(sender(m)), "more_since_last_logged", skipped)
+			}
+			return
+		}
 		cl.b.log.Warn("bus: malformed directory page ignored", "subject", m.Subject, "err", err)
 		return
 	}

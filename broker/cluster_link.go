@@ -234,7 +234,7 @@ func (l *linkConn) Write(p []byte) (int, error) {
 		l.pending = append(l.pending, p...)
 		buf = l.pending
 	}
-	limit := int(nc.MaxPayload()) - linkHeaderLen
+	limit := l.cl.maxPayload() - linkHeaderLen
 	msg, end, n := 0, 0, 0 // buf[msg:end] is the message being gathered, of n frames
 	send := func() error {
 		if err := l.awaitCredit(); err != nil {
@@ -310,5 +310,5 @@ func (a linkAddr) String() string  { return "nats:" + string(a) }
 // refuses a message over its max_payload, and a link message carries its
 // header too.
 func (cl *cluster) frameFits(f *sendq.Frame) bool {
-	return len(f.B)+linkHeaderLen <= int(cl.nc.MaxPayload()) // its length prefix crosses too
+	return len(f.B)+linkHeaderLen <= cl.maxPayload() // its length prefix crosses too
 }

@@ -151,7 +151,7 @@ func (cl *cluster) forward(home string, msg *nats.Msg, then func(wire.Result, st
 		msg.Header.Set(rhID, strconv.FormatUint(id, 10))
 	}
 	msg.Subject = cl.opts.SubjectPrefix + ".relay." + home + "." + cl.b.opts.Name
-	if err := cl.nc.PublishMsg(msg); err != nil {
+	if err := cl.publish(msg.Subject, msg.Header, msg.Data); err != nil {
 		if then != nil {
 			fw.mu.Lock()
 			delete(fw.calls, id)
@@ -188,7 +188,7 @@ func (b *Broker) forwardPush(c *conn, s *subject, device string, blob []byte, pi
 	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
-	if limit := int(b.cl.nc.MaxPayload()) - ClusterRelayHeaderRoom; len(blob) > limit {
+	if limit := b.cl.maxPayload() - ClusterRelayHeaderRoom; len(blob) > limit {
 		return refuse(wire.ResultTooLarge, "the blob is "+strconv.Itoa(len(blob))+" bytes, over the "+strconv.Itoa(limit)+" a push may have between brokers (NATS's max_payload)")
 	}
 	conn, n := c.durable.forwarded(b.cl)
@@ -373,7 +373,7 @@ func (cl *cluster) onRelayed(m *nats.Msg) {
 func (cl *cluster) tellTakenOver(d *delivery) {
 	msg := relayMsg(ropTaken, nil, rhSid, d.sid)
 	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + d.peer + "." + cl.b.opts.Name
-	if err := cl.nc.PublishMsg(msg); err != nil {
+	if err := cl.publish(msg.Subject, msg.Header, msg.Data); err != nil {
 		cl.b.log.Debug("relay: could not tell a broker its session was taken over", "broker", d.peer, "device", d.device, "err", err)
 	}
 }
@@ -502,7 +502,7 @@ func (cl *cluster) answerRelay(to, id string, r *refusal, body []byte) {
 		msg.Header.Set(rhText, r.text)
 	}
 	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + to + "." + cl.b.opts.Name
-	_ = cl.nc.PublishMsg(msg) // lost: the broker that asked answers UNAVAILABLE in RelayTimeout
+	_ = cl.publish(msg.Subject, msg.Header, msg.Data) // lost: the broker that asked answers UNAVAILABLE in RelayTimeout
 }
 
 // homePush stores a push another broker forwarded; it answers once the
@@ -612,5 +612,5 @@ func (b *Broker) homeAck(from string, m *nats.Msg) *refusal {
 func (cl *cluster) sendDelivery(d *delivery, blob relay.Blob) error {
 	msg := relayMsg(ropDeliver, blob.Data, rhSid, d.sid, rhSeq, strconv.FormatUint(uint64(blob.Seq), 10))
 	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + d.peer + "." + cl.b.opts.Name
-	return cl.nc.PublishMsg(msg)
+	return cl.publish(msg.Subject, msg.Header, msg.Data)
 }

@@ -35,6 +35,7 @@ type relayBus struct {
 	relays  []string
 	brokers []*testbroker.Env
 	relay   relay.Options // every broker's store options
+	key     []byte        // every broker's bus key (sealed), or nil
 }
 
 func startRelayBus(t testing.TB, relays ...string) *relayBus {
@@ -62,7 +63,8 @@ func (u *relayBus) start(t testing.TB, i int) *testbroker.Env {
 	// A longer lease than the fault tests': these tests stop brokers only
 	// cleanly (a goodbye), and a lease run out under load would fail the
 	// pushes in flight (UNAVAILABLE), as it should, but not as the test means.
-	opts.Cluster = broker.ClusterOptions{URLs: []string{u.nats.URL(i)}, Heartbeat: busHeartbeat, Lease: relayBusLease, Relays: u.relays}
+	opts.Cluster = broker.ClusterOptions{URLs: []string{u.nats.URL(i)}, Heartbeat: busHeartbeat, Lease: relayBusLease, Relays: u.relays,
+		BusKey: u.key, SealPayloads: u.key != nil}
 	return testbroker.Start(t, "tcp", opts)
 }
 
@@ -387,17 +389,25 @@ func TestBusDurableForwardedPipelineRefusesAGap(t *testing.T) {
 }
 
 // TestBusDurablePushOverTheNATSPayloadIsTooLarge: a push forwarded to its
-// home may be NATS's max_payload less ClusterRelayHeaderRoom; one byte
-// more is refused TOO_LARGE (permanent) by the forwarding broker.
+// home may be NATS's max_payload less ClusterRelayHeaderRoom (and less
+// the bus key's room, with one); one byte more is refused TOO_LARGE
+// (permanent) by the forwarding broker.
 func TestBusDurablePushOverTheNATSPayloadIsTooLarge(t *testing.T) {
+	t.Run("no key", func(t *testing.T) { durablePushOverTheNATSPayload(t, nil, 0) })
+	t.Run("sealed bus key", func(t *testing.T) {
+		durablePushOverTheNATSPayload(t, busKeyA, broker.BusKeyRoom(broker.DefaultClusterSubjectPrefix))
+	})
+}
+
+func durablePushOverTheNATSPayload(t *testing.T, key []byte, room int) {
 	const maxPayload = 16 << 10
 	nc := testnats.Start(t, 3, func(o *server.Options) { o.MaxPayload = maxPayload })
-	u := &relayBus{nats: nc, dir: t.TempDir(), relays: []string{"b2"}}
+	u := &relayBus{nats: nc, dir: t.TempDir(), relays: []string{"b2"}, key: key}
 	u.brokers = []*testbroker.Env{u.start(t, 0), u.start(t, 1)}
 	awaitPeers(t, u.brokers)
 	sender := connect(t, u.brokers[0], "sender")
 	author, dev := identity(t), identity(t)
-	limit := maxPayload - broker.ClusterRelayHeaderRoom
+	limit := maxPayload - broker.ClusterRelayHeaderRoom - room
 	overhead := len(sealedTo(t, author, dev, ""))
 	ctx := ctxT(t, 20*time.Second)
 	at := sealedTo(t, author, dev, strings.Repeat("x", limit-overhead))

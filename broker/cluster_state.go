@@ -113,7 +113,7 @@ func (cl *cluster) publishDigest(now time.Time) {
 	} else if n > 0 {
 		cl.b.log.Info("bus: state tombstones past their retention forgotten", "count", n, "retention", cl.opts.TombstoneRetention)
 	}
-	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
+	budget := cl.maxPayload() - clusterPageSlack
 	reps, tombs := cl.b.state.replicas()
 	m := stateMsg{Broker: cl.b.opts.Name, Whole: true, Digest: []nsDigest{}}
 	size := 0
@@ -223,7 +223,7 @@ func (cl *cluster) replicateOwner(ns, owner string, m nsMeta) {
 func (cl *cluster) publishState(m stateMsg) {
 	body, err := wire.JSON(m)
 	if err == nil {
-		err = cl.nc.Publish(cl.subj.state+cl.b.opts.Name, body)
+		err = cl.publish(cl.subj.state+cl.b.opts.Name, nil, body)
 	}
 	if err != nil {
 		cl.b.log.Warn("bus: state not published; the others get it at the next sync", "ns", m.NS, "err", err)
@@ -250,7 +250,7 @@ func (cl *cluster) publishAllState() {
 // publishNamespace sends one namespace whole, in pages that fit the NATS
 // payload limit.
 func (cl *cluster) publishNamespace(r replica) {
-	budget := int(cl.nc.MaxPayload()) - clusterPageSlack
+	budget := cl.maxPayload() - clusterPageSlack
 	m := stateMsg{Broker: cl.b.opts.Name, NS: r.snap.NS, Owner: r.snap.Owner, Epoch: r.meta.Epoch, OwnerAt: r.meta.OwnerAt, Dropped: r.dropped}
 	size := 0
 	for _, e := range r.snap.Entries {

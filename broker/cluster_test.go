@@ -353,11 +353,14 @@ func TestBusBrokerCannotSendInAnotherBrokersName(t *testing.T) {
 
 // smallNATS is a bus of two brokers on a NATS cluster whose max_payload
 // is small, for the limits that follow from it.
-func smallNATS(t *testing.T, maxPayload int32) *bus {
+func smallNATS(t *testing.T, maxPayload int32) *bus { return smallNATSWith(t, maxPayload, testOpts()) }
+
+// smallNATSWith is smallNATS with opts for both brokers.
+func smallNATSWith(t *testing.T, maxPayload int32, opts broker.Options) *bus {
 	nc := testnats.Start(t, 3, func(o *server.Options) { o.MaxPayload = maxPayload })
 	u := &bus{nats: nc}
 	for i := range 2 {
-		u.brokers = append(u.brokers, u.startBroker(t, i, nc.URL(i)))
+		u.brokers = append(u.brokers, u.startBrokerWith(t, opts, i, nc.URL(i)))
 	}
 	return u
 }
@@ -386,12 +389,22 @@ func TestBusSharesTakeAsManyPagesAsNATSNeeds(t *testing.T) {
 }
 
 // TestBusMessageOverTheNATSPayloadIsRejected: a request whose frame fits
-// NATS's max_payload crosses; one byte more is REJECTED by the sender's
-// broker, and a reply over it fails the call (HANDLER_FAILED) without
-// breaking the link: the next request passes.
+// NATS's max_payload (less the bus key's room, with one) crosses; one byte
+// more is REJECTED by the sender's broker, and a reply over it fails the
+// call (HANDLER_FAILED) without breaking the link: the next request
+// passes.
 func TestBusMessageOverTheNATSPayloadIsRejected(t *testing.T) {
+	t.Run("no key", func(t *testing.T) { messageOverTheNATSPayload(t, testOpts(), 0) })
+	t.Run("sealed bus key", func(t *testing.T) {
+		opts := testOpts()
+		opts.Cluster.BusKey, opts.Cluster.SealPayloads = busKeyA, true
+		messageOverTheNATSPayload(t, opts, broker.BusKeyRoom(broker.DefaultClusterSubjectPrefix))
+	})
+}
+
+func messageOverTheNATSPayload(t *testing.T, opts broker.Options, room int) {
 	const maxPayload = 8 << 10
-	u := smallNATS(t, maxPayload)
+	u := smallNATSWith(t, maxPayload, opts)
 	alpha := connect(t, u.brokers[0], "alpha")
 	beta := connect(t, u.brokers[1], "beta")
 	ctx := ctxT(t, 30*time.Second)
@@ -428,8 +441,8 @@ func TestBusMessageOverTheNATSPayloadIsRejected(t *testing.T) {
 		}
 	}
 	// lo is the largest payload that crosses: its frame's headers take the
-	// rest of the limit, a few hundred bytes.
-	if lo < maxPayload-512 {
+	// rest of the limit, a few hundred bytes, and the envelope its room.
+	if lo < maxPayload-512-room {
 		t.Fatalf("the largest payload that crosses is %d bytes, far below the limit of %d", lo, maxPayload)
 	}
 	t.Logf("the largest payload across brokers: %d of max_payload %d", lo, maxPayload)

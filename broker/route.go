@@ -443,7 +443,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	}
 	defer fw.release()
 	if dest.peer && !b.cl.frameFits(fw.frame()) {
-		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.nc.MaxPayload())
+		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.maxPayload())
 	}
 	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp()}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])

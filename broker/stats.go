@@ -40,6 +40,11 @@ const (
 	// consumer, or a reconnection lost them), counted when a later
 	// message on the same link shows the gap (docs/cluster.md#flow-control).
 	DropLinkLost
+	// DropBusKey: a NATS message on the bus's subjects that fails the bus
+	// key: not in an envelope, not authenticated by the key, moved to
+	// another subject, or stamped outside BusKeyWindow or replayed
+	// (docs/cluster.md#bus-key).
+	DropBusKey
 	numDropReasons
 )
 
@@ -52,6 +57,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropAnswerUndeliverable: "answer_undeliverable",
 	DropPeerRefused:         "peer_refused",
 	DropLinkLost:            "link_lost",
+	DropBusKey:              "bus_key",
 }
 
 // String is the reason's name, fit for a metric label.

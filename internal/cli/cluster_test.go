@@ -7,7 +7,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +21,16 @@ import (
 
 // startTwoBrokers starts a three-server NATS cluster in this process and
 // two `busbar serve --nats` processes on it: b1 through the first server,
-// b2 through the other two; short heartbeats and leases.
+// b2 through the other two; short heartbeats and leases, and one bus key
+// file, sealing.
 func startTwoBrokers(t *testing.T) (b1, b2 *server) {
 	t.Helper()
 	nats := testnats.Start(t, 3)
-	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "500ms"}
+	key := filepath.Join(t.TempDir(), "bus.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "500ms", "--nats-bus-key", key, "--nats-bus-seal"}
 	b1 = startServe(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--name", "b1", "--nats", nats.URL(0)}, bus...)...)
 	b2 = startServe(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--name", "b2", "--nats", nats.URL(1) + "," + nats.URL(2)}, bus...)...)
 	return b1, b2
@@ -92,6 +99,41 @@ func TestServeNATSUnreachableFails(t *testing.T) {
 	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--tcp", "off", "--name", "b1", "--nats", "nats://127.0.0.1:1")
 	if code != exitFail || !strings.Contains(errOut, "cannot join the bus") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// A bus key file is checked before NATS is dialled: one others may read,
+// or one too short, refuses to start, as --nats-bus-seal without a key.
+func TestServeNATSBusKeyIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	open, short := filepath.Join(dir, "open.key"), filepath.Join(dir, "short.key")
+	if err := os.WriteFile(open, []byte(strings.Repeat("k", 32)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte(strings.Repeat("k", 31)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nats-bus-key", short}, "fewer than 32"},
+		{[]string{"--nats-bus-key", filepath.Join(dir, "missing.key")}, "no such file"},
+		{[]string{"--nats-bus-seal"}, "--nats-bus-seal needs --nats-bus-key"},
+	} {
+		args := append([]string{"serve", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1"}, tc.args...)
+		if code, _, errOut := runEnv(t, nil, "", args...); code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errOut)
+		}
+	}
+	if runtime.GOOS != "windows" {
+		code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1", "--nats-bus-key", open)
+		if code != exitUsage || !strings.Contains(errOut, "other users could read it") {
+			t.Errorf("a key file of mode 0644: exit %d: %s", code, errOut)
+		}
 	}
 }
 

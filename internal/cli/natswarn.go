@@ -7,11 +7,12 @@ import (
 )
 
 // natsExposure says, loudly, what a bus on NATS beyond loopback exposes
-// when serve brings no NATS credentials or no TLS: anyone who can reach
-// NATS then reads every payload and forges traffic, replicated state and
-// directory entries (docs/cluster.md#trust). "" when every server is on
-// loopback, or both are given.
-func natsExposure(urls []string, creds, tlsCA string) string {
+// (docs/cluster.md#trust): without a bus key, whoever NATS lets publish on
+// the bus's subjects forges messages, replicated state and directory
+// entries; without NATS credentials or TLS, that is anyone who can reach
+// NATS, who also reads every message unless the bus key seals them. ""
+// when every server is on loopback, or nothing is exposed.
+func natsExposure(urls []string, creds, tlsCA string, busKey, sealed bool) string {
 	var open []string
 	for _, u := range urls {
 		host, user := natsHost(strings.TrimSpace(u))
@@ -29,12 +30,27 @@ func natsExposure(urls []string, creds, tlsCA string) string {
 	if tlsCA == "" {
 		missing = append(missing, "TLS (--nats-tls-ca)")
 	}
-	if len(open) == 0 || len(missing) == 0 {
+	strangers := len(missing) > 0
+	if !busKey {
+		missing = append(missing, "bus key (--nats-bus-key)")
+	}
+	var can []string
+	if strangers && !sealed {
+		can = append(can, "read every message of the bus")
+	}
+	if !busKey {
+		can = append(can, "forge messages, replicated state and directory entries")
+	}
+	if len(open) == 0 || len(can) == 0 {
 		return ""
 	}
+	who := "any NATS user allowed the bus's subjects"
+	if strangers {
+		who = "anyone who can reach NATS"
+	}
 	return "NATS at " + strings.Join(open, ", ") + " is not on loopback and this broker uses no " + strings.Join(missing, " and no ") +
-		": anyone who can reach NATS can read every message of the bus and forge messages, replicated state and directory entries. " +
-		"Give each broker a NATS user limited to its own subjects, and TLS (docs/cluster.md#trust)"
+		": " + who + " can " + strings.Join(can, " and ") + ". " +
+		"Give each broker a NATS user limited to its own subjects, TLS, and a bus key only the brokers have (docs/cluster.md#trust)"
 }
 
 // natsHost is the host of a NATS URL ("nats://host:port", or

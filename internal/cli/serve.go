@@ -56,6 +56,8 @@ func runServe(args []string, stdio IO) int {
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
 	fs.IntVar(&bus.LinkWindow, "nats-link-window", broker.DefaultClusterLinkWindow, "bytes each other broker may send this one ahead of what it took in (flow control; docs/cluster.md#flow-control)")
 	fs.IntVar(&bus.LinkPendingBytes, "nats-link-pending", broker.DefaultClusterLinkPendingBytes, "bytes of the other brokers' traffic the NATS client keeps for this broker; past it NATS drops (counted: link_lost)")
+	busKeyFile := fs.String("nats-bus-key", "", "file of the key the brokers of this bus share, and nobody else (32 bytes or more, owner-only): every message between brokers is authenticated and stamped, so NATS access alone forges nothing (docs/cluster.md#bus-key)")
+	fs.BoolVar(&bus.SealPayloads, "nats-bus-seal", false, "encrypt every message between brokers with --nats-bus-key too, so NATS access alone reads nothing")
 	natsRelays := fs.String("nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
 	var limits broker.Options
 	fs.IntVar(&limits.MaxPayload, "max-payload", broker.DefaultMaxPayload, "bytes of body in one message; past it the message is refused")
@@ -87,9 +89,21 @@ func runServe(args []string, stdio IO) int {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: --nats needs --name: every broker on a bus has a name of its own")
 			return exitUsage
 		}
-		if w := natsExposure(bus.URLs, bus.CredsFile, bus.TLSCA); w != "" {
+		if *busKeyFile != "" {
+			key, err := broker.ReadBusKey(*busKeyFile)
+			if err != nil {
+				fmt.Fprintln(stdio.Stderr, "busbar serve: --nats-bus-key:", err)
+				return exitUsage
+			}
+			bus.BusKey = key
+		}
+		if w := natsExposure(bus.URLs, bus.CredsFile, bus.TLSCA, bus.BusKey != nil, bus.SealPayloads); w != "" {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: WARNING:", w)
 		}
+	}
+	if bus.SealPayloads && bus.BusKey == nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve: --nats-bus-seal needs --nats-bus-key")
+		return exitUsage
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
