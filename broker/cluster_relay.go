@@ -511,7 +511,13 @@ func (b *Broker) homePush(from string, m *nats.Msg) *refusal {
 	if b.relay.store == nil {
 		return refuse(wire.ResultUnavailable, "broker "+b.opts.Name+" keeps no inboxes (it has no relay directory)")
 	}
+	// The forwarding broker checked it; the home keeps the inbox, so it
+	// checks again rather than take another broker's (or a NATS
+	// client's, without a bus key) word for it.
 	id, err := seal.PeekRecipient(m.Data)
+	if err == nil {
+		err = seal.CheckHeader(m.Data)
+	}
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
 	}

@@ -462,3 +462,55 @@ func BenchmarkDurablePushOnItsHome(b *testing.B) { benchDurablePush(b, 1) }
 // BenchmarkDurablePushThroughAnotherBroker: the sender's broker forwards
 // every push to the home.
 func BenchmarkDurablePushThroughAnotherBroker(b *testing.B) { benchDurablePush(b, 0) }
+
+// TestBusDurableHomeChecksForwardedBlobs: the home of an inbox checks a
+// forwarded push's sealed header itself (sizes, versions, recipients no
+// sealing produces), whoever forwarded it: pushes sent on the bus by a
+// NATS client in b1's name, of a blob cut below the least sealed size and
+// of one of version 0, are answered MALFORMED and nothing is stored.
+func TestBusDurableHomeChecksForwardedBlobs(t *testing.T) {
+	u := startRelayBus(t, "b2")
+	home := u.brokers[1]
+	nc, err := nats.Connect(u.nats.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	answers := make(chan *nats.Msg, 4)
+	if _, err := nc.ChanSubscribe("busbar.relayed.b1.b2", answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	author, dev := identity(t), identity(t)
+	for i, blob := range [][]byte{
+		sealedTo(t, author, dev, "")[:seal.MinSealedSize-1],
+		func() []byte { // version 0
+			b := sealedTo(t, author, dev, "x")
+			b[4], b[5] = 0, 0
+			return b
+		}(),
+	} {
+		id := fmt.Sprint(i + 1)
+		msg := &nats.Msg{Subject: "busbar.relay.b2.b1", Data: blob, Header: nats.Header{}}
+		for k, v := range map[string]string{"op": "push", "id": id, "device": dev.Public().ID().String(), "conn": "c1", "n": id} {
+			msg.Header.Set(k, v)
+		}
+		if err := nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-answers:
+			if a.Header.Get("id") != id || a.Header.Get("rc") != string(wire.ResultMalformed) {
+				t.Fatalf("push %s answered %v %q", id, a.Header, a.Data)
+			}
+			t.Logf("push %s: %s %s", id, a.Header.Get("rc"), a.Header.Get("text"))
+		case <-time.After(busSettle):
+			t.Fatalf("push %s not answered", id)
+		}
+	}
+	if st, _ := home.Broker.RelayStats(); st.Blobs != 0 || st.Pushes != 0 {
+		t.Fatalf("the home stored %d blobs", st.Blobs)
+	}
+}
