@@ -21,14 +21,15 @@ var ErrClosed = errors.New("broker: closed")
 // Broker routes messages between connected nodes. Create it with New, feed
 // it connections with Serve or ServeConn, stop it with Shutdown.
 type Broker struct {
-	opts  Options
-	log   *slog.Logger
-	dir   directory
-	reg   registry
-	state stateService
-	pend  pendingTable
-	hs    handshakes
-	relay relayRole
+	opts   Options
+	log    *slog.Logger
+	dir    directory
+	reg    registry
+	state  stateService
+	pend   pendingTable
+	groups groups // service groups' turns and loads (groups.go)
+	hs     handshakes
+	relay  relayRole
 	// relayQuotas are the per-principal byte quotas of pushes (relayquota.go).
 	relayQuotas relayQuotas
 	cl          *cluster // nil unless Options.Cluster names NATS servers (cluster.go)

@@ -201,7 +201,7 @@ type cluster struct {
 	// nodes by name (for a name on two brokers, the newer claim), their
 	// services' nodes by service, and their brokers by subscribed channel.
 	nodes   map[string]shareNode
-	svcs    map[string][]string
+	svcs    map[string][]member // by service
 	subbers *subIndex[string]
 
 	view    hotpath.View       // owned by onLink, the links' one reader

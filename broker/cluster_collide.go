@@ -58,7 +58,7 @@ func (r *registry) notifyRemoteLocked(ev *wire.ServiceEvent) {
 		r.reconcileLocked(s.Service, nil)
 		return
 	}
-	s.Collision = len(r.byName[s.Service])+len(r.remoteOf(s.Service)) > 1
+	s.Collision = wire.Collide(r.allLocked(s.Service))
 	r.notifyLocked(wire.ServiceUp, s)
 	r.reconcileLocked(s.Service, s)
 }
@@ -67,15 +67,8 @@ func (r *registry) notifyRemoteLocked(ev *wire.ServiceEvent) {
 // watchers were told of name's collisions to what is live on the bus;
 // last, the instance that changed, goes last.
 func (r *registry) reconcileLocked(name string, last *wire.ServiceInfo) {
-	var all []*wire.ServiceInfo
-	for _, in := range r.byName[name] {
-		all = append(all, &in.info)
-	}
-	remote := r.remoteOf(name)
-	for i := range remote {
-		all = append(all, &remote[i])
-	}
-	want := len(all) > 1
+	all := r.allLocked(name)
+	want := wire.Collide(all)
 	var trailing *wire.ServiceInfo
 	for _, s := range all {
 		if last != nil && instanceKey(s) == instanceKey(last) {

@@ -264,7 +264,7 @@ func (cl *cluster) expire(now time.Time) {
 // indexLocked rebuilds the lookups routing uses from the peers' shares.
 func (cl *cluster) indexLocked() {
 	cl.nodes = map[string]shareNode{}
-	cl.svcs = map[string][]string{}
+	cl.svcs = map[string][]member{}
 	cl.subbers = newSubIndex[string]()
 	for _, pr := range cl.peers {
 		for name, n := range pr.nodes {
@@ -286,10 +286,13 @@ func (cl *cluster) indexLocked() {
 	for _, pr := range cl.peers {
 		for _, s := range pr.services {
 			if n, ok := cl.nodes[s.Provenance.Node]; ok && n.Broker == s.Provenance.Broker {
-				cl.svcs[s.Service] = append(cl.svcs[s.Service], s.Provenance.Node)
+				cl.svcs[s.Service] = append(cl.svcs[s.Service], member{node: s.Provenance.Node, broker: n.Broker, group: s.Group})
 			}
 		}
 	}
+	cl.b.groups.forget(func(broker, service string) bool {
+		return slices.ContainsFunc(cl.svcs[service], func(m member) bool { return m.broker == broker })
+	})
 }
 
 // remoteNodes returns the other brokers' nodes: for a name claimed on two
@@ -314,10 +317,15 @@ func (cl *cluster) remoteNode(name string) (shareNode, bool) {
 	return n, ok
 }
 
-// serviceNodes returns the nodes on other brokers that announce service.
-// Safe on nil.
-func (cl *cluster) serviceNodes(service string) []string {
-	return cl.indexed(func() []string { return cl.svcs[service] })
+// serviceMembers returns the instances on other brokers of service; the
+// caller must not modify it. Safe on nil.
+func (cl *cluster) serviceMembers(service string) []member {
+	if cl == nil {
+		return nil
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	return cl.svcs[service]
 }
 
 // subscribedBrokers returns the other brokers with a subscriber of
@@ -378,7 +386,8 @@ func (b *Broker) services(name string) []wire.ServiceInfo {
 
 // withRemote adds to local the remote instances of name (all when "")
 // but those of the nodes in skip, and sorts them. An instance is a
-// collision when its name has another live instance anywhere on the bus.
+// collision when its name has another live instance anywhere on the bus,
+// unless all declare one group (wire.Collide).
 func withRemote(local, remote []wire.ServiceInfo, name string, skip map[string]bool) []wire.ServiceInfo {
 	out := local
 	for _, s := range remote {
@@ -386,12 +395,15 @@ func withRemote(local, remote []wire.ServiceInfo, name string, skip map[string]b
 			out = append(out, s)
 		}
 	}
-	count := map[string]int{}
-	for _, s := range out {
-		count[s.Service]++
-	}
+	byName := map[string][]*wire.ServiceInfo{}
 	for i := range out {
-		out[i].Collision = count[out[i].Service] > 1
+		byName[out[i].Service] = append(byName[out[i].Service], &out[i])
+	}
+	for _, list := range byName {
+		collides := wire.Collide(list)
+		for _, s := range list {
+			s.Collision = collides
+		}
 	}
 	slices.SortFunc(out, func(a, b wire.ServiceInfo) int {
 		if c := strings.Compare(a.Service, b.Service); c != 0 {

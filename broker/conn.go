@@ -45,6 +45,9 @@ type conn struct {
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
+	// openRequests are the requests open towards this connection: how
+	// busy a member of a service group is (groups.go).
+	openRequests atomic.Int64
 	// stallFailed is the writer's LastWrite (unix ns) when a producer last
 	// waited in vain for room in this queue (enqueueStream): until the
 	// writer progresses, nobody waits again.

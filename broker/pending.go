@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/wire"
@@ -31,9 +32,10 @@ type call struct {
 	kind     callKind
 	origin   *conn
 	deadline time.Time
-	pub      *publication // callPublish
-	nodes    []string     // callPublish on a link: the other broker's candidates it answers for
-	sent     int64        // a sampled request's forwarding, ns after Broker.started; 0: not sampled (metrics_counters.go)
+	pub      *publication  // callPublish
+	nodes    []string      // callPublish on a link: the other broker's candidates it answers for
+	sent     int64         // a sampled request's forwarding, ns after Broker.started; 0: not sampled (metrics_counters.go)
+	load     *atomic.Int64 // counts this call while it is open, or nil (groups.go)
 }
 
 // MaxPublishAnswerLead bounds how long before its deadline a publication
@@ -85,6 +87,9 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 	if cl.kind != callPublish {
 		cl.origin.inflight.Add(1)
 	}
+	if cl.load != nil {
+		cl.load.Add(1)
+	}
 	if owesReceipt(dest, cl) {
 		dest.oweLocked()
 	}
@@ -114,13 +119,22 @@ func (p *pendingTable) close(dest *conn, id string, answered bool, kinds []callK
 		return nil
 	}
 	delete(p.calls, k)
+	closedLocked(dest, cl, answered)
+	return cl
+}
+
+// closedLocked settles the counts of call cl towards dest, which was just
+// removed from the table (answered, or not).
+func closedLocked(dest *conn, cl *call, answered bool) {
 	if cl.kind != callPublish {
 		cl.origin.inflight.Add(-1)
+	}
+	if cl.load != nil {
+		cl.load.Add(-1)
 	}
 	if owesReceipt(dest, cl) {
 		dest.paidLocked(answered)
 	}
-	return cl
 }
 
 // openPub registers pub and arms expire to run at its answer time
@@ -176,12 +190,7 @@ func (b *Broker) dropPending(c *conn) {
 			continue
 		}
 		delete(p.calls, k)
-		if cl.kind != callPublish {
-			cl.origin.inflight.Add(-1)
-		}
-		if owesReceipt(k.dest, cl) {
-			k.dest.paidLocked(false)
-		}
+		closedLocked(k.dest, cl, false)
 		if cl.origin != c {
 			failed = append(failed, open{k.id, cl})
 		}
@@ -223,12 +232,7 @@ func (b *Broker) expirePending(now time.Time) {
 	for k, cl := range p.calls {
 		if now.After(cl.deadline) {
 			delete(p.calls, k)
-			if cl.kind != callPublish {
-				cl.origin.inflight.Add(-1)
-			}
-			if owesReceipt(k.dest, cl) {
-				k.dest.paidLocked(false)
-			}
+			closedLocked(k.dest, cl, false)
 		}
 	}
 	for pub := range p.pubs {

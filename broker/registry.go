@@ -96,9 +96,19 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, *refu
 	}
 	list := r.byName[a.Service]
 	if i := slices.IndexFunc(list, func(o *instance) bool { return o.c == c }); i >= 0 {
-		in.info.Collision = list[i].info.Collision
-		list[i] = in // a re-announcement replaces the record
+		list = slices.Clone(list) // routing reads the old one unlocked (instances)
+		list[i] = in              // a re-announcement replaces the record
+		r.byName[a.Service] = list
+		// It may have joined or left a group: the collision may begin or end.
+		in.info.Collision = wire.Collide(r.allLocked(a.Service))
 		r.notifyLocked(wire.ServiceUp, &in.info)
+		if r.remote != nil {
+			r.reconcileLocked(a.Service, &in.info)
+		} else {
+			for _, o := range list {
+				r.flagLocked(&o.info, in.info.Collision)
+			}
+		}
 		return in.info, nil
 	}
 	if len(r.byConn[c]) >= MaxServicesPerNode {
@@ -108,26 +118,53 @@ func (b *Broker) announce(c *conn, a wire.Announcement) (wire.ServiceInfo, *refu
 	list = append(list, in)
 	r.byName[a.Service] = list
 	if r.remote != nil { // the collisions of the whole bus
-		in.info.Collision = len(list) > 1 || len(r.remoteOf(a.Service)) > 0
+		in.info.Collision = wire.Collide(r.allLocked(a.Service))
 		r.notifyLocked(wire.ServiceUp, &in.info)
 		r.reconcileLocked(a.Service, &in.info)
 		return in.info, nil
 	}
-	if len(list) > 1 {
+	collides := wire.Collide(r.allLocked(a.Service))
+	if collides {
 		in.info.Collision = true
 		b.log.Warn("service name collision", "service", a.Service, "instances", len(list))
 	}
 	r.notifyLocked(wire.ServiceUp, &in.info)
 	for _, other := range list[:len(list)-1] {
-		if !other.info.Collision {
-			other.info.Collision = true
-			r.notifyLocked(wire.ServiceCollision, &other.info)
-		}
+		r.flagLocked(&other.info, collides)
 	}
-	if len(list) > 1 {
+	if collides {
 		r.notifyLocked(wire.ServiceCollision, &in.info)
 	}
 	return in.info, nil
+}
+
+// allLocked is every live instance of name the registry knows: this
+// broker's, and on a bus the other brokers'.
+func (r *registry) allLocked(name string) []*wire.ServiceInfo {
+	var all []*wire.ServiceInfo
+	for _, in := range r.byName[name] {
+		all = append(all, &in.info)
+	}
+	if r.remote != nil {
+		remote := r.remoteOf(name)
+		for i := range remote {
+			all = append(all, &remote[i])
+		}
+	}
+	return all
+}
+
+// flagLocked sets s's collision flag, telling the watchers when it
+// changes (one broker: on a bus, settleLocked).
+func (r *registry) flagLocked(s *wire.ServiceInfo, collides bool) {
+	switch {
+	case collides && !s.Collision:
+		s.Collision = true
+		r.notifyLocked(wire.ServiceCollision, s)
+	case !collides && s.Collision:
+		s.Collision = false
+		r.notifyLocked(wire.ServiceUp, s)
+	}
 }
 
 // withdraw removes c's instance of name; it reports whether there was one.
@@ -176,9 +213,9 @@ func (r *registry) dropLocked(c *conn, name string) {
 		r.reconcileLocked(name, nil)
 		return
 	}
-	if len(list) == 1 && list[0].info.Collision { // the collision is over
-		list[0].info.Collision = false
-		r.notifyLocked(wire.ServiceUp, &list[0].info)
+	collides := wire.Collide(r.allLocked(name)) // over when one is left, or the rest are one group
+	for _, in := range list {
+		r.flagLocked(&in.info, collides)
 	}
 }
 
@@ -263,15 +300,23 @@ func (r *registry) retryLost() {
 	}
 }
 
-// instances returns the connections announcing name.
-func (r *registry) instances(name string) []*conn {
+// instances returns the live instances of name on this broker; the
+// caller must not modify them. The registry never changes a slice it
+// handed out: it makes a new one.
+func (r *registry) instances(name string) []*instance {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var conns []*conn
-	for _, in := range r.byName[name] {
-		if !in.c.out.Closing() { // leaving: it cannot answer any more
-			conns = append(conns, in.c)
+	list := r.byName[name]
+	for i, in := range list {
+		if in.c.out.Closing() { // leaving: it cannot answer any more
+			live := slices.Clone(list[:i])
+			for _, in := range list[i+1:] {
+				if !in.c.out.Closing() {
+					live = append(live, in)
+				}
+			}
+			return live
 		}
 	}
-	return conns
+	return list
 }

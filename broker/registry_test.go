@@ -48,7 +48,7 @@ func TestReplacedConnectionLeavesTheRegistry(t *testing.T) {
 		if list := b.reg.services("svc"); len(list) != 0 {
 			conns := b.reg.instances("svc")
 			t.Fatalf("after alpha reconnected, the registry still holds its replaced connection's record (epoch %d, connection closing: %v)",
-				list[0].Provenance.Epoch, len(conns) > 0 && conns[0].out.Closing())
+				list[0].Provenance.Epoch, len(conns) > 0 && conns[0].c.out.Closing())
 		}
 	})
 }

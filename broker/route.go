@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"busbar/auth"
@@ -181,8 +182,8 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 				}
 			}
 		}
-	} else if _, dest, _ := b.resolve(to, c.peer); dest != nil && dest.hasSub(channel) {
-		deliver(dest)
+	} else if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
+		deliver(t.dest)
 	}
 	return nil
 }
@@ -378,7 +379,8 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *ref
 	if r != nil {
 		return r
 	}
-	node, dest, r := b.resolve(s.from, c.peer)
+	t, r := b.resolve(s.from, c.peer, need{channel: s.command})
+	node, dest := t.node, t.dest
 	switch {
 	case r != nil:
 		return r
@@ -397,7 +399,7 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *ref
 	case !dest.hasSub(s.command):
 		return refuse(wire.NoSubscriber, "")
 	}
-	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h)
+	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil)
 }
 
 // deliverRequest forwards a request to the one handler of its channel on
@@ -413,7 +415,8 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 	if r != nil {
 		return r
 	}
-	node, dest, r := b.resolve(to, c.peer)
+	t, r := b.resolve(to, c.peer, need{channel: s.command, request: true})
+	node, dest := t.node, t.dest
 	switch {
 	case r != nil:
 		return r
@@ -426,12 +429,17 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 	case !dest.hasHandler(s.command):
 		return refuse(wire.ResultNoHandler, "no handler for "+s.command+" on "+node)
 	}
-	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h)
+	load := t.load
+	if load == nil && !dest.peer {
+		load = &dest.openRequests
+	}
+	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load)
 }
 
-// forwardCall opens the call dest must answer and queues v for dest. A
-// send's answer maps OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held) *refusal {
+// forwardCall opens the call dest must answer and queues v for dest; the
+// call counts in load (if not nil) while open. A send's answer maps
+// OVERLOAD to BACKPRESSURED (see answer).
+func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64) *refusal {
 	// A link carries the calls of all the other broker's nodes, each
 	// bounded there.
 	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
@@ -445,7 +453,7 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if dest.peer && !b.cl.frameFits(fw.frame()) {
 		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.maxPayload())
 	}
-	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp()}) {
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
 	n, ok := h.put(dest, &fw, deadline, false)
@@ -461,55 +469,63 @@ func (b *Broker) tooManyCalls() *refusal {
 	return refuse(wire.ResultOverload, "too many open calls on this connection (limit "+strconv.Itoa(b.opts.MaxInflight)+")")
 }
 
-// resolve finds the connection of a target. A bare name is a service in
-// the registry (docs/discovery.md#targets): one live instance is its
-// node; several are ambiguous; none falls back to the node of that name,
-// so every node stays reachable by its name. It returns the node name and
-// its connection, nil when not connected. On a bus a node on another
-// broker resolves to the link to that broker, unless localOnly (what a
-// link brought is for this broker's nodes: it never travels on).
-func (b *Broker) resolve(to string, localOnly bool) (string, *conn, *refusal) {
+// resolve finds the connection of a target for a message of n. A bare
+// name is a service in the registry (docs/discovery.md#targets): one live
+// instance is its node; several are ambiguous, unless all declare one
+// group, whose members share it (groups.go); none falls back to the node
+// of that name, so every node stays reachable by its name. It returns the
+// node name and its connection, nil when not connected. On a bus a node
+// on another broker resolves to the link to that broker, unless
+// localOnly (what a link brought is for this broker's nodes: it never
+// travels on).
+func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 	t, err := wire.ParseTarget(to)
 	if err != nil {
-		return "", nil, rejectf("%v", err)
+		return target{}, rejectf("%v", err)
 	}
 	var node string
 	switch t.Kind {
 	case wire.TargetCrossMesh:
-		return "", nil, rejectf("%v", wire.ErrCrossMesh)
+		return target{}, rejectf("%v", wire.ErrCrossMesh)
 	case wire.TargetService:
-		conns := b.reg.instances(t.Service)
-		var remote []string
+		locals := b.reg.instances(t.Service)
+		var remote []member
 		if !localOnly {
-			remote = b.cl.serviceNodes(t.Service)
+			remote = b.cl.serviceMembers(t.Service)
 		}
-		switch len(conns) + len(remote) {
+		switch len(locals) + len(remote) {
 		case 0:
 			node = t.Service
 		case 1:
-			if len(conns) == 1 {
-				return conns[0].node, conns[0], nil
+			if len(locals) == 1 {
+				return target{node: locals[0].c.node, dest: locals[0].c}, nil
 			}
-			node = remote[0]
+			node = remote[0].node
 		default:
-			nodes := slices.Clone(remote)
-			for _, c := range conns {
-				nodes = append(nodes, c.node)
+			if g := groupOf(locals, remote); g != "" {
+				return b.pickMember(t.Service, g, locals, remote, n)
+			}
+			nodes := make([]string, 0, len(locals)+len(remote))
+			for _, m := range remote {
+				nodes = append(nodes, m.node)
+			}
+			for _, in := range locals {
+				nodes = append(nodes, in.c.node)
 			}
 			slices.Sort(nodes)
-			return "", nil, refuse(wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus",
+			return target{}, refuse(wire.ResultAmbiguous, fmt.Sprintf("service %q has %d live instances (on %s): address one as %s.<node>.bus, or give them one group",
 				t.Service, len(nodes), strings.Join(nodes, ", "), t.Service))
 		}
 	default:
 		node = t.Addr.Node
 	}
 	if c := b.dir.lookup(node); c != nil || localOnly || b.cl == nil {
-		return node, c, nil
+		return target{node: node, dest: c}, nil
 	}
-	if n, ok := b.cl.remoteNode(node); ok {
-		return node, b.cl.link(n.Broker), nil
+	if rn, ok := b.cl.remoteNode(node); ok {
+		return target{node: node, dest: b.cl.link(rn.Broker)}, nil
 	}
-	return node, nil, nil
+	return target{node: node}, nil
 }
 
 // deliverPublish fans an event out to the broker and every connected node

@@ -25,7 +25,7 @@ type BusRequest struct {
 
 // ServeBus makes the port answer requests on BusChannel over c, and, when
 // service is not empty, announces a service of that name (version
-// Config.Version) handling that channel, so a request can name the service
+// Config.Version, group Config.Group) handling that channel, so a request can name the service
 // as its target. A reply's body is the port's JSON body; an rc of
 // wire.RCError or more is a handler error with that rc and text
 // (HANDLER_FAILED); a warning's text does not travel. The registration
@@ -58,7 +58,7 @@ func (s *Server) ServeBus(ctx context.Context, c *client.Client, service string)
 	if service == "" {
 		return nil
 	}
-	if _, err := c.Announce(ctx, wire.Announcement{Service: service, Version: s.cfg.Version, Channels: []string{ch}}); err != nil {
+	if _, err := c.Announce(ctx, wire.Announcement{Service: service, Version: s.cfg.Version, Group: s.cfg.Group, Channels: []string{ch}}); err != nil {
 		return fmt.Errorf("port %s: announce %s: %w", s.cfg.Name, service, err)
 	}
 	return nil

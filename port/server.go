@@ -30,9 +30,13 @@ type Command struct {
 
 // Config describes a port. Zero limits take their Default values.
 type Config struct {
-	Name     string             // the port's name, reported by info
-	App      string             // the program, reported by info
-	Version  string             // the program's version, reported by info
+	Name    string // the port's name, reported by info
+	App     string // the program, reported by info
+	Version string // the program's version, reported by info
+	// Group is the service group ServeBus's announcement declares: ports
+	// of one name on several nodes, announced with one group, share the
+	// requests to the service (docs/discovery.md#service-groups).
+	Group    string
 	Commands map[string]Command // the program's own commands
 	// Fallback, when set, runs every command that is neither in Commands
 	// nor standard (a port that forwards to a script); command is the

@@ -40,6 +40,12 @@ type Announcement struct {
 	SchemaVersion int             `json:"schemaVersion"`
 	Meta          json.RawMessage `json:"meta,omitempty"`
 	Channels      []string        `json:"channels,omitempty"`
+	// Group declares this instance interchangeable with every other
+	// instance of the service that declares the same group: requests and
+	// events to the bare service name are shared among them instead of
+	// being AMBIGUOUS (docs/discovery.md#service-groups). A label, or ""
+	// for none.
+	Group string `json:"group,omitempty"`
 }
 
 // Check validates an announcement's own fields (channels are checked by
@@ -50,6 +56,11 @@ func (a *Announcement) Check() error {
 	}
 	if len(a.Version) > MaxVersionLen || !utf8.ValidString(a.Version) {
 		return fmt.Errorf("version must be UTF-8 of at most %d bytes", MaxVersionLen)
+	}
+	if a.Group != "" {
+		if err := ValidLabel(a.Group); err != nil {
+			return fmt.Errorf("group name: %w", err)
+		}
 	}
 	if a.SchemaVersion < 0 {
 		return fmt.Errorf("schemaVersion must not be negative")
@@ -79,14 +90,32 @@ type RegisterProvenance struct {
 
 // ServiceInfo is one live instance of a service in the broker's registry
 // (docs/discovery.md#announcing). Two instances of one name are a
-// collision: both are listed, both flagged, never merged
-// (docs/discovery.md#collisions).
+// collision, unless both declare the same Group: both are listed, both
+// flagged, never merged (docs/discovery.md#collisions).
 type ServiceInfo struct {
 	Announcement
 	Address    string             `json:"address"` // <service>.<node>.bus, which always reaches this instance
 	IID        string             `json:"iid"`     // the announcing client instance
 	Provenance RegisterProvenance `json:"provenance"`
 	Collision  bool               `json:"collision,omitempty"` // another live instance announces the same name
+}
+
+// Collide reports whether instances of one service collide: more than one,
+// and not all of one declared group (docs/discovery.md#service-groups).
+func Collide(instances []*ServiceInfo) bool {
+	if len(instances) < 2 {
+		return false
+	}
+	g := instances[0].Group
+	if g == "" {
+		return true
+	}
+	for _, s := range instances[1:] {
+		if s.Group != g {
+			return true
+		}
+	}
+	return false
 }
 
 // ServiceEvent is the body of bus.service.

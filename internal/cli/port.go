@@ -53,8 +53,13 @@ func runPortServe(args []string, stdio IO) int {
 	app := v.fs.String("app", "", "the program's name, reported by info (default: NAME)")
 	version := v.fs.String("version", "", "the program's version, reported by info")
 	announce := v.fs.String("announce", "", "also answer on the bus, on channel port:NAME, and announce a service of this name (connects to the broker)")
+	group := v.fs.String("group", "", "with --announce: the service group the announcement declares; ports of one name announced with one group share the service's requests")
 	v.reconnecting(stdio) // used only with --announce
 	if !v.parse(args) {
+		return exitUsage
+	}
+	if *group != "" && *announce == "" {
+		fmt.Fprintln(stdio.Stderr, "busbar port: --group needs --announce")
 		return exitUsage
 	}
 	if *command == "" {
@@ -62,7 +67,7 @@ func runPortServe(args []string, stdio IO) int {
 		return exitUsage
 	}
 	name := v.arg(0)
-	cfg := port.Config{Name: name, App: *app, Version: *version, Commands: map[string]port.Command{}}
+	cfg := port.Config{Name: name, App: *app, Version: *version, Group: *group, Commands: map[string]port.Command{}}
 	if cfg.App == "" {
 		cfg.App = name
 	}

@@ -458,12 +458,17 @@ func runReply(args []string, stdio IO) int {
 	count := v.fs.Int("count", 0, "exit after answering this many requests (0: run until interrupted)")
 	service := v.fs.String("service", "", "announce a service of this name that handles CHANNEL")
 	version := v.fs.String("version", "", "the announced service's version (with --service)")
+	group := v.fs.String("group", "", "the announced service's group (with --service): every instance announced with one group shares the requests to the service, instead of being AMBIGUOUS")
 	v.reconnecting(stdio)
 	if !v.parse(args) {
 		return exitUsage
 	}
 	if *echo == (*command != "") {
 		fmt.Fprintln(stdio.Stderr, "busbar reply: give exactly one of --echo and --exec")
+		return exitUsage
+	}
+	if *group != "" && *service == "" {
+		fmt.Fprintln(stdio.Stderr, "busbar reply: --group needs --service")
 		return exitUsage
 	}
 	c, ctx, done, err := v.session(stdio, true)
@@ -491,7 +496,7 @@ func runReply(args []string, stdio IO) int {
 		return v.fail(stdio, err, requestExit(err))
 	}
 	if *service != "" {
-		a := wire.Announcement{Service: *service, Version: *version, Channels: []string{v.arg(0)}}
+		a := wire.Announcement{Service: *service, Version: *version, Group: *group, Channels: []string{v.arg(0)}}
 		if _, err := c.Announce(ctx, a); err != nil {
 			return v.fail(stdio, err, requestExit(err))
 		}

@@ -1,0 +1,194 @@
+package broker
+
+// Service groups (docs/discovery.md#service-groups). Instances of a
+// service that all declare one group share what is addressed to the bare
+// service name: a request goes to the member with the fewest requests
+// outstanding, ties taken in turn, across every broker of a bus. A member
+// that cannot take it (gone, its queue past its pace mark, no handler or
+// no permission for the channel) is skipped before anything is sent; a
+// request sent is never sent again to another member (a member that
+// disconnects fails it, DISCONNECT).
+//
+// Outstanding is counted where the choice is made: a node of this broker
+// by the requests open towards its connection; a member on another broker
+// by this broker's requests open towards that broker for the service,
+// shared among its members there. That broker, given the bare service
+// name, picks among its own members the same way.
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"busbar/auth"
+	"busbar/wire"
+)
+
+// member is an instance of a service on another broker.
+type member struct {
+	node, broker, group string
+}
+
+// need is what a target must take: a request (a handler of channel) or
+// an event (a subscriber of channel).
+type need struct {
+	channel string
+	request bool
+}
+
+// target is where a message goes: its node, the connection it goes on
+// (nil: not connected), and, for a request, the count of outstanding
+// requests it joins while open.
+type target struct {
+	node string
+	dest *conn
+	load *atomic.Int64
+}
+
+// groups keeps what the choice among members needs between messages.
+type groups struct {
+	turn   atomic.Uint64 // whose turn a tie is, for every group
+	mu     sync.Mutex
+	remote map[string]*atomic.Int64 // by broker "/" service: this broker's requests open there
+}
+
+// remoteLoad is this broker's count of requests open towards broker for
+// service.
+func (g *groups) remoteLoad(broker, service string) *atomic.Int64 {
+	key := broker + "/" + service
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.remote == nil {
+		g.remote = map[string]*atomic.Int64{}
+	}
+	l := g.remote[key]
+	if l == nil {
+		l = new(atomic.Int64)
+		g.remote[key] = l
+	}
+	return l
+}
+
+// forget drops the counts of the services no broker announces any more
+// (the cluster's index, on every change): what is open still counts
+// down on the dropped counter, harmlessly.
+func (g *groups) forget(live func(broker, service string) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for key, l := range g.remote {
+		broker, service, _ := strings.Cut(key, "/")
+		if l.Load() <= 0 && !live(broker, service) {
+			delete(g.remote, key)
+		}
+	}
+}
+
+// groupOf is the group every instance shares, or "" when they do not
+// all declare one.
+func groupOf(locals []*instance, remote []member) string {
+	var g string
+	switch {
+	case len(locals) > 0:
+		g = locals[0].info.Group
+	case len(remote) > 0:
+		g = remote[0].group
+	}
+	if g == "" {
+		return ""
+	}
+	for _, in := range locals {
+		if in.info.Group != g {
+			return ""
+		}
+	}
+	for _, m := range remote {
+		if m.group != g {
+			return ""
+		}
+	}
+	return g
+}
+
+// pickMember chooses the member of group that takes a message of n:
+// the fewest outstanding, ties in turn. It refuses when none can take it.
+func (b *Broker) pickMember(service, group string, locals []*instance, remote []member, n need) (target, *refusal) {
+	type cand struct {
+		t       target
+		members int64 // the load is shared by this many (a broker's members)
+	}
+	cands := make([]cand, 0, len(locals)+len(remote))
+	skipped := map[string]string{} // why members were skipped, by reason
+	for _, in := range locals {
+		c := in.c
+		if why := b.cannotTake(c, n); why != "" {
+			skipped[why] += " " + c.node
+			continue
+		}
+		cands = append(cands, cand{target{node: c.node, dest: c, load: &c.openRequests}, 1})
+	}
+	perBroker := map[string]int64{}
+	for _, m := range remote {
+		perBroker[m.broker]++
+	}
+	for _, m := range remote {
+		l := b.cl.link(m.broker)
+		if l == nil {
+			skipped["gone"] += " " + m.node
+			continue
+		}
+		if rn, ok := b.cl.remoteNode(m.node); !ok || rn.Broker != m.broker {
+			skipped["gone"] += " " + m.node
+			continue
+		} else if n.request && !slices.Contains(rn.Handlers, n.channel) {
+			skipped["no handler for "+n.channel] += " " + m.node
+			continue
+		}
+		cands = append(cands, cand{target{node: m.node, dest: l, load: b.groups.remoteLoad(m.broker, service)}, perBroker[m.broker]})
+	}
+	if len(cands) == 0 {
+		text := "no member of group " + group + " of service " + service + " can take it:"
+		for why, nodes := range skipped {
+			text += " " + why + " (" + nodes[1:] + ");"
+		}
+		res := wire.ResultNoHandler
+		if !n.request {
+			res = wire.NoSubscriber
+		}
+		if _, full := skipped["overloaded"]; full && len(skipped) == 1 {
+			res = wire.ResultOverload
+		}
+		return target{}, refuse(res, text[:len(text)-1])
+	}
+	// Fewest outstanding per member first; from whose turn it is, so ties
+	// go round.
+	start := int(b.groups.turn.Add(1) % uint64(len(cands)))
+	best := -1
+	var bestLoad, bestMembers int64
+	for i := range cands {
+		c := &cands[(start+i)%len(cands)]
+		load := c.t.load.Load()
+		if best < 0 || load*bestMembers < bestLoad*c.members {
+			best, bestLoad, bestMembers = (start+i)%len(cands), load, c.members
+		}
+	}
+	return cands[best].t, nil
+}
+
+// cannotTake says why c, a member on this broker, is skipped for a
+// message of n, or "".
+func (b *Broker) cannotTake(c *conn, n need) string {
+	switch {
+	case c.out.Closing():
+		return "gone"
+	case n.request && (!c.allows(auth.ActionHandle, n.channel) || !c.hasHandler(n.channel)):
+		return "no handler for " + n.channel
+	case !n.request && (!c.allows(auth.ActionSubscribe, n.channel) || !c.hasSub(n.channel)):
+		return "no subscriber of " + n.channel
+	}
+	msgs, bytes := c.out.Depth()
+	if 4*msgs >= 3*b.opts.MaxQueueMessages || 4*bytes >= 3*b.opts.MaxQueueBytes { // past its pace mark
+		return "overloaded"
+	}
+	return ""
+}
