@@ -160,7 +160,7 @@ func (b *Broker) evict(old *loginPlace) {
 	}
 	if skipped, ok := b.evictLog.allow(time.Now()); ok {
 		b.log.Warn("connection closed while logging in, to make room", "remote", remote(nc), "http", old.conn == nil,
-			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
+			"hello_progress", old.progress.Load(), "max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
 	}
 	if old.conn != nil {
 		old.conn.closeWith(wire.ResultOverload, b.handshakeLimitText())
