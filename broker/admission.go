@@ -111,10 +111,10 @@ func peerAddr(nc net.Conn) (addr string, local bool) {
 // HandshakeGrace.
 func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, refused bool) {
 	p.addr, p.local = peerAddr(nc)
-	p.since = time.Now()
 	h := &b.hs
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	p.since = time.Now() // under the lock: a pool's places are in the order of since (victim)
 	pool := &h.net
 	if p.local {
 		pool = &h.local
