@@ -407,13 +407,7 @@ func (s *helloScan) step(b byte) bool {
 		}
 		return s.pre <= MaxHelloBytes>>(8*(prefixLen-1-s.n))
 	case scanOpen:
-		if s.mark == 3 {
-			s.mark = 0
-			s.state = scanLine
-			return b == '\n'
-		}
-		s.mark++
-		return b == '-'
+		return s.delimiter(b, scanLine)
 	case scanLine:
 		if b == '-' {
 			s.mark, s.state = 1, scanClose
@@ -437,12 +431,7 @@ func (s *helloScan) step(b byte) bool {
 		}
 		return b >= ' ' && b != 0x7f
 	case scanClose:
-		if s.mark == 3 {
-			s.state = scanBody
-			return b == '\n'
-		}
-		s.mark++
-		return b == '-'
+		return s.delimiter(b, scanBody)
 	case scanBody:
 		if b == '{' {
 			s.state = scanJSON
@@ -453,6 +442,17 @@ func (s *helloScan) step(b byte) bool {
 		return b >= ' ' && b != 0x7f || b == '\t' || b == '\r' || b == '\n'
 	}
 	return false
+}
+
+// delimiter takes a byte of a "---" line, and once its newline is in
+// goes on to next.
+func (s *helloScan) delimiter(b byte, next uint8) bool {
+	if s.mark == 3 {
+		s.mark, s.state = 0, next
+		return b == '\n'
+	}
+	s.mark++
+	return b == '-'
 }
 
 // keyByte reports whether b may be in a hello's header key.
