@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/wire"
@@ -21,13 +22,28 @@ import (
 //     local (Unix socket) peers and one for network (TCP, TLS) peers, each
 //     of MaxHandshakes, so a flood over TCP never reaches the Unix socket;
 //     a network address may hold at most MaxHandshakesPerAddr of its pool;
-//   - when a pool (or an address's share) is full, the connection that has
-//     been waiting longest for its hello is closed to make room, with a
-//     bus.error saying why: a flood of idle connections churns through the
-//     pool while a client that says hello at once gets through (a
-//     connection leaves the pool as soon as its hello is read). Refusing
-//     the newcomer instead would let a flood lock every newcomer out for
-//     the whole HandshakeTimeout.
+//   - when a pool (or an address's share) is full, one place is taken
+//     back to make room, its connection closed with a bus.error saying
+//     why. Only a place held for HandshakeGrace or longer can be taken;
+//     among those, the one whose peer has sent the least of a valid hello
+//     (helloScan: bytes of a frame that is, so far, a hello; garbage
+//     counts as nothing), and of those the oldest. When no place is past
+//     its grace the newcomer is refused instead, so evictions are at most
+//     MaxHandshakes per HandshakeGrace, however fast the flood.
+//
+// So a peer that sends its hello as soon as it reads bus.info is never
+// evicted by a flood: either its hello is read within its grace (and a
+// connection leaves the pool as soon as its hello is read), or the broker
+// has read some of it, and then it has sent more of a hello than any idle
+// peer and is taken only after every one of them. A flood of idle
+// connections churns through the pool at most MaxHandshakes per grace;
+// a flood that sends partial hellos to keep its places must send bytes
+// for each, up to MaxHelloBytes. What a flood can still do is fill every
+// place with younger ones, so that a newcomer is refused ("retry") until
+// the oldest is past its grace: refused up front, never cut off halfway.
+// Refusing every newcomer without a grace would let a flood lock them all
+// out for the whole HandshakeTimeout; evicting without one would let it
+// evict at its own pace.
 //
 // So everything the unauthenticated can make the broker hold is bounded
 // by 2 × MaxHandshakes × (read buffer + MaxHelloBytes) plus their
@@ -47,6 +63,10 @@ type loginPlace struct {
 	conn  *conn     // the bus connection holding it, or nil
 	nc    net.Conn  // what an eviction closes when conn is nil
 	since time.Time // when it was admitted: it cannot be evicted for HandshakeGrace
+	// progress is how much of a valid hello the peer has sent (helloScan;
+	// helloRead once it is whole). Written by the connection's reader, so
+	// atomic; always 0 for an HTTP place (HoldLoginPlace).
+	progress atomic.Int64
 }
 
 // handshakePool is the places of one kind (local, network), oldest first.
@@ -82,31 +102,34 @@ func peerAddr(nc net.Conn) (addr string, local bool) {
 }
 
 // admitPlace counts p in its pool, and returns the place that must make
-// room for it, if any, already out of its pool. When the place that would
-// make room was admitted less than HandshakeGrace ago, nobody is evicted
-// and p is not admitted (refused): a peer that logs in promptly keeps its
-// place for that long whatever the flood, and evictions are at most
-// MaxHandshakes per HandshakeGrace.
+// room for it, if any, already out of its pool: of the places past their
+// grace, the one whose peer has sent the least of a hello, the oldest of
+// those (victim). When every place that could make room was admitted less
+// than HandshakeGrace ago, nobody is evicted and p is not admitted
+// (refused): a peer that logs in promptly keeps its place for that long
+// whatever the flood, and evictions are at most MaxHandshakes per
+// HandshakeGrace.
 func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, refused bool) {
 	p.addr, p.local = peerAddr(nc)
-	p.since = time.Now()
 	h := &b.hs
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	p.since = time.Now() // under the lock: a pool's places are in the order of since (victim)
 	pool := &h.net
 	if p.local {
 		pool = &h.local
 	}
 	full := true
+	graced := p.since.Add(-b.opts.HandshakeGrace) // admitted before this: past its grace
 	switch {
 	case !p.local && pool.byAddr[p.addr] >= b.opts.MaxHandshakesPerAddr:
-		evicted = pool.oldest(func(o *loginPlace) bool { return o.addr == p.addr })
+		evicted = pool.victim(graced, p.addr)
 	case pool.order.Len() >= b.opts.MaxHandshakes:
-		evicted = pool.oldest(func(*loginPlace) bool { return true })
+		evicted = pool.victim(graced, "")
 	default:
 		full = false
 	}
-	if full && (evicted == nil || p.since.Sub(evicted.since) < b.opts.HandshakeGrace) {
+	if full && evicted == nil {
 		return nil, true
 	}
 	if evicted != nil {
@@ -137,7 +160,7 @@ func (b *Broker) evict(old *loginPlace) {
 	}
 	if skipped, ok := b.evictLog.allow(time.Now()); ok {
 		b.log.Warn("connection closed while logging in, to make room", "remote", remote(nc), "http", old.conn == nil,
-			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
+			"hello_progress", old.progress.Load(), "max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
 	}
 	if old.conn != nil {
 		old.conn.closeWith(wire.ResultOverload, b.handshakeLimitText())
@@ -165,10 +188,11 @@ func (b *Broker) admitHandshake(c *conn) bool {
 }
 
 // handshakeDone stops counting c as logging in (it logged in, failed, or
-// was evicted).
+// was evicted). Only c's reader calls it.
 func (b *Broker) handshakeDone(c *conn) {
 	if c.place != nil {
 		b.leavePlace(c.place)
+		c.place = nil // and c.hello measures no more
 	}
 }
 
@@ -191,8 +215,10 @@ func (b *Broker) leavePlace(p *loginPlace) {
 // its first request with the token, or its upgrade to the bus over
 // WebSocket), in the same login pools as the bus's connections logging
 // in: local peers in one, network peers in the other, MaxHandshakes each
-// and MaxHandshakesPerAddr per network address. When the pool is full the
-// oldest place makes room, whoever holds it; an HTTP connection evicted
+// and MaxHandshakesPerAddr per network address. When the pool is full a
+// place past its HandshakeGrace makes room, whoever holds it: the one
+// whose peer has sent the least of a hello, the oldest of equals (an
+// HTTP place counts as having sent nothing); an HTTP connection evicted
 // is closed at once; when every place it could take is within its
 // HandshakeGrace, nc is closed instead. release gives the place back; it is idempotent and
 // safe after an eviction.
@@ -210,13 +236,31 @@ func (b *Broker) HoldLoginPlace(nc net.Conn) (release func()) {
 	return func() { b.leavePlace(p) }
 }
 
-func (pool *handshakePool) oldest(match func(*loginPlace) bool) *loginPlace {
+// victim is the place that makes room in pool (or, with addr, in that
+// address's share): of those admitted no later than graced, the one with
+// the least progress, the oldest of equals; nil when none is past its
+// grace. The places are in the order admitted, so it stops at the first
+// one still within its grace, or at the first that has sent nothing (none
+// can have less): under a flood of idle peers it looks at one.
+func (pool *handshakePool) victim(graced time.Time, addr string) *loginPlace {
+	var v *loginPlace
+	least := int64(0)
 	for e := pool.order.Front(); e != nil; e = e.Next() {
-		if o := e.Value.(*loginPlace); match(o) {
-			return o
+		o := e.Value.(*loginPlace)
+		if o.since.After(graced) {
+			break
+		}
+		if addr != "" && o.addr != addr {
+			continue
+		}
+		if n := o.progress.Load(); v == nil || n < least {
+			v, least = o, n
+			if n == 0 {
+				break
+			}
 		}
 	}
-	return nil
+	return v
 }
 
 func (pool *handshakePool) remove(p *loginPlace) {
@@ -231,7 +275,7 @@ func (pool *handshakePool) remove(p *loginPlace) {
 func (b *Broker) handshakeLimitText() string {
 	return "closed while logging in: too many connections were logging in (limits " +
 		strconv.Itoa(b.opts.MaxHandshakes) + " per kind, " + strconv.Itoa(b.opts.MaxHandshakesPerAddr) +
-		" per address); the oldest made room. Log in promptly and retry"
+		" per address); one that had sent the least of a hello made room. Log in promptly and retry"
 }
 
 // refuseConn tells a peer the broker will not serve it, then closes it. It
@@ -269,4 +313,149 @@ func (t *throttle) allow(now time.Time) (skipped int, ok bool) {
 	}
 	t.last, skipped, t.skipped = now, t.skipped, 0
 	return skipped, true
+}
+
+// helloRead is the progress of a peer whose whole hello has arrived: more
+// than any partial one. (It leaves the pool as soon as the hello is read;
+// this covers the moment between.)
+const helloRead = prefixLen + MaxHelloBytes + 1
+
+// prefixLen is a stream frame's length prefix (wire's framing).
+const prefixLen = 4
+
+// helloMeter is what a connection's reader reads from: its socket, with
+// what arrives while it holds a place in a login pool measured as
+// progress towards a hello (loginPlace.progress). Owned by the reader.
+type helloMeter struct {
+	c    *conn
+	scan helloScan
+}
+
+func (m *helloMeter) Read(p []byte) (int, error) {
+	n, err := m.c.nc.Read(p)
+	if pl := m.c.place; pl != nil && n > 0 {
+		pl.progress.Store(m.scan.feed(p[:n]))
+	}
+	return n, err
+}
+
+// helloScan follows the bytes of a stream, before login, as far as they
+// can be the start of a hello frame: a length prefix of at most
+// MaxHelloBytes, the opening "---" line, header lines ("key: value", keys
+// of letters, digits and "-._"), the closing "---" line, and a JSON
+// object's bytes. Its progress is how many bytes were such a start, 0 for
+// good once one was not (so garbage earns no place), and helloRead once
+// the whole frame is in (over WebSocket, where a message arrives whole,
+// a hello counts only then). It checks the shape only, one byte at a time and
+// without allocating: a frame it passes may still be refused by the
+// handshake, and one it fails (which no busbar client sends) only loses
+// its priority in the pool, never its connection.
+type helloScan struct {
+	n     int64  // bytes of the stream that fit, prefix included
+	size  int64  // the frame's length, once the prefix is in
+	state uint8  // what the next byte must be
+	mark  uint8  // bytes of a "---" delimiter matched
+	bad   bool   // a byte did not fit: progress 0 from now on
+	pre   uint32 // the length prefix, as it arrives
+}
+
+const (
+	scanPrefix = iota
+	scanOpen   // "---\n"
+	scanLine   // at the start of a header line or the closing "---"
+	scanKey
+	scanColon // ": " after a key: the space
+	scanValue
+	scanClose // "---" then "\n" or the frame's end
+	scanBody  // before the object's "{"
+	scanJSON  // within it
+	scanDone
+)
+
+func (s *helloScan) feed(p []byte) int64 {
+	for _, b := range p {
+		if s.bad || s.state == scanDone {
+			break
+		}
+		if !s.step(b) {
+			s.bad = true
+			break
+		}
+		s.n++
+		if s.state != scanPrefix && s.n == prefixLen+s.size {
+			s.state = scanDone
+		}
+	}
+	switch {
+	case s.bad:
+		return 0
+	case s.state == scanDone:
+		return helloRead
+	}
+	return s.n
+}
+
+// step takes one byte, reporting whether it fits a hello's start.
+func (s *helloScan) step(b byte) bool {
+	switch s.state {
+	case scanPrefix:
+		s.pre = s.pre<<8 | uint32(b)
+		if s.n == prefixLen-1 {
+			s.size = int64(s.pre)
+			s.state = scanOpen
+			return s.size >= int64(len("---\n---")) && s.size <= MaxHelloBytes
+		}
+		return s.pre <= MaxHelloBytes>>(8*(prefixLen-1-s.n))
+	case scanOpen:
+		return s.delimiter(b, scanLine)
+	case scanLine:
+		if b == '-' {
+			s.mark, s.state = 1, scanClose
+			return true
+		}
+		s.state = scanKey
+		return keyByte(b)
+	case scanKey:
+		if b == ':' {
+			s.state = scanColon
+			return true
+		}
+		return keyByte(b)
+	case scanColon:
+		s.state = scanValue
+		return b == ' '
+	case scanValue:
+		if b == '\n' {
+			s.state = scanLine
+			return true
+		}
+		return b >= ' ' && b != 0x7f
+	case scanClose:
+		return s.delimiter(b, scanBody)
+	case scanBody:
+		if b == '{' {
+			s.state = scanJSON
+			return true
+		}
+		return b == ' ' || b == '\t' || b == '\r' || b == '\n'
+	case scanJSON:
+		return b >= ' ' && b != 0x7f || b == '\t' || b == '\r' || b == '\n'
+	}
+	return false
+}
+
+// delimiter takes a byte of a "---" line, and once its newline is in
+// goes on to next.
+func (s *helloScan) delimiter(b byte, next uint8) bool {
+	if s.mark == 3 {
+		s.mark, s.state = 0, next
+		return b == '\n'
+	}
+	s.mark++
+	return b == '-'
+}
+
+// keyByte reports whether b may be in a hello's header key.
+func keyByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_' || b == '.'
 }

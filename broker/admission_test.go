@@ -2,7 +2,10 @@ package broker_test
 
 // What a peer that has not logged in can make the broker hold: a frame of
 // at most MaxHelloBytes, and a place in a bounded pool of connections
-// logging in, where the oldest makes room for a newcomer. Real sockets.
+// logging in, where of the places past their grace the one whose peer has
+// sent the least of a hello makes room for a newcomer (the oldest of
+// equals). Real sockets; admission_order_test.go has the order's edges in
+// virtual time.
 
 import (
 	"encoding/binary"
@@ -12,7 +15,9 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +31,23 @@ import (
 // rawConn dials e's endpoint over TCP and reads the broker's bus.info.
 func rawConn(t *testing.T, e *testbroker.Env) (net.Conn, *wire.Reader) {
 	t.Helper()
+	return rawConnFrom(t, e, "")
+}
+
+// rawConnFrom is rawConn from the source address from (any address of
+// 127.0.0.0/8 on Linux), which the broker counts it under; "" is the
+// system's choice.
+func rawConnFrom(t *testing.T, e *testbroker.Env, from string) (net.Conn, *wire.Reader) {
+	t.Helper()
 	ep, err := transport.ParseEndpoint(e.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := net.Dial("tcp", ep.Address)
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", ep.Address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,4 +317,201 @@ func TestLoginPlacesAreKeptForTheirGrace(t *testing.T) {
 	if m, err := firstR.ReadMessage(); err != nil || m.Value(wire.HeaderResult) != string(wire.ResultOverload) {
 		t.Fatalf("the oldest, evicted: %v %v", m, err)
 	}
+}
+
+// send writes b to nc.
+func send(t *testing.T, nc net.Conn, b []byte) {
+	t.Helper()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitProgress waits until the broker has read what the peers holding
+// places in the network login pool sent: how much of a hello each has
+// sent, oldest first, is want.
+func awaitProgress(t *testing.T, e *testbroker.Env, want ...int64) {
+	t.Helper()
+	testbroker.Eventually(t, 10*time.Second, fmt.Sprintf("login progress %v", want), func() bool {
+		return slices.Equal(broker.LoginProgress(e.Broker), want)
+	})
+}
+
+// evictedWhileLoggingIn checks that the broker closed r's connection to
+// make room, telling it why.
+func evictedWhileLoggingIn(t *testing.T, r *wire.Reader, name string) {
+	t.Helper()
+	m, err := r.ReadMessage()
+	if err != nil || m.Value(wire.HeaderCommand) != wire.CmdError || m.Value(wire.HeaderResult) != string(wire.ResultOverload) ||
+		!strings.Contains(m.Value(wire.HeaderError), "closed while logging in") {
+		t.Fatalf("%s: %v %v, want it closed while logging in", name, m, err)
+	}
+}
+
+// helloAnswered checks that r's peer, which has sent its whole hello,
+// still had its place: the hello is answered (AUTH: its secret is wrong).
+func helloAnswered(t *testing.T, r *wire.Reader) {
+	t.Helper()
+	if m, err := r.ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != wire.CmdHello || m.Value(wire.HeaderResult) != string(wire.ResultAuth) {
+		t.Fatalf("the hello: %v %v, want it answered AUTH", m, err)
+	}
+}
+
+// A peer halfway through its hello keeps its place while a flood of idle
+// connections churns through the pool around it, although it is the
+// oldest: up to MaxHandshakes nothing is evicted; past it, each newcomer
+// takes the place of the oldest idle peer. (The oldest place used to make
+// room whatever its peer had sent.)
+func TestIdlePeersAreEvictedBeforeOneHalfwayThroughItsHello(t *testing.T) {
+	const pool = 4
+	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: pool, MaxHandshakesPerAddr: pool, HandshakeTimeout: time.Minute, HandshakeGrace: -1})
+	hello := helloOfSize(t, 400)
+	halfway, halfwayR := rawConn(t, e)
+	send(t, halfway, hello[:len(hello)/2])
+	awaitProgress(t, e, int64(len(hello)/2))
+
+	var idle []*wire.Reader
+	for range pool - 1 {
+		_, r := rawConn(t, e)
+		idle = append(idle, r)
+	}
+	if n := e.Broker.Stats().HandshakesEvicted; n != 0 {
+		t.Fatalf("%d evicted with the pool just full, want 0", n)
+	}
+	for i := range 3 * pool {
+		_, r := rawConn(t, e) // read bus.info: admitted, and whoever made room was closed first
+		idle = append(idle, r)
+		if n := e.Broker.Stats().HandshakesEvicted; n != int64(i+1) {
+			t.Fatalf("%d evicted after %d newcomers past the limit, want %d", n, i+1, i+1)
+		}
+	}
+	for i, r := range idle[:len(idle)-(pool-1)] {
+		evictedWhileLoggingIn(t, r, fmt.Sprintf("idle peer %d", i))
+	}
+	send(t, halfway, hello[len(hello)/2:])
+	helloAnswered(t, halfwayR)
+}
+
+// Bytes that cannot be part of a hello earn no place: a peer that began a
+// hello and then sent garbage counts as having sent nothing, and makes
+// room before a peer halfway through its hello. The same holds within an
+// address's share: there only the address's own places make room, the
+// idle one first.
+func TestGarbageBeforeLoginEarnsNoPlace(t *testing.T) {
+	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: 3, MaxHandshakesPerAddr: 2, HandshakeTimeout: time.Minute, HandshakeGrace: -1})
+	hello := helloOfSize(t, 400)
+	garbled, garbledR := rawConnFrom(t, e, "127.0.0.2")
+	send(t, garbled, hello[:20])
+	awaitProgress(t, e, 20)
+	send(t, garbled, []byte("\x01\x02garbage"))
+	awaitProgress(t, e, 0)
+	halfway, halfwayR := rawConnFrom(t, e, "127.0.0.3")
+	send(t, halfway, hello[:len(hello)/2])
+	awaitProgress(t, e, 0, int64(len(hello)/2))
+	_, idleR := rawConnFrom(t, e, "127.0.0.3") // the pool is full, and 127.0.0.3's share
+
+	rawConnFrom(t, e, "127.0.0.4") // past the pool: the garbled peer, the oldest of those with nothing, makes room
+	evictedWhileLoggingIn(t, garbledR, "the peer that sent garbage")
+	rawConnFrom(t, e, "127.0.0.3") // past 127.0.0.3's share: its idle peer makes room, not the older halfway one
+	evictedWhileLoggingIn(t, idleR, "the idle peer of a full share")
+	if n := e.Broker.Stats().HandshakesEvicted; n != 2 {
+		t.Fatalf("%d evicted, want 2", n)
+	}
+	send(t, halfway, hello[len(hello)/2:])
+	helloAnswered(t, halfwayR)
+}
+
+// A flood from thousands of addresses across 127.0.0.0/8 (which any local
+// user can bind, so no address's share ever fills), half of it idle and
+// half slow (each has sent all of a hello but its last byte, and stops),
+// runs while clients log in. No client is ever closed while logging in:
+// each is admitted and logs in within its grace, or, when every place is
+// younger than its grace, is refused up front ("retry") and admitted on a
+// retry. The flood meanwhile churns through the pool and is refused.
+func TestLoginFloodFromManyAddressesNeverEvictsPromptClients(t *testing.T) {
+	const pool, clients, flooders = 16, 6, 2
+	e := testbroker.Start(t, "tcp", broker.Options{MaxHandshakes: pool, MaxHandshakesPerAddr: 2, HandshakeTimeout: time.Minute})
+	ep, err := transport.ParseEndpoint(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := helloOfSize(t, 1000)
+	slow = slow[:len(slow)-1]
+
+	stop := make(chan struct{})
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		held []net.Conn // the flood's, closed at the end
+		errs []error
+	)
+	for g := range flooders {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				from := net.IPv4(127, byte(1+g), byte(i/250%250), byte(1+i%250))
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from}}
+				nc, err := d.Dial("tcp", ep.Address)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				if m, err := wire.NewReader(nc).ReadMessage(); err != nil || m.Value(wire.HeaderCommand) != wire.CmdInfo {
+					nc.Close() // refused
+					continue
+				}
+				if g%2 == 1 {
+					_, _ = nc.Write(slow)
+				}
+				mu.Lock()
+				held = append(held, nc)
+				mu.Unlock()
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		for _, nc := range held {
+			nc.Close()
+		}
+		if len(errs) > 0 {
+			t.Errorf("the flood could not dial: %v", errs[0])
+		}
+	}()
+	// The flood has filled the pool, been refused, and churned through
+	// it at least once (its places past their grace were evicted).
+	testbroker.Eventually(t, 30*time.Second, "the flood churning through the pool", func() bool {
+		s := e.Broker.Stats()
+		return s.HandshakesRefused > 0 && s.HandshakesEvicted >= pool
+	})
+
+	retries := 0
+	giveUp := time.Now().Add(time.Minute) // only a broken admission comes near it
+	for i := range clients {
+		for {
+			c, err := dialClient(e, fmt.Sprintf("prompt-%d", i))
+			if err == nil {
+				t.Cleanup(func() { c.Close() })
+				break
+			}
+			if strings.Contains(err.Error(), "closed while logging in") {
+				t.Fatalf("prompt client %d was evicted by the flood: %v", i, err)
+			}
+			if !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), "retry") {
+				t.Fatalf("prompt client %d: %v", i, err)
+			}
+			if retries++; time.Now().After(giveUp) {
+				t.Fatalf("prompt client %d still refused after %d refusals", i, retries)
+			}
+		}
+	}
+	s := e.Broker.Stats()
+	t.Logf("%d prompt clients logged in (%d refusals retried); the flood: %d evicted, %d refused", clients, retries, s.HandshakesEvicted, s.HandshakesRefused)
 }

@@ -170,7 +170,8 @@ func (b *Broker) serveConn(nc net.Conn, inproc bool) {
 		return
 	}
 	defer b.untrack(c)
-	r := wire.NewReader(nc)
+	c.hello = helloMeter{c: c}
+	r := wire.NewReader(&c.hello)
 	// Before login a frame is a hello: MaxHelloBytes is plenty, and an
 	// unauthenticated peer may make the broker hold no more (admission.go).
 	r.SetLimit(MaxHelloBytes)

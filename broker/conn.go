@@ -62,9 +62,11 @@ type conn struct {
 	lastGranted [nActions]atomic.Uint64
 
 	// c's place among the connections logging in, set before c logs in
-	// (its fields are guarded by Broker.hs.mu).
+	// and cleared once its hello is read, by c's reader (the place's
+	// fields are guarded by Broker.hs.mu).
 	place *loginPlace
-	local bool // a local (Unix socket) peer, for Options.LocalReserve; set by track
+	hello helloMeter // what c's reader reads from: nc, measured while c holds a place
+	local bool       // a local (Unix socket) peer, for Options.LocalReserve; set by track
 
 	// Receipts c owes (receiptstall.go): how many events and publication
 	// deliveries wait for its receipt, and since when (ns after

@@ -121,8 +121,10 @@ type Options struct {
 	MaxRegistrations int
 	// MaxHandshakes bounds the connections logging in at once, counted
 	// apart for local (Unix socket) and network peers; MaxHandshakesPerAddr
-	// bounds a network address's share. When full, the connection logging
-	// in longest is closed to make room (docs/messaging.md#bad-input).
+	// bounds a network address's share. When full, of the connections
+	// past their HandshakeGrace the one whose peer has sent the least of
+	// a hello, the oldest of equals, is closed to make room
+	// (docs/messaging.md#before-login).
 	MaxHandshakes, MaxHandshakesPerAddr int
 	// HandshakeGrace is how long a connection logging in keeps its place
 	// whatever comes after it: when the place that would make room for a
