@@ -167,7 +167,7 @@ func TestIdleLoginFloodNeverLocksOutPromptClients(t *testing.T) {
 func TestOverCapacityConnectionIsToldWhy(t *testing.T) {
 	e := testbroker.Start(t, "tcp", broker.Options{MaxConnections: 1})
 	connect(t, e, "first")
-	_, err := dialClient(e, "second")
+	_, err := dialClient(e, "second", noRetry)
 	if !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), "limit of 1 connections") {
 		t.Fatalf("connect past MaxConnections: %v", err)
 	}

@@ -26,7 +26,7 @@ func TestMaxConnectionsEdge(t *testing.T) {
 	e := testbroker.Start(t, "unix", broker.Options{MaxConnections: 2})
 	connect(t, e, "alpha")
 	connect(t, e, "beta") // at the limit
-	if _, err := dialClient(e, "gamma"); err == nil {
+	if _, err := dialClient(e, "gamma", noRetry); err == nil {
 		t.Fatal("a third connection was served")
 	}
 	if e.Broker.Stats().OverCapacity != 1 {

@@ -66,3 +66,6 @@ func expectEvents(t *testing.T, w *client.ServiceWatch, want ...string) {
 		}
 	}
 }
+
+// noRetry makes Connect return the broker's first refusal.
+func noRetry(o *client.Options) { o.RefusedRetry = client.NoRefusedRetry }

@@ -135,7 +135,7 @@ func TestNetworkPeersNeverTakeTheLocalReserve(t *testing.T) {
 		rawConn(t, e) // admitted: it read bus.info
 	}
 	// One more network peer is refused, told why.
-	if _, err := dialClient(e, "one-too-many"); !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), "kept for local peers") {
+	if _, err := dialClient(e, "one-too-many", noRetry); !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), "kept for local peers") {
 		t.Fatalf("a network peer past MaxConnections - LocalReserve: %v", err)
 	}
 	// The owner's processes get the reserve, and no more.
@@ -147,7 +147,7 @@ func TestNetworkPeersNeverTakeTheLocalReserve(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Close() })
 	}
-	if _, err := dialClient(e, "local-past", local); !errors.Is(err, client.ErrRefused) {
+	if _, err := dialClient(e, "local-past", local, noRetry); !errors.Is(err, client.ErrRefused) {
 		t.Fatalf("a local peer past MaxConnections: %v", err)
 	}
 	if n := e.Broker.Stats().OverCapacity; n != 2 {

@@ -158,8 +158,42 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// dialFirst tries each server once, in order.
+// dialFirst tries each server in order, and tries them all again, waiting
+// as between reconnect passes, while the brokers refuse with a reason that
+// passes (ErrRefused: at capacity, too many logging in, which a flood of
+// connections can make for a while), until ctx's deadline or, when it has
+// none, HandshakeTimeout from now; no longer than Options.RefusedRetry.
 func (c *Client) dialFirst(ctx context.Context) (*conn, *wire.Reader, error) {
+	giveUp, ok := ctx.Deadline()
+	if !ok {
+		giveUp = time.Now().Add(c.opts.HandshakeTimeout)
+	}
+	if r := c.opts.RefusedRetry; r != 0 {
+		if t := time.Now().Add(r); t.Before(giveUp) { // a negative one: at once
+			giveUp = t
+		}
+	}
+	for pass := 1; ; pass++ {
+		cn, r, err := c.dialPass(ctx)
+		if err == nil || !errors.Is(err, ErrRefused) || ctx.Err() != nil {
+			return cn, r, err
+		}
+		wait := c.opts.reconnectWait(pass)
+		if time.Now().Add(wait).After(giveUp) {
+			return nil, nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// dialPass tries each server once, in order.
+func (c *Client) dialPass(ctx context.Context) (*conn, *wire.Reader, error) {
 	var errs []error
 	for _, s := range c.servers {
 		cn, r, err := c.dialConn(ctx, s)

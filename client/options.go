@@ -31,6 +31,9 @@ const (
 	// from the first to the second (docs/client.md#reconnecting).
 	DefaultReconnectWaitMin = 100 * time.Millisecond
 	DefaultReconnectWaitMax = 2 * time.Second
+	// NoRefusedRetry is Options.RefusedRetry for a Connect that returns
+	// the broker's first refusal.
+	NoRefusedRetry time.Duration = -1
 	// DefaultMaxReconnects is Options.MaxReconnects when it is 0: the
 	// dial attempts per outage before the client ends (as nats.go's
 	// default; with one server and the default waits, about two minutes).
@@ -94,6 +97,13 @@ type Options struct {
 	// announcements and watches and restores them on the new connection
 	// (docs/client.md#reconnecting).
 	MaxReconnects int
+	// RefusedRetry is how long Connect keeps trying again, waiting as
+	// between reconnect passes, while the brokers refuse the connection
+	// for a reason that passes (ErrRefused: at capacity, too many
+	// connections logging in): 0 means until ctx's deadline, or
+	// HandshakeTimeout when it has none; NoRefusedRetry (any negative
+	// value) returns the first refusal.
+	RefusedRetry time.Duration
 	// ReconnectWaitMin and ReconnectWaitMax bound the wait between passes
 	// over the server list (defaults DefaultReconnectWaitMin and
 	// DefaultReconnectWaitMax); each wait is drawn between half the
