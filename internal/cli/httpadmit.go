@@ -15,8 +15,9 @@ import (
 // the bus over WebSocket (where the bus's handshake takes over), and it
 // holds a place in the broker's login pool of its kind all that time
 // (broker.HoldLoginPlace): MaxHandshakes places for network peers and as
-// many for local ones, MaxHandshakesPerAddr per network address, the
-// oldest closed to make room. What one such connection can make serve
+// many for local ones, MaxHandshakesPerAddr per network address; the
+// place past its grace with the least of a hello (an HTTP one has none),
+// the oldest of those, is closed to make room. What one such connection can make serve
 // hold is its request line and headers (httpMaxHeaderBytes, plus the
 // 4 KiB of slack and the 4 KiB read and write buffers of net/http) and a
 // goroutine.
