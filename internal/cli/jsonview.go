@@ -26,10 +26,11 @@ type serviceJSON struct {
 	IID           string                  `json:"iid"`
 	Provenance    wire.RegisterProvenance `json:"provenance"`
 	Collision     bool                    `json:"collision,omitempty"`
+	Group         string                  `json:"group,omitempty"`
 }
 
 func serviceView(s wire.ServiceInfo) serviceJSON {
-	return serviceJSON{s.Service, s.Version, s.SchemaVersion, s.Meta, s.Channels, s.Address, s.IID, s.Provenance, s.Collision}
+	return serviceJSON{s.Service, s.Version, s.SchemaVersion, s.Meta, s.Channels, s.Address, s.IID, s.Provenance, s.Collision, s.Group}
 }
 
 func servicesView(ss []wire.ServiceInfo) []serviceJSON {

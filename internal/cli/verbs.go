@@ -235,12 +235,25 @@ func runPub(args []string, stdio IO) int {
 	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
 	quiet := v.fs.Bool("quiet", false, "print nothing; the exit status says whether any node accepted")
 	verbose := v.fs.Bool("verbose", false, "also print the publisher's own node")
+	asJSON := v.fs.Bool("json", false, `print one JSON object per candidate node: {"node","result","id","rc","error","elapsed"} (elapsed in milliseconds)`)
 	return v.call(args, stdio, 1, func(c *client.Client, ctx context.Context, payload []byte) int {
+		start := time.Now()
 		res, err := c.Scope("cli").Channel(v.arg(0)).Publish(ctx, payload)
 		if err != nil {
+			if *asJSON {
+				printCallJSON(stdio.Stdout, errorJSON(err, "", start))
+			}
 			return v.failCall(stdio, err)
 		}
-		if !*quiet {
+		switch {
+		case *asJSON:
+			elapsed := sinceMS(start)
+			for _, r := range res.Results {
+				if r.Node != c.Node() || *verbose {
+					printCallJSON(stdio.Stdout, callJSON{Node: r.Node, Result: string(r.Result), ID: res.ID, Elapsed: elapsed})
+				}
+			}
+		case !*quiet:
 			printPublished(stdio.Stdout, res, c.Node(), *verbose, isTerminal(stdio.Stdout))
 		}
 		if publishAccepted(res) == 0 {
@@ -298,16 +311,25 @@ func printPublished(w io.Writer, res client.PublishResult, self string, verbose,
 
 func runSend(args []string, stdio IO) int {
 	v := newVerb("send", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	asJSON := v.fs.Bool("json", false, `print the receipt as one JSON object: {"node","result","id","rc","error","elapsed"} (elapsed in milliseconds)`)
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
+		start := time.Now()
 		r, err := c.Scope("cli").Channel(v.arg(1)).Send(ctx, v.arg(0), payload)
 		if err != nil { // no receipt: refused before sending, or the scope closed
+			if *asJSON {
+				printCallJSON(stdio.Stdout, errorJSON(err, v.arg(0), start))
+			}
 			return v.fail(stdio, err, exitFail)
 		}
-		fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
-		if r.Reason != "" {
-			fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
+		if *asJSON {
+			printCallJSON(stdio.Stdout, callJSON{Node: strings.TrimSuffix(r.Node, ".bus"), Result: string(r.Result), ID: r.ID, Error: r.Reason, Elapsed: sinceMS(start)})
+		} else {
+			fmt.Fprintf(stdio.Stdout, "%s id=%s node=%s", r.Result, r.ID, r.Node)
+			if r.Reason != "" {
+				fmt.Fprintf(stdio.Stdout, " reason=%q", r.Reason)
+			}
+			fmt.Fprintln(stdio.Stdout)
 		}
-		fmt.Fprintln(stdio.Stdout)
 		if r.Result != wire.Accepted {
 			return exitFail
 		}
@@ -317,10 +339,21 @@ func runSend(args []string, stdio IO) int {
 
 func runReq(args []string, stdio IO) int {
 	v := newVerb("req", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	asJSON := v.fs.Bool("json", false, `print the outcome as one JSON object: {"node","result","id","rc","error","elapsed"} and the reply's payload (elapsed in milliseconds)`)
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
+		start := time.Now()
 		reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
 		if err != nil {
+			if *asJSON {
+				printCallJSON(stdio.Stdout, errorJSON(err, v.arg(0), start))
+			}
 			return v.failCall(stdio, err)
+		}
+		if *asJSON {
+			j := callJSON{Node: strings.TrimSuffix(reply.From(), ".bus"), Result: "OK", ID: reply.ReplyTo(), Elapsed: sinceMS(start)}
+			j.Payload, j.PayloadBase64 = payloadJSON(reply.Payload())
+			printCallJSON(stdio.Stdout, j)
+			return exitOK
 		}
 		out := reply.Payload()
 		_, _ = stdio.Stdout.Write(out)
@@ -329,6 +362,53 @@ func runReq(args []string, stdio IO) int {
 		}
 		return exitOK
 	})
+}
+
+// callJSON is one line of `busbar pub|send|req --json`: who answered,
+// with what result (a receipt's, a candidate's, OK for a reply, or the
+// request error's kind), the message id, the rc and error text of a
+// failure, and the milliseconds from sending to the answer; a reply's
+// payload as sub --json prints one.
+type callJSON struct {
+	Node          string  `json:"node"`
+	Result        string  `json:"result"`
+	ID            string  `json:"id,omitempty"`
+	RC            int     `json:"rc"`
+	Error         string  `json:"error,omitempty"`
+	Elapsed       float64 `json:"elapsed"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 []byte  `json:"payload_base64,omitempty"`
+}
+
+// errorJSON is the line of a call that failed with err (to: its target).
+func errorJSON(err error, to string, start time.Time) callJSON {
+	j := callJSON{Node: to, Result: "ERROR", RC: int(wire.RCFailure), Error: err.Error(), Elapsed: sinceMS(start)}
+	var re *client.RequestError
+	if errors.As(err, &re) {
+		j.Result, j.RC, j.Error = string(re.Kind), int(re.RC), re.Text
+		if re.From != "" {
+			j.Node = strings.TrimSuffix(re.From, ".bus")
+		}
+	}
+	return j
+}
+
+func sinceMS(start time.Time) float64 {
+	return float64(time.Since(start).Microseconds()) / 1000
+}
+
+func printCallJSON(w io.Writer, j callJSON) {
+	b, _ := json.Marshal(j)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// payloadJSON is a payload as a string when it is UTF-8, else for base64.
+func payloadJSON(p []byte) (*string, []byte) {
+	if utf8.Valid(p) {
+		s := string(p)
+		return &s, nil
+	}
+	return nil, p
 }
 
 // messageJSON is how `busbar sub --json` prints a message: the payload
@@ -576,9 +656,9 @@ func runLs(args []string, stdio IO) int {
 
 func printServices(w io.Writer, services []wire.ServiceInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tVERSION\tSCHEMA\tADDRESS\tCHANNELS\tCOLLISION")
+	fmt.Fprintln(tw, "SERVICE\tVERSION\tSCHEMA\tADDRESS\tCHANNELS\tCOLLISION\tGROUP")
 	for _, s := range services {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\n", s.Service, orDash(s.Version), s.SchemaVersion, s.Address, list(s.Channels), s.Collision)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\t%s\n", s.Service, orDash(s.Version), s.SchemaVersion, s.Address, list(s.Channels), s.Collision, orDash(s.Group))
 	}
 	_ = tw.Flush()
 }
