@@ -46,11 +46,63 @@ type target struct {
 	load *atomic.Int64
 }
 
-// groups keeps what the choice among members needs between messages.
+// groups keeps what the choice among members needs between messages,
+// and what it chose.
 type groups struct {
 	turn   atomic.Uint64 // whose turn a tie is, for every group
 	mu     sync.Mutex
 	remote map[string]*atomic.Int64 // by broker "/" service: this broker's requests open there
+	sent   map[GroupMember]int64    // requests sent to each member, by this broker
+}
+
+// GroupMember names a member of a service group.
+type GroupMember struct {
+	Service, Group, Node string
+}
+
+// GroupRequests is how many requests this broker sent to a member of a
+// service group through the bare service name (docs/discovery.md#service-groups).
+type GroupRequests struct {
+	GroupMember
+	Requests int64
+}
+
+// chose counts a request sent to member m.
+func (g *groups) chose(m GroupMember) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sent == nil {
+		g.sent = map[GroupMember]int64{}
+	}
+	g.sent[m]++
+}
+
+// GroupRequests returns, for every live member of a service group on the
+// bus, the requests this broker sent it through the group, sorted by
+// service and node. Members gone are forgotten.
+func (b *Broker) GroupRequests() []GroupRequests {
+	live := map[GroupMember]bool{}
+	for _, s := range b.services("") {
+		if s.Group != "" {
+			live[GroupMember{s.Service, s.Group, s.Provenance.Node}] = true
+		}
+	}
+	g := &b.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]GroupRequests, 0, len(live))
+	for m := range live {
+		out = append(out, GroupRequests{m, g.sent[m]})
+	}
+	for m := range g.sent {
+		if !live[m] {
+			delete(g.sent, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b GroupRequests) int {
+		return strings.Compare(a.Service+"\x00"+a.Node, b.Service+"\x00"+b.Node)
+	})
+	return out
 }
 
 // remoteLoad is this broker's count of requests open towards broker for
@@ -171,6 +223,9 @@ func (b *Broker) pickMember(service, group string, locals []*instance, remote []
 		if best < 0 || load*bestMembers < bestLoad*c.members {
 			best, bestLoad, bestMembers = (start+i)%len(cands), load, c.members
 		}
+	}
+	if n.request {
+		b.groups.chose(GroupMember{service, group, cands[best].t.node})
 	}
 	return cands[best].t, nil
 }

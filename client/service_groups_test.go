@@ -108,6 +108,17 @@ func TestServiceGroupSharesRequestsEvenly(t *testing.T) {
 		if total != requests {
 			t.Fatalf("%d answers for %d requests: %v", total, requests, answers)
 		}
+		// The caller's broker counts what it sent each member.
+		sent := map[string]int{}
+		for _, g := range p.At(3).Broker.GroupRequests() {
+			if g.Service != "echoer" || g.Group != "pool" {
+				t.Fatalf("group requests of %+v", g)
+			}
+			sent[g.Node] = int(g.Requests)
+		}
+		if fmt.Sprint(sent) != fmt.Sprint(answers) {
+			t.Fatalf("the broker counts %v sent, the members answered %v", sent, answers)
+		}
 		if m, err := ch.Request(ctx, "echoer.w2.bus", nil); err != nil || string(m.Payload()) != "w2" {
 			t.Fatalf("a member by its address: %v", err)
 		}

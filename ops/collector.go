@@ -47,6 +47,7 @@ type collector struct {
 	relayPushes, relayFsyncs, relayAcks           *prometheus.Desc
 	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
 	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
+	groupRequests                                 *prometheus.Desc
 	traffic                                       trafficDescs
 }
 
@@ -77,6 +78,7 @@ func newCollector(b *broker.Broker) *collector {
 		relaySegments:  desc("relay_segments", "Segment files of the relay's log."),
 		relayDiskBytes: desc("relay_disk_bytes", "Bytes of the relay's segment files."),
 		relayLiveBytes: desc("relay_live_bytes", "Bytes of the relay's records still needed."),
+		groupRequests:  desc("group_requests_total", "Requests this broker sent to each live member of a service group through the service's bare name.", "service", "group", "node"),
 	}
 	for _, k := range counters {
 		c.counters = append(c.counters, desc(k.name+"_total", k.help))
@@ -88,7 +90,7 @@ func newCollector(b *broker.Broker) *collector {
 func (c *collector) all() []*prometheus.Desc {
 	return slices.Concat([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
-		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes}, c.counters, c.traffic.all())
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes, c.groupRequests}, c.counters, c.traffic.all())
 }
 
 // Describe implements prometheus.Collector.
@@ -130,6 +132,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.keys, float64(keys))
 	gauge(c.tappers, float64(c.b.Tappers()))
 	count(c.tapMissed, float64(c.b.TapMissed()))
+	for _, g := range c.b.GroupRequests() {
+		count(c.groupRequests, float64(g.Requests), g.Service, g.Group, g.Node)
+	}
 	t := c.b.Traffic()
 	c.traffic.collect(ch, &t, gauge, count)
 	if rs, ok := c.b.RelayStats(); ok {

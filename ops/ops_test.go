@@ -261,3 +261,35 @@ func TestLoadTokenCreatesAPrivateFileOnceAndRefusesAShortOne(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsCountRequestsPerGroupMember: busbar_group_requests_total
+// counts the requests the broker sent each member of a service group
+// through the bare name, one series per live member.
+func TestMetricsCountRequestsPerGroupMember(t *testing.T) {
+	e := testbroker.Start(t, "tcp", broker.Options{})
+	srv := opsServer(t, e, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, node := range []string{"w1", "w2"} {
+		w := testclient.Connect(t, e, node)
+		if _, err := w.Scope("s").Channel("work").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Announce(ctx, wire.Announcement{Service: "echoer", Group: "pool", Channels: []string{"work"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caller := testclient.Connect(t, e, "caller")
+	for range 4 {
+		if _, err := caller.Scope("c").Channel("work").Request(ctx, "echoer", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body, _ := get(t, srv, ops.MetricsPath, "Bearer "+testToken)
+	for _, node := range []string{"w1", "w2"} {
+		series := `busbar_group_requests_total{group="pool",node="` + node + `",service="echoer"}`
+		if got := metric(body, series); got != "2" {
+			t.Errorf("%s = %q, want 2", series, got)
+		}
+	}
+}
