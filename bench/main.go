@@ -96,7 +96,7 @@ func (p plan) runs(n string) bool { return p.only == nil || p.only[n] }
 func (p plan) runsAny(ws []string) bool { return slices.ContainsFunc(ws, p.runs) }
 
 // singleWorkloads run on one server of each system (run.go).
-var singleWorkloads = []string{"1", "2", "3", "4", "5", "6", "7", "8", "12", "13", "14"}
+var singleWorkloads = []string{"1", "2", "3", "4", "5", "6", "7", "8", "12", "13", "14", "15"}
 
 var (
 	fullPlan  = plan{pubsubMsgs: 1_000_000, fanoutMsgs: 500_000, bigMsgs: 50_000, reqMsgs: 20_000, req16Msgs: 100_000, spreadMsgs: 500_000, manyMsgs: 500_000, frozenMsgs: frozenMsgs, idleConns: 1000, durableFor: 3 * time.Second, durableSpread: 200, durableWindow: defaultDurableWindow}

@@ -31,7 +31,7 @@ func TestQuickComparison(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Rows) != 42 { // 12: rate, share, CPU; 13: the same for 10 and 10,000 subscriptions, and their ratio; 14: rate, p50, p99
+	if len(rep.Rows) != 44 { // 12: rate, share, CPU; 13: the same for 10 and 10,000 subscriptions, and their ratio; 14: rate, p50, p99; 15: rate, p99
 		t.Fatalf("%d rows", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {

@@ -160,6 +160,18 @@ func measure(ctx context.Context, p plan, rep *report, s system, round int) erro
 			return err
 		}
 	}
+	if p.runs("15") { // 16 concurrent requests shared by 4 workers of one group
+		r, err := s.workers(ctx, 4, 16, 128, p.req16Msgs)
+		if err != nil {
+			return err
+		}
+		const workload = "15 workers 16->4 128B"
+		noteFailed(rep, s, workload, r)
+		rep.record(workload, "throughput", "req/s", "higher", sys, r.MsgsPerS)
+		if r.Latency != nil {
+			rep.record(workload, "p99", "µs", "lower", sys, float64(r.Latency.P99)/1e3)
+		}
+	}
 	return nil
 }
 

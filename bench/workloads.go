@@ -26,6 +26,9 @@ type system interface {
 	name() string
 	pubsub(ctx context.Context, subs, size int, msgs int64) (pub loadgen.Result, got []loadgen.Result, err error)
 	request(ctx context.Context, concurrency, size int, msgs int64) (loadgen.Result, error)
+	// workers is request with its requests shared by n interchangeable
+	// responders: a service group on busbar, a queue group on NATS.
+	workers(ctx context.Context, n, concurrency, size int, msgs int64) (loadgen.Result, error)
 	idle(ctx context.Context, n int) (closeAll func(), err error)
 	// freeze subscribes to pubsub's channel on a connection that then
 	// never reads; closing it ends the subscription.
@@ -148,6 +151,49 @@ func (s *busbarSystem) request(ctx context.Context, concurrency, size int, msgs 
 		return loadgen.Result{}, err
 	}
 	return loadgen.Request(ctx, []*client.Client{req}, rep.Node(), concurrency, loadgen.Config{Channel: "bench.req", Size: size, Msgs: msgs})
+}
+
+// workerService is the service workload 15's workers announce together.
+const workerService = "bench-workers"
+
+func (s *busbarSystem) workers(ctx context.Context, n, concurrency, size int, msgs int64) (loadgen.Result, error) {
+	var ws []*client.Client
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	for range n {
+		w, err := s.connectFar(ctx, func(o *client.Options) { o.Workers = max(2, concurrency/n) })
+		if err != nil {
+			return loadgen.Result{}, err
+		}
+		ws = append(ws, w)
+		if _, err := loadgen.Echo(ctx, w, "bench.req"); err != nil {
+			return loadgen.Result{}, err
+		}
+		if _, err := w.Announce(ctx, wire.Announcement{Service: workerService, Group: "bench", Channels: []string{"bench.req"}}); err != nil {
+			return loadgen.Result{}, err
+		}
+	}
+	req, err := s.connect(ctx, nil)
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer req.Close()
+	for deadline := time.Now().Add(busSettle); ; time.Sleep(5 * time.Millisecond) { // every member known to the requester's broker
+		list, err := req.Whois(ctx, workerService)
+		if err != nil {
+			return loadgen.Result{}, err
+		}
+		if len(list) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return loadgen.Result{}, fmt.Errorf("%s: %d of %d workers in the registry", s.label, len(list), n)
+		}
+	}
+	return loadgen.Request(ctx, []*client.Client{req}, workerService, concurrency, loadgen.Config{Channel: "bench.req", Size: size, Msgs: msgs})
 }
 
 func (s *busbarSystem) idle(ctx context.Context, n int) (func(), error) {
@@ -286,6 +332,12 @@ func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs in
 	if err := s.awaitFar(req, []*nats.Conn{rep}); err != nil {
 		return loadgen.Result{}, err
 	}
+	return natsRequests(ctx, req, concurrency, size, msgs), nil
+}
+
+// natsRequests makes msgs requests on bench.req from concurrency
+// goroutines sharing req, and reports their rate and round trips.
+func natsRequests(ctx context.Context, req *nats.Conn, concurrency, size int, msgs int64) loadgen.Result {
 	var lat loadgen.Recorder
 	var done, errs atomic.Int64
 	start := time.Now()
@@ -307,7 +359,38 @@ func (s *natsSystem) request(ctx context.Context, concurrency, size int, msgs in
 	}
 	wg.Wait()
 	n := done.Load()
-	return loadgen.NewResult("req", n, 2*n*int64(size), errs.Load(), time.Since(start), lat.Summary()), nil
+	return loadgen.NewResult("req", n, 2*n*int64(size), errs.Load(), time.Since(start), lat.Summary())
+}
+
+func (s *natsSystem) workers(ctx context.Context, n, concurrency, size int, msgs int64) (loadgen.Result, error) {
+	var ws []*nats.Conn
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	for range n {
+		w, err := s.connectFar()
+		if err != nil {
+			return loadgen.Result{}, err
+		}
+		ws = append(ws, w)
+		if _, err := w.QueueSubscribe("bench.req", "bench", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+			return loadgen.Result{}, err
+		}
+		if err := w.Flush(); err != nil {
+			return loadgen.Result{}, err
+		}
+	}
+	req, err := s.connect()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	defer req.Close()
+	if err := s.awaitFar(req, ws); err != nil {
+		return loadgen.Result{}, err
+	}
+	return natsRequests(ctx, req, concurrency, size, msgs), nil
 }
 
 func (s *natsSystem) idle(ctx context.Context, n int) (func(), error) {
