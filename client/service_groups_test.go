@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"busbar/client"
+	"busbar/internal/testbroker"
 	"busbar/internal/testbus"
+	"busbar/internal/testclient"
 	"busbar/wire"
 )
 
@@ -174,6 +177,69 @@ func TestServiceGroupRules(t *testing.T) {
 		var re *client.RequestError
 		if !errors.As(err, &re) || re.Kind != wire.ResultNoHandler || !strings.Contains(re.Text, "no member of group pool") {
 			t.Fatalf("a channel no member handles: %v", err)
+		}
+	})
+}
+
+// TestServiceGroupMemberLostFailsOnlyItsRequests: a member that takes
+// requests and never answers, then disconnects, fails exactly the
+// requests it held (DISCONNECT: never sent again to another member);
+// every other request of the run is answered by the others.
+func TestServiceGroupMemberLostFailsOnlyItsRequests(t *testing.T) {
+	testbus.EachTopology(t, testOpts(), func(t *testing.T, p testbus.Placement) {
+		var got sync.Map
+		// Each request w1 gets enters its handler (64 workers); its
+		// connection can be cut as by a crash.
+		stuck, conn := testclient.ConnectDroppable(t, p.At(0), "w1", func(o *client.Options) { o.Workers = 64 })
+		ctx := ctxT(t, testbus.Settle)
+		var held sync.WaitGroup
+		var holding atomic.Int64
+		release := make(chan struct{})
+		defer close(release)
+		if _, err := stuck.Scope("s").Channel("work").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) {
+			holding.Add(1)
+			<-release
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stuck.Announce(ctx, wire.Announcement{Service: "echoer", Group: "pool", Channels: []string{"work"}}); err != nil {
+			t.Fatal(err)
+		}
+		worker(t, p, 1, "w2", "pool", &got)
+		worker(t, p, 2, "w3", "pool", &got)
+		caller := connect(t, p.At(3), "caller")
+		awaitMembers(t, p, caller, 3)
+		p.Sees(t, "w1", "w2", "w3")
+		ch := caller.Scope("c").Channel("work")
+		const requests = 30
+		var answered, disconnected, other atomic.Int64
+		for range requests {
+			held.Add(1)
+			go func() {
+				defer held.Done()
+				_, err := ch.Request(ctx, "echoer", nil)
+				switch {
+				case err == nil:
+					answered.Add(1)
+				case errors.Is(err, client.ErrDisconnect):
+					disconnected.Add(1)
+				default:
+					other.Add(1)
+					t.Errorf("request: %v", err)
+				}
+			}()
+		}
+		testbroker.Eventually(t, testbus.Settle, "every request answered or held by w1", func() bool {
+			return answered.Load()+holding.Load() == requests
+		})
+		if holding.Load() == 0 {
+			t.Fatal("w1 was given no request")
+		}
+		conn.Drop()
+		held.Wait()
+		if h := holding.Load(); disconnected.Load() != h || answered.Load() != requests-h || other.Load() != 0 {
+			t.Fatalf("w1 held %d; %d answered, %d DISCONNECT, %d other", h, answered.Load(), disconnected.Load(), other.Load())
 		}
 	})
 }

@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"busbar/auth"
+	"busbar/client"
 	"busbar/internal/testbroker"
 )
 
@@ -55,5 +62,95 @@ func TestReplyWorkersOfOneGroupShareRequests(t *testing.T) {
 		if n := got[w]; n < requests/3*8/10 || n > requests/3*12/10 {
 			t.Fatalf("%s answered %d of %d: %v", w, n, requests, got)
 		}
+	}
+}
+
+// TestGroupWorkersOnTwoBrokersShareRequests: three `busbar reply --group`
+// workers, two on broker b1 and one on b2 of a bus, share 3,000 requests
+// made on b1 to the bare service name within 20% of an even split, none
+// lost and none answered twice; once a worker is killed, the requests go
+// to the other two.
+func TestGroupWorkersOnTwoBrokersShareRequests(t *testing.T) {
+	b1, b2 := startTwoBrokers(t)
+	var stops []func()
+	for i, s := range []*server{b1, b1, b2} {
+		name := fmt.Sprintf("w%d", i+1)
+		cmd := exec.Command(binPath, "reply", "work", "--echo", "--name", name, "--service", "echoer", "--group", "pool")
+		cmd.Env = append(os.Environ(), "BUSBAR_DATA="+s.data)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		stop := func() { _ = cmd.Process.Kill(); <-done }
+		t.Cleanup(stop)
+		stops = append(stops, stop)
+	}
+	cred, err := auth.LoadCredential(filepath.Join(b1.data, auth.CredentialsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Connect(ctx, client.Options{Node: "caller", Server: "unix://" + filepath.Join(b1.data, "busbar.sock"), Credential: cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testbroker.AwaitEvery(t, 20*time.Second, 50*time.Millisecond, "b1 to know the three workers", func() error {
+		list, err := c.Whois(ctx, "echoer")
+		if err != nil || len(list) != 3 {
+			return fmt.Errorf("whois echoer on b1: %d, %v", len(list), err)
+		}
+		nodes, err := c.Directory(ctx)
+		if err != nil {
+			return err
+		}
+		handlers := 0
+		for _, n := range nodes {
+			if strings.HasPrefix(n.Node, "w") && slices.Contains(n.Handlers, "work") {
+				handlers++
+			}
+		}
+		if handlers != 3 {
+			return fmt.Errorf("%d workers handle work", handlers)
+		}
+		return nil
+	})
+	ch := c.Scope("cli").Channel("work")
+	const requests = 3000
+	got := map[string]int{}
+	for range requests {
+		m, err := ch.Request(ctx, "echoer", nil)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got[strings.TrimSuffix(m.From(), ".bus")]++
+	}
+	for _, w := range []string{"w1", "w2", "w3"} {
+		if n := got[w]; n < requests/3*8/10 || n > requests/3*12/10 {
+			t.Fatalf("%s answered %d of %d: %v", w, got[w], requests, got)
+		}
+	}
+	t.Logf("3,000 requests on b1: %v", got)
+
+	// w3 (on b2) killed: the others take every request once b1 knows.
+	stops[2]()
+	testbroker.AwaitEvery(t, 20*time.Second, 50*time.Millisecond, "b1 to drop w3", func() error {
+		if list, err := c.Whois(ctx, "echoer"); err != nil || len(list) != 2 {
+			return fmt.Errorf("whois echoer on b1: %d, %v", len(list), err)
+		}
+		return nil
+	})
+	after := map[string]int{}
+	for range 300 {
+		m, err := ch.Request(ctx, "echoer", nil)
+		if err != nil {
+			t.Fatalf("with w3 gone, after %v: %v", after, err)
+		}
+		after[strings.TrimSuffix(m.From(), ".bus")]++
+	}
+	if after["w3"] != 0 || after["w1"]+after["w2"] != 300 {
+		t.Fatalf("with w3 gone: %v", after)
 	}
 }
