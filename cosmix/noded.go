@@ -1,0 +1,209 @@
+package cosmix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"busbar/client"
+	"busbar/wire"
+)
+
+// Registration-rejection body of a name collision (cosmix-lib-bus
+// REGISTRATION_REJECTION_SCHEMA, REGISTRATION_REJECTION_NAME_TAKEN): newer
+// clients classify the refusal from it.
+const (
+	rejectionSchema = "noded.registration-rejection.v1"
+	nameTaken       = "NAME_TAKEN"
+)
+
+// nodedTimeout bounds the broker round trips of one noded command.
+const nodedTimeout = DefaultCallTimeout
+
+// pingBody is noded.ping's answer: the extensions busbar provides of
+// noded's (core only: no topic, no observe, no native session).
+const pingBody = `{"pong": true, "extensions": {"core": "1.0"}}`
+
+// noded answers a frame addressed to the broker.
+func (s *session) noded(m *wire.Message) {
+	ctx, cancel := context.WithTimeout(s.ctx, nodedTimeout)
+	defer cancel()
+	id, cmd := m.Value(wire.HeaderID), m.Value(wire.HeaderCommand)
+	var resp *wire.Message
+	switch cmd {
+	case "noded.register":
+		resp = s.register(ctx, m)
+	case "noded.deregister":
+		resp = s.deregister(ctx, id)
+	case "noded.list":
+		resp = s.list(ctx, id)
+	case "noded.info":
+		resp = s.info(ctx, id)
+	case "noded.ping":
+		resp = nodedReply(id, cmd, wire.RCSuccess, "")
+		resp.SetBody([]byte(pingBody))
+	default:
+		resp = nodedReply(id, "", wire.RCError, fmt.Sprintf("Unknown noded command: '%s'", cmd))
+	}
+	if s.ctx.Err() == nil {
+		s.enqueue(resp)
+	}
+}
+
+// nodedReply is a reply from noded: type response, from noded, the rc,
+// the command when there is one, the error when there is one, the id.
+func nodedReply(id, cmd string, rc wire.RC, errText string) *wire.Message {
+	m := response(id, rc, errText).WithHeader(wire.HeaderFrom, noded)
+	if cmd != "" {
+		m.Set(wire.HeaderCommand, cmd)
+	}
+	return m
+}
+
+// register binds the frame's "from" to this connection: a busbar service
+// announced by the connection's node, with the provenance in its meta.
+// A name another connection holds is refused rc 10 and the connection
+// kept, as noded refuses it.
+func (s *session) register(ctx context.Context, m *wire.Message) *wire.Message {
+	id := m.Value(wire.HeaderID)
+	name := m.Value(wire.HeaderFrom)
+	if name == "" {
+		return nodedReply(id, "", wire.RCError, "noded.register requires 'from' header")
+	}
+	if err := wire.ValidLabel(name); err != nil {
+		return nodedReply(id, "", wire.RCError, fmt.Sprintf("service name '%s' is not a busbar service name: %s", name, labelReason(err)))
+	}
+	ann := wire.Announcement{Service: name, Channels: []string{CallChannel}}
+	prov := json.RawMessage("{}")
+	if body := m.Body(); len(body) > 0 {
+		var p Provenance
+		if json.Unmarshal(body, &p) == nil && json.Valid(body) && body[0] == '{' {
+			prov = json.RawMessage(body) // else registered without it, as noded does
+			if p.Version != nil && len(*p.Version) <= wire.MaxVersionLen {
+				ann.Version = *p.Version
+			}
+		}
+	}
+	ann.Meta, _ = wire.JSON(map[string]json.RawMessage{metaKey: prov})
+	if len(ann.Meta) > wire.MaxMetaBytes {
+		ann.Meta, _ = wire.JSON(map[string]json.RawMessage{metaKey: json.RawMessage("{}")})
+	}
+
+	s.srv.regMu.Lock()
+	defer s.srv.regMu.Unlock()
+	infos, err := s.bc.Whois(ctx, name)
+	if err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.register: "+err.Error())
+	}
+	for _, in := range infos {
+		if in.Provenance.Node != s.bc.Node() {
+			return taken(id, name)
+		}
+	}
+	info, err := s.bc.Announce(ctx, ann)
+	if err != nil {
+		var re *client.RequestError
+		if errors.As(err, &re) {
+			return nodedReply(id, "", wire.RCError, "noded.register: "+re.Text)
+		}
+		return nodedReply(id, "", wire.RCFailure, "noded.register: "+err.Error())
+	}
+	if info.Collision { // a busbar node announced it meanwhile
+		_ = s.bc.Withdraw(ctx, name)
+		return taken(id, name)
+	}
+	s.mu.Lock()
+	old := s.name
+	s.name = name
+	s.mu.Unlock()
+	if old != "" && old != name {
+		_ = s.bc.Withdraw(ctx, old)
+	}
+	resp := nodedReply(id, "noded.register", wire.RCSuccess, "")
+	body, _ := wire.JSON(name)
+	resp.SetBody([]byte(`{"registered": ` + string(body) + `}`))
+	return resp
+}
+
+// taken is noded's collision reply: rc 10, the error text, and the
+// structured rejection body.
+func taken(id, name string) *wire.Message {
+	text := fmt.Sprintf("service name '%s' is already registered", name)
+	resp := nodedReply(id, "", wire.RCError, text)
+	body, _ := wire.JSON(map[string]string{"schema": rejectionSchema, "error_code": nameTaken, "message": text})
+	resp.SetBody(body)
+	return resp
+}
+
+func labelReason(err error) string {
+	var ae *wire.AddressError
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return err.Error()
+}
+
+// deregister withdraws the connection's service; without one it is rc 0
+// too, as noded's.
+func (s *session) deregister(ctx context.Context, id string) *wire.Message {
+	s.mu.Lock()
+	name := s.name
+	s.name = ""
+	s.mu.Unlock()
+	resp := nodedReply(id, "noded.deregister", wire.RCSuccess, "")
+	if name == "" {
+		resp.SetBody([]byte(`{"deregistered": null}`))
+		return resp
+	}
+	if err := s.bc.Withdraw(ctx, name); err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.deregister: "+err.Error())
+	}
+	body, _ := wire.JSON(name)
+	resp.SetBody([]byte(`{"deregistered": ` + string(body) + `}`))
+	return resp
+}
+
+// list answers with every service on the bus, sorted by name.
+func (s *session) list(ctx context.Context, id string) *wire.Message {
+	infos, err := s.bc.Whois(ctx, "")
+	if err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.list: "+err.Error())
+	}
+	out := make([]ServiceInfo, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, serviceInfo(in))
+	}
+	body, err := wire.JSON(out)
+	if err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.list: "+err.Error())
+	}
+	resp := nodedReply(id, "noded.list", wire.RCSuccess, "")
+	resp.SetBody(body)
+	return resp
+}
+
+// info answers with the broker's identity, as noded's NodeInfo.
+func (s *session) info(ctx context.Context, id string) *wire.Message {
+	infos, err := s.bc.Whois(ctx, "")
+	if err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.info: "+err.Error())
+	}
+	binary, version, pid := "busbar", s.srv.cfg.Version, uint32(os.Getpid())
+	started := s.srv.started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	self := &ServiceInfo{Name: noded, SchemaVersion: SchemaVersion,
+		Provenance: Provenance{Binary: &binary, PID: &pid, StartedAt: &started}}
+	if version != "" {
+		self.Version = &version
+	}
+	body, err := wire.JSON(NodeInfo{Node: s.srv.cfg.BrokerName, Noded: self,
+		UptimeS: uint64(time.Since(s.srv.started) / time.Second), ServiceCount: len(infos), SchemaVersion: SchemaVersion})
+	if err != nil {
+		return nodedReply(id, "", wire.RCFailure, "noded.info: "+err.Error())
+	}
+	resp := nodedReply(id, "noded.info", wire.RCSuccess, "")
+	resp.SetBody(body)
+	return resp
+}
