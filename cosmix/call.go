@@ -302,8 +302,8 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 		return r.Body(), nil
 	case <-s.ctx.Done():
 		return nil, &client.HandlerError{RC: wire.RCError, Text: fmt.Sprintf("Service '%s' disconnected", name)}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case <-ctx.Done(): // the caller's deadline: it hears rc 20, whoever is first
+		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' timed out", name)}
 	}
 }
 

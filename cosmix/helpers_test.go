@@ -34,10 +34,10 @@ type env struct {
 
 // start runs a broker and a cosmix server in front of it; tweak adjusts
 // the server's config.
-func start(t *testing.T, tweak func(*Config)) *env {
+func start(t *testing.T, tweak func(*Config), extra ...auth.Principal) *env {
 	t.Helper()
-	bus := testbroker.Start(t, "inproc", broker.Options{})
-	cfg := Config{Dial: func(context.Context) (net.Conn, error) { return bus.Broker.DialInProcess() },
+	bus := testbroker.Start(t, "inproc", broker.Options{}, extra...)
+	cfg := Config{Dial: Dialer(bus.Broker),
 		BrokerName: bus.Broker.Name(), Version: "test"}
 	if tweak != nil {
 		tweak(&cfg)
@@ -61,8 +61,11 @@ func start(t *testing.T, tweak func(*Config)) *env {
 	return &env{t: t, bus: bus, srv: srv, addr: ln.Addr().String()}
 }
 
-func (e *env) url() string {
-	return "ws://" + e.addr + Path + "?" + TokenParam + "=local:" + e.bus.Secrets["local"]
+func (e *env) url() string { return e.urlAs("local") }
+
+// urlAs is the URL a cosmix app of principal p is given.
+func (e *env) urlAs(p string) string {
+	return "ws://" + e.addr + Path + "?" + TokenParam + "=" + p + ":" + e.bus.Secrets[p]
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -77,9 +80,11 @@ type app struct {
 	ws *websocket.Conn
 }
 
-func (e *env) dial() *app {
+func (e *env) dial() *app { return e.dialURL(e.url()) }
+
+func (e *env) dialURL(url string) *app {
 	e.t.Helper()
-	ws, resp, err := websocket.Dial(ctxT(e.t), e.url(), nil)
+	ws, resp, err := websocket.Dial(ctxT(e.t), url, nil)
 	if err != nil {
 		e.t.Fatalf("dial: %v", err)
 	}

@@ -19,7 +19,9 @@ import (
 	"github.com/coder/websocket"
 
 	"busbar/auth"
+	"busbar/broker"
 	"busbar/client"
+	"busbar/transport"
 )
 
 // Path is where a cosmix client connects: ws://HOST:PORT/ws, the path of
@@ -44,8 +46,8 @@ var (
 
 // Config configures a Server.
 type Config struct {
-	// Dial makes the broker connection of each cosmix connection: the
-	// broker's DialInProcess. Required.
+	// Dial makes the broker connection of each cosmix connection, on which
+	// it logs in with its own credential: Dialer(broker). Required.
 	Dial func(ctx context.Context) (net.Conn, error)
 	// BrokerName and Version are the broker's node name and busbar's
 	// version, for noded.info.
@@ -199,20 +201,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cosmix: cannot log in to the broker: "+err.Error(), code)
 		return
 	}
+	sess := newSession(s, bc)
+	if err := sess.setup(); err != nil {
+		sess.end()
+		http.Error(w, "cosmix: the node may not take calls: "+err.Error(), http.StatusForbidden)
+		return
+	}
 	// Origins are checked above, by busbar's rule.
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
-		_ = bc.Close()
+		sess.end()
 		return
 	}
 	ws.SetReadLimit(MaxMessageBytes)
-	sess := newSession(s, ws, bc)
+	sess.ws = ws
 	if !s.track(sess) {
 		sess.end()
 		return
 	}
 	sess.run()
 	s.untrack(sess)
+}
+
+// Dialer is Config.Dial for a broker in this process: a pipe the broker
+// serves as it serves a socket (Broker.ServeConn), so each cosmix node
+// logs in with its own credential and has its principal's permissions,
+// never the trusted node of Broker.DialInProcess.
+func Dialer(b *broker.Broker) func(context.Context) (net.Conn, error) {
+	return func(context.Context) (net.Conn, error) {
+		cl, srv, err := transport.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		go b.ServeConn(srv) // the broker's: it ends at the broker's shutdown
+		return cl, nil
+	}
 }
 
 // add counts a connection in s.wg unless the server is closed.

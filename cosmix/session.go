@@ -13,7 +13,8 @@ import (
 	"busbar/wire"
 )
 
-// session is one cosmix connection and the busbar node it is.
+// session is one cosmix connection and the busbar node it is. ws is set
+// once, before run; read-only after.
 //
 // Goroutines: the reader is ServeHTTP's (run); the writer (writeLoop), the
 // watcher of the broker connection (watchNode) and one per call in either
@@ -39,27 +40,29 @@ type session struct {
 	dropped atomic.Uint64 // frames the full queue refused
 }
 
-func newSession(s *Server, ws *websocket.Conn, bc *client.Client) *session {
+func newSession(s *Server, bc *client.Client) *session {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &session{srv: s, ws: ws, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
+	return &session{srv: s, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
 		out: make(chan []byte, OutboundQueue), calls: make(chan struct{}, s.cfg.MaxCalls),
 		pending: map[string]chan *wire.Message{}}
 }
 
-// run serves the connection until it ends, then ends the session.
+// setup makes the node take calls and events on CallChannel, before the
+// connection is upgraded: a principal that may not is refused then.
+func (s *session) setup() error {
+	ch := s.scope.Channel(CallChannel)
+	if _, err := ch.Handle(s.ctx, s.answerCall); err != nil {
+		return err
+	}
+	_, err := ch.Subscribe(s.ctx, s.takeEvent)
+	return err
+}
+
+// run serves the upgraded connection until it ends, then ends the session.
 func (s *session) run() {
 	defer s.end()
 	s.wg.Go(s.writeLoop)
 	s.wg.Go(s.watchNode)
-	ch := s.scope.Channel(CallChannel)
-	if _, err := ch.Handle(s.ctx, s.answerCall); err != nil {
-		s.srv.cfg.Logger.Warn("cosmix: cannot take calls", "node", s.bc.Node(), "err", err)
-		return
-	}
-	if _, err := ch.Subscribe(s.ctx, s.takeEvent); err != nil {
-		s.srv.cfg.Logger.Warn("cosmix: cannot take events", "node", s.bc.Node(), "err", err)
-		return
-	}
 	for {
 		typ, data, err := s.ws.Read(s.ctx)
 		if err != nil {
@@ -77,7 +80,9 @@ func (s *session) end() {
 	s.cancel()
 	_ = s.bc.Close()
 	s.wg.Wait()
-	_ = s.ws.CloseNow()
+	if s.ws != nil {
+		_ = s.ws.CloseNow()
+	}
 }
 
 // watchNode ends the session when its broker connection ends.
