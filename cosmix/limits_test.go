@@ -3,9 +3,12 @@ package cosmix
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -176,5 +179,30 @@ func TestTheOutboundQueueTakesOutboundQueueFramesAndDropsOneMore(t *testing.T) {
 	}
 	if s.enqueue(wire.Empty()) || s.dropped.Load() != 1 {
 		t.Fatalf("frame OutboundQueue+1 was queued (dropped %d)", s.dropped.Load())
+	}
+}
+
+func TestALoginTheBrokerDoesNotAnswerWithinLoginTimeoutIs503(t *testing.T) {
+	var held []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	e := start(t, func(c *Config) {
+		c.LoginTimeout = 100 * time.Millisecond
+		c.Dial = func(context.Context) (net.Conn, error) { // a broker that never answers
+			a, b := net.Pipe()
+			mu.Lock()
+			held = append(held, b)
+			mu.Unlock()
+			return a, nil
+		}
+	})
+	if got := dialStatus(t, e.url(), nil); got != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", got)
 	}
 }

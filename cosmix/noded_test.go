@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/coder/websocket"
 )
 
 func TestRegisterAnswersAsNodedAndAnnouncesTheServiceWithItsProvenance(t *testing.T) {
@@ -180,5 +182,23 @@ func TestInfoAnswersTheBrokersNodeInfo(t *testing.T) {
 	if info.Node != e.bus.Broker.Name() || info.Noded.Name != "noded" || info.Noded.Binary != "busbar" ||
 		info.Noded.Version != "test" || info.ServiceCount != 1 || info.SchemaVersion != 1 {
 		t.Fatalf("info %s", m.Body())
+	}
+}
+
+func TestCloseEndsEveryConnectionAndItsService(t *testing.T) {
+	e := start(t, nil)
+	a := e.dial()
+	a.register("service-a", 1)
+	alpha := e.node("alpha")
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.ws.Read(ctxT(t)); err == nil {
+		t.Fatal("the connection is still open after Close")
+	}
+	e.awaitService(alpha, "service-a", true)
+	if ws, _, err := websocket.Dial(ctxT(t), e.url(), nil); err == nil {
+		_ = ws.CloseNow()
+		t.Fatal("a connection was taken after Close")
 	}
 }
