@@ -18,6 +18,16 @@
 // "---\n---\n" is a heartbeat, read and not answered; a message over
 // MaxMessageBytes closes the connection (1009).
 //
+// # What it translates
+//
+// noded.register / deregister announce and withdraw a busbar service of
+// the connection's node (channel CallChannel); noded.list / info / ping
+// answer from busbar's registry; a request reaches a cosmix app (as a
+// CallRequest on CallChannel), a busbar service (on the command's channel)
+// or a port, and its reply comes back with the caller's id and rc;
+// topic.subscribe / unsubscribe / publish are busbar subscriptions and
+// publications on TopicNamespace channels, the last frame retained.
+//
 // The whole contract (what a cosmix user sets, what differs from noded,
 // the limits) is docs/cosmix.md.
 package cosmix

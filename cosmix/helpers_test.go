@@ -36,7 +36,13 @@ type env struct {
 // the server's config.
 func start(t *testing.T, tweak func(*Config), extra ...auth.Principal) *env {
 	t.Helper()
-	bus := testbroker.Start(t, "inproc", broker.Options{}, extra...)
+	return startWith(t, broker.Options{}, tweak, extra...)
+}
+
+// startWith is start with a broker of options opts.
+func startWith(t *testing.T, opts broker.Options, tweak func(*Config), extra ...auth.Principal) *env {
+	t.Helper()
+	bus := testbroker.Start(t, "inproc", opts, extra...)
 	cfg := Config{Dial: Dialer(bus.Broker),
 		BrokerName: bus.Broker.Name(), Version: "test"}
 	if tweak != nil {

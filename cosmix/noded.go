@@ -42,6 +42,11 @@ func (s *session) noded(m *wire.Message) {
 		resp = s.list(ctx, id)
 	case "noded.info":
 		resp = s.info(ctx, id)
+	case "topic.publish", "topic.subscribe", "topic.unsubscribe":
+		resp = s.topic(ctx, m)
+		if resp == nil {
+			return // answered, and the retained frame queued after it
+		}
 	case "noded.ping":
 		resp = nodedReply(id, cmd, wire.RCSuccess, "")
 		resp.SetBody([]byte(pingBody))

@@ -69,7 +69,8 @@ type Server struct {
 	started time.Time
 	slots   chan struct{} // one per connection served or logging in
 
-	regMu sync.Mutex // serialises noded.register's check and announce
+	regMu  sync.Mutex // serialises noded.register's check and announce
+	topics retained   // the topics' last frames
 
 	mu       sync.Mutex // guards closed, sessions, hsrv
 	closed   bool
@@ -109,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns),
-		sessions: map[*session]struct{}{}, ctx: ctx, cancel: cancel}, nil
+		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Listen listens on addr, which must be a loopback address (127.0.0.0/8,

@@ -32,10 +32,11 @@ type session struct {
 	calls  chan struct{} // one per call made and not answered; MaxCalls
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards name, pending, nextID
+	mu      sync.Mutex // guards name, pending, nextID, subs
 	name    string     // the registered service; "" while anonymous
 	pending map[string]chan *wire.Message
 	nextID  uint64
+	subs    map[string]*client.Subscription // by topic
 
 	dropped atomic.Uint64 // frames the full queue refused
 }
@@ -44,7 +45,7 @@ func newSession(s *Server, bc *client.Client) *session {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &session{srv: s, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
 		out: make(chan []byte, OutboundQueue), calls: make(chan struct{}, s.cfg.MaxCalls),
-		pending: map[string]chan *wire.Message{}}
+		pending: map[string]chan *wire.Message{}, subs: map[string]*client.Subscription{}}
 }
 
 // setup makes the node take calls and events on CallChannel, before the
@@ -114,15 +115,7 @@ func (s *session) writeLoop() {
 
 // enqueue queues m for the writer, or drops it (counted) when the queue
 // is full.
-func (s *session) enqueue(m *wire.Message) bool {
-	select {
-	case s.out <- Encode(m):
-		return true
-	default:
-		s.dropped.Add(1)
-		return false
-	}
-}
+func (s *session) enqueue(m *wire.Message) bool { return s.enqueueRaw(Encode(m)) }
 
 // take handles one text message from the app.
 func (s *session) take(data []byte) {
