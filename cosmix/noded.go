@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"busbar/client"
@@ -171,15 +173,12 @@ func (s *session) deregister(ctx context.Context, id string) *wire.Message {
 	return resp
 }
 
-// list answers with every service on the bus, sorted by name.
+// list answers with every service on the bus and every busbar node (a
+// name a call reaches too), sorted by name.
 func (s *session) list(ctx context.Context, id string) *wire.Message {
-	infos, err := s.bc.Whois(ctx, "")
+	out, err := s.inventory(ctx)
 	if err != nil {
 		return nodedReply(id, "", wire.RCFailure, "noded.list: "+err.Error())
-	}
-	out := make([]ServiceInfo, 0, len(infos))
-	for _, in := range infos {
-		out = append(out, serviceInfo(in))
 	}
 	body, err := wire.JSON(out)
 	if err != nil {
@@ -190,9 +189,37 @@ func (s *session) list(ctx context.Context, id string) *wire.Message {
 	return resp
 }
 
+// inventory is noded.list's records: the registry's services, then the
+// nodes no service of that name hides, but for the cosmix connections'
+// own nodes (their services are listed).
+func (s *session) inventory(ctx context.Context) ([]ServiceInfo, error) {
+	infos, err := s.bc.Whois(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := s.bc.Directory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ServiceInfo, 0, len(infos)+len(nodes))
+	named := map[string]bool{}
+	for _, in := range infos {
+		out = append(out, serviceInfo(in))
+		named[in.Service] = true
+	}
+	for _, n := range nodes {
+		if named[n.Node] || strings.HasPrefix(n.Node, s.srv.cfg.NodePrefix) {
+			continue
+		}
+		out = append(out, nodeRecord(n))
+	}
+	slices.SortStableFunc(out, func(a, b ServiceInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
 // info answers with the broker's identity, as noded's NodeInfo.
 func (s *session) info(ctx context.Context, id string) *wire.Message {
-	infos, err := s.bc.Whois(ctx, "")
+	infos, err := s.inventory(ctx)
 	if err != nil {
 		return nodedReply(id, "", wire.RCFailure, "noded.info: "+err.Error())
 	}

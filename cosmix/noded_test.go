@@ -148,16 +148,21 @@ func TestListAnswersEveryServiceInTheClientsShape(t *testing.T) {
 		t.Fatalf("reply %v", m)
 	}
 	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(m.Body(), &list); err != nil || len(list) != 2 {
+	// The busbar node alpha, its service geo, the cosmix app service-a
+	// (not the app's own node, cosmix-…).
+	if err := json.Unmarshal(m.Body(), &list); err != nil || len(list) != 3 {
 		t.Fatalf("body %s: %v", m.Body(), err)
 	}
-	if string(list[0]["name"]) != `"geo"` || string(list[0]["version"]) != `"2.1.0"` || string(list[0]["schema_version"]) != "1" {
+	if string(list[0]["name"]) != `"alpha"` || string(list[0]["meta"]) != `{"address":"alpha.bus","handlers":[],"kind":"node"}` {
+		t.Errorf("alpha: %s", m.Body())
+	}
+	if string(list[1]["name"]) != `"geo"` || string(list[1]["version"]) != `"2.1.0"` || string(list[1]["schema_version"]) != "1" {
 		t.Errorf("geo: %s", m.Body())
 	}
-	if string(list[1]["name"]) != `"service-a"` || string(list[1]["version"]) != `"1.0"` || string(list[1]["pid"]) != "7" || list[1]["registered_at"] == nil {
+	if string(list[2]["name"]) != `"service-a"` || string(list[2]["version"]) != `"1.0"` || string(list[2]["pid"]) != "7" || list[2]["registered_at"] == nil {
 		t.Errorf("service-a: %s", m.Body())
 	}
-	if !strings.HasPrefix(string(m.Body()), `[{"name":"geo","version":"2.1.0","registered_at":`) {
+	if !strings.Contains(string(m.Body()), `{"name":"geo","version":"2.1.0","registered_at":`) {
 		t.Errorf("field order: %s", m.Body())
 	}
 }

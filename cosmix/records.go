@@ -108,3 +108,10 @@ func cosmixProvenance(in wire.ServiceInfo) (Provenance, bool) {
 	_ = json.Unmarshal(raw, &p) // checked when registered
 	return p, true
 }
+
+// nodeRecord is a busbar node as noded.list shows it: its name, and in
+// meta its address, the channels it handles and kind "node".
+func nodeRecord(n wire.NodeInfo) ServiceInfo {
+	meta, _ := wire.JSON(map[string]any{"kind": "node", "address": n.Node + ".bus", "handlers": n.Handlers})
+	return ServiceInfo{Name: n.Node, SchemaVersion: SchemaVersion, Provenance: Provenance{Meta: meta}}
+}

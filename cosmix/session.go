@@ -2,7 +2,6 @@ package cosmix
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -185,6 +184,3 @@ func (s *session) serviceName() string {
 	defer s.mu.Unlock()
 	return s.name
 }
-
-// errSessionEnded: the connection ended while a call waited.
-var errSessionEnded = errors.New("cosmix: connection ended")
