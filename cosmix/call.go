@@ -84,6 +84,7 @@ func (s *session) start(m *wire.Message, r route) {
 			s.enqueue(response(id, wire.RCFailure, fmt.Sprintf("too many calls in flight on this connection (%d)", s.srv.cfg.MaxCalls)))
 		} else {
 			s.dropped.Add(1)
+			s.srv.dropped.Add(1)
 		}
 		return
 	}

@@ -171,14 +171,15 @@ func testBusy(t *testing.T, e *env, _ *client.Client) {
 }
 
 func TestTheOutboundQueueTakesOutboundQueueFramesAndDropsOneMore(t *testing.T) {
-	s := &session{out: make(chan []byte, OutboundQueue)}
+	srv := &Server{}
+	s := &session{srv: srv, out: make(chan []byte, OutboundQueue)}
 	for i := range OutboundQueue {
 		if !s.enqueue(wire.Empty()) {
 			t.Fatalf("frame %d refused", i+1)
 		}
 	}
-	if s.enqueue(wire.Empty()) || s.dropped.Load() != 1 {
-		t.Fatalf("frame OutboundQueue+1 was queued (dropped %d)", s.dropped.Load())
+	if s.enqueue(wire.Empty()) || s.dropped.Load() != 1 || srv.Dropped() != 1 {
+		t.Fatalf("frame OutboundQueue+1 was queued (dropped %d, server %d)", s.dropped.Load(), srv.Dropped())
 	}
 }
 

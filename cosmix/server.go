@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -77,6 +78,8 @@ type Server struct {
 	sessions map[*session]struct{}
 	hsrv     *http.Server
 
+	dropped atomic.Uint64 // frames for apps their full queues refused
+
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the sessions
@@ -112,6 +115,11 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns),
 		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel}, nil
 }
+
+// Dropped is how many frames for cosmix apps were dropped because the
+// app's queue (OutboundQueue) was full: replies, events and topic
+// deliveries, and fire-and-forget messages past MaxCalls.
+func (s *Server) Dropped() uint64 { return s.dropped.Load() }
 
 // Listen listens on addr, which must be a loopback address (127.0.0.0/8,
 // ::1 or localhost): cosmix-noded trusts its machine, busbar opens nothing

@@ -236,13 +236,17 @@ func topicDelivery(name string, payload []byte) []byte {
 	return Encode(m)
 }
 
-// enqueueRaw queues an encoded frame, or drops it (counted).
+// enqueueRaw queues an encoded frame, or drops it (counted, here and in
+// the server's Dropped).
 func (s *session) enqueueRaw(b []byte) bool {
 	select {
 	case s.out <- b:
 		return true
 	default:
 		s.dropped.Add(1)
+		if s.srv != nil {
+			s.srv.dropped.Add(1)
+		}
 		return false
 	}
 }
