@@ -26,13 +26,16 @@ const noded = "noded"
 
 // CallRequest is the payload on CallChannel: a cosmix request without its
 // routing headers. Args is the body when it is JSON, Body when it is not;
-// Headers are the frame's other headers. From is the caller's registered
+// Headers are the frame's other headers; To is the caller's "to" as it
+// wrote it (a <sub>.<service>.<node>.bus keeps its sub label for the
+// service). From is the caller's registered
 // cosmix service; the receiving side believes it only when the calling
 // node announces that service, and otherwise names the caller by its node
 // address.
 type CallRequest struct {
 	Command string            `json:"command"`
 	From    string            `json:"from,omitempty"`
+	To      string            `json:"to,omitempty"`
 	Args    json.RawMessage   `json:"args,omitempty"`
 	Body    *string           `json:"body,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
@@ -250,7 +253,7 @@ func portChannel(channels []string) string {
 
 // callPayload is m as a CallRequest from this connection's service.
 func (s *session) callPayload(m *wire.Message) ([]byte, error) {
-	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName()}
+	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo)}
 	if body := m.Body(); len(body) > 0 {
 		if json.Valid(body) {
 			req.Args = json.RawMessage(body)

@@ -207,3 +207,25 @@ func TestACosmixAppCallsABusbarPort(t *testing.T) {
 	a.send("---\ncommand: greet\nid: 1\nto: notes\ntype: request\n---\n{\"name\":\"ann\"}\n")
 	a.expect("---\ncommand: greet\nfrom: notes\nid: 1\nrc: 0\ntype: response\n---\n{\"greeting\":\"hello ann\"}\n")
 }
+
+func TestACallByAddressReachesTheCosmixServiceWithItsSubLabel(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	b.register("service-b", 1)
+	infos, err := e.node("alpha").Whois(ctxT(t), "service-b")
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("whois: %v %v", infos, err)
+	}
+	for i, to := range []string{infos[0].Address, "win1." + infos[0].Address} {
+		id := itoa(i + 1)
+		a.send("---\ncommand: show\nid: " + id + "\nto: " + to + "\ntype: request\n---\n")
+		m := b.recvMsg()
+		if m.Value("to") != to || m.Value("command") != "show" {
+			t.Fatalf("to %s: b got %v", to, m)
+		}
+		b.send(frame(map[string]string{"id": m.Value("id"), "rc": "0", "type": "response"}, ""))
+		if r := a.recvMsg(); r.Value("id") != id || r.Value("rc") != "0" || r.Value("from") != "service-b" {
+			t.Fatalf("to %s: a got %v", to, r)
+		}
+	}
+}

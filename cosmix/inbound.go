@@ -78,6 +78,9 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 	m.Set(wire.HeaderType, wire.TypeRequest)
 	m.Set(wire.HeaderCommand, oneLine(req.Command))
 	m.Set(wire.HeaderTo, name)
+	if req.To != "" && validHeader(wire.HeaderTo, req.To) {
+		m.Set(wire.HeaderTo, req.To)
+	}
 	m.Set(wire.HeaderFrom, s.caller(ctx, req.From, bm.From()))
 	switch {
 	case len(req.Args) > 0 && string(req.Args) != "null":

@@ -228,8 +228,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.end()
 		return
 	}
+	s.cfg.Logger.Debug("cosmix: connection", "node", bc.Node(), "principal", cred.Principal, "remote", r.RemoteAddr)
 	sess.run()
 	s.untrack(sess)
+	s.cfg.Logger.Debug("cosmix: connection ended", "node", bc.Node(), "dropped", sess.dropped.Load())
 }
 
 // Dialer is Config.Dial for a broker in this process: a pipe the broker
