@@ -229,3 +229,50 @@ func TestACallByAddressReachesTheCosmixServiceWithItsSubLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestANonJSONBodyTravelsBetweenCosmixAppsAsItIs(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	b.register("service-b", 1)
+	a.send("---\ncommand: spec.get\nid: 1\nto: service-b\ntype: request\n---\n# Title\nsome *markdown*\n")
+	m := b.recvMsg()
+	if string(m.Body()) != "# Title\nsome *markdown*" {
+		t.Fatalf("b got body %q", m.Body())
+	}
+	b.send(frame(map[string]string{"id": m.Value("id"), "rc": "0", "type": "response"}, "# Reply"))
+	if r := a.recvMsg(); string(r.Body()) != "# Reply" {
+		t.Fatalf("a got %v", r)
+	}
+}
+
+func TestACallIntoAConnectionThatHasNoServiceOrABadPayloadFails(t *testing.T) {
+	e := start(t, nil)
+	e.dial() // anonymous
+	b := e.dial()
+	b.register("service-b", 1)
+	alpha := e.node("alpha")
+	svc, err := alpha.Whois(ctxT(t), "service-b")
+	if err != nil || len(svc) != 1 {
+		t.Fatalf("whois: %v %v", svc, err)
+	}
+	nodes, err := alpha.Directory(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anonNode string // the other cosmix connection's node
+	for _, n := range nodes {
+		if strings.HasPrefix(n.Node, "cosmix-") && n.Node != svc[0].Provenance.Node {
+			anonNode = n.Node
+		}
+	}
+	ch := alpha.Scope("t").Channel(CallChannel)
+	_, err = ch.Request(ctxT(t), anonNode+".bus", []byte(`{"command":"x"}`))
+	var re *client.RequestError
+	if !errors.As(err, &re) || re.RC != wire.RCError || re.Text != "no cosmix service is registered on this connection" {
+		t.Fatalf("a call into an anonymous connection: %v", err)
+	}
+	_, err = ch.Request(ctxT(t), "service-b", []byte(`not json`))
+	if !errors.As(err, &re) || re.RC != wire.RCFailure || !strings.HasPrefix(re.Text, "want a JSON payload") {
+		t.Fatalf("a payload that is not a CallRequest: %v", err)
+	}
+}
