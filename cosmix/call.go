@@ -28,7 +28,10 @@ const noded = "noded"
 // routing headers. Args is the body when it is JSON, Body when it is not;
 // Headers are the frame's other headers; To is the caller's "to" as it
 // wrote it (a <sub>.<service>.<node>.bus keeps its sub label for the
-// service). From is the caller's registered
+// service). Reply "frame" asks for the app's whole response frame as the
+// reply payload of a success (rc below 10), so a warning's rc 5 and text
+// and the response's other headers travel between cosmix apps; without
+// it the payload is the response's body. From is the caller's registered
 // cosmix service; the receiving side believes it only when the calling
 // node announces that service, and otherwise names the caller by its node
 // address.
@@ -36,10 +39,14 @@ type CallRequest struct {
 	Command string            `json:"command"`
 	From    string            `json:"from,omitempty"`
 	To      string            `json:"to,omitempty"`
+	Reply   string            `json:"reply,omitempty"`
 	Args    json.RawMessage   `json:"args,omitempty"`
 	Body    *string           `json:"body,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// replyFrame is CallRequest.Reply asking for the whole response frame.
+const replyFrame = "frame"
 
 // routing headers are not copied into CallRequest.Headers: the broker and
 // the adapters set them.
@@ -128,8 +135,18 @@ func (s *session) call(m *wire.Message, r route) {
 		return
 	}
 	resp := response(id, wire.RCSuccess, "")
+	if f, err := wire.Parse(reply.Payload()); ch == CallChannel && err == nil {
+		resp = response(id, wire.ResponseRC(f), f.Value(wire.HeaderError))
+		for k, v := range f.Headers() {
+			if !slices.Contains(routing, k) {
+				resp.Set(k, v)
+			}
+		}
+		resp.SetBody(f.Body())
+	} else {
+		resp.SetBody(reply.Payload())
+	}
 	s.address(resp, command, r)
-	resp.SetBody(reply.Payload())
 	s.enqueue(resp)
 }
 
@@ -253,7 +270,7 @@ func portChannel(channels []string) string {
 
 // callPayload is m as a CallRequest from this connection's service.
 func (s *session) callPayload(m *wire.Message) ([]byte, error) {
-	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo)}
+	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo), Reply: replyFrame}
 	if body := m.Body(); len(body) > 0 {
 		if json.Valid(body) {
 			req.Args = json.RawMessage(body)

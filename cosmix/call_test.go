@@ -276,3 +276,15 @@ func TestACallIntoAConnectionThatHasNoServiceOrABadPayloadFails(t *testing.T) {
 		t.Fatalf("a payload that is not a CallRequest: %v", err)
 	}
 }
+
+func TestAWarningAndTheResponsesHeadersTravelBetweenCosmixApps(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	a.register("service-a", 1)
+	b.register("service-b", 1)
+	a.send("---\ncommand: seed\nfrom: service-a\nid: 2\nto: service-b\ntype: request\n---\n")
+	m := b.recvMsg()
+	b.send(frame(map[string]string{"command": "seed", "error": "2 of 3 seeded", "from": "service-b", "id": m.Value("id"),
+		"rc": "5", "to": "service-a", "type": "response", "x-count": "2"}, `{"results":[1,2]}`))
+	a.expect("---\ncommand: seed\nerror: 2 of 3 seeded\nfrom: service-b\nid: 2\nrc: 5\nto: service-a\ntype: response\nx-count: 2\n---\n{\"results\":[1,2]}\n")
+}

@@ -22,7 +22,7 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 	if name == "" {
 		return nil, &client.HandlerError{RC: wire.RCError, Text: "no cosmix service is registered on this connection"}
 	}
-	frame, err := s.incoming(ctx, bm, name)
+	frame, whole, err := s.incoming(ctx, bm, name)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +44,9 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 			}
 			return nil, &client.HandlerError{RC: rc, Text: text}
 		}
+		if whole {
+			return Encode(r), nil
+		}
 		return r.Body(), nil
 	case <-s.ctx.Done():
 		return nil, &client.HandlerError{RC: wire.RCError, Text: fmt.Sprintf("Service '%s' disconnected", name)}
@@ -58,16 +61,17 @@ func (s *session) takeEvent(ctx context.Context, bm *client.Message) {
 	if name == "" {
 		return
 	}
-	if frame, err := s.incoming(ctx, bm, name); err == nil {
+	if frame, _, err := s.incoming(ctx, bm, name); err == nil {
 		s.enqueue(frame)
 	}
 }
 
-// incoming is the cosmix request frame for a CallRequest payload.
-func (s *session) incoming(ctx context.Context, bm *client.Message, name string) (*wire.Message, error) {
+// incoming is the cosmix request frame for a CallRequest payload, and
+// whether the caller wants the whole response frame back.
+func (s *session) incoming(ctx context.Context, bm *client.Message, name string) (*wire.Message, bool, error) {
 	var req CallRequest
 	if err := json.Unmarshal(bm.Payload(), &req); err != nil || req.Command == "" {
-		return nil, &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
+		return nil, false, &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
 	}
 	m := wire.Empty()
 	for k, v := range req.Headers {
@@ -88,7 +92,7 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 	case req.Body != nil:
 		m.SetBody([]byte(*req.Body))
 	}
-	return m, nil
+	return m, req.Reply == replyFrame, nil
 }
 
 // caller names who called: the cosmix service it claims when its node
