@@ -207,3 +207,23 @@ func TestALoginTheBrokerDoesNotAnswerWithinLoginTimeoutIs503(t *testing.T) {
 		t.Fatalf("status %d, want 503", got)
 	}
 }
+
+func TestAnAppThatStopsReadingIsClosedAfterWriteTimeout(t *testing.T) {
+	e := start(t, func(c *Config) { c.WriteTimeout = 50 * time.Millisecond })
+	b := e.dial()
+	b.register("service-b", 1) // and from now on b reads nothing
+	alpha := e.node("alpha")
+	ch := alpha.Scope("t").Channel(CallChannel)
+	payload := []byte(`{"command":"fill","body":"` + strings.Repeat("x", 512<<10) + `"}`)
+	for i := 0; ; i++ {
+		if i == 4096 { // 2 GiB: no socket buffers that large
+			t.Fatal("the connection of an app that reads nothing was not closed")
+		}
+		if _, err := ch.Send(ctxT(t), "service-b", payload); err != nil {
+			t.Fatal(err)
+		}
+		if infos, err := alpha.Whois(ctxT(t), "service-b"); err == nil && len(infos) == 0 {
+			return // its writer gave up, and its node left
+		}
+	}
+}
