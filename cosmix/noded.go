@@ -26,8 +26,9 @@ const (
 const nodedTimeout = DefaultCallTimeout
 
 // pingBody is noded.ping's answer: the extensions busbar provides of
-// noded's (core only: no topic, no observe, no native session).
-const pingBody = `{"pong": true, "extensions": {"core": "1.0"}}`
+// noded's: core, and topic (publish, subscribe, unsubscribe); no observe,
+// no native session.
+const pingBody = `{"pong": true, "extensions": {"core": "1.0", "topic": "1.0"}}`
 
 // noded answers a frame addressed to the broker.
 func (s *session) noded(m *wire.Message) {
