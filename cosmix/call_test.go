@@ -288,3 +288,23 @@ func TestAWarningAndTheResponsesHeadersTravelBetweenCosmixApps(t *testing.T) {
 		"rc": "5", "to": "service-a", "type": "response", "x-count": "2"}, `{"results":[1,2]}`))
 	a.expect("---\ncommand: seed\nerror: 2 of 3 seeded\nfrom: service-b\nid: 2\nrc: 5\nto: service-a\ntype: response\nx-count: 2\n---\n{\"results\":[1,2]}\n")
 }
+
+// Two anonymous callers both number their calls from 1 (NodedClient's
+// next_id): each gets its own reply.
+func TestTwoCallersWithTheSameIDsGetTheirOwnReplies(t *testing.T) {
+	e := start(t, nil)
+	x, y, b := e.dial(), e.dial(), e.dial()
+	b.register("service-b", 1)
+	x.send("---\ncommand: who\nid: 1\nto: service-b\ntype: request\n---\n\"x\"\n")
+	y.send("---\ncommand: who\nid: 1\nto: service-b\ntype: request\n---\n\"y\"\n")
+	for range 2 {
+		m := b.recvMsg()
+		b.send(frame(map[string]string{"id": m.Value("id"), "rc": "0", "type": "response"}, "for "+string(m.Body())))
+	}
+	if got := x.recvMsg(); got.Value("id") != "1" || string(got.Body()) != `for "x"` {
+		t.Fatalf("x got %v", got)
+	}
+	if got := y.recvMsg(); got.Value("id") != "1" || string(got.Body()) != `for "y"` {
+		t.Fatalf("y got %v", got)
+	}
+}
