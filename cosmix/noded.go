@@ -45,7 +45,7 @@ func (s *session) noded(m *wire.Message) {
 		resp = s.list(ctx, id)
 	case "noded.info":
 		resp = s.info(ctx, id)
-	case "topic.publish", "topic.subscribe", "topic.unsubscribe":
+	case "topic.publish", "topic.subscribe", "topic.unsubscribe", "topic.subscriber_count", "topic.list", "topic.clear":
 		resp = s.topic(ctx, m)
 		if resp == nil {
 			return // answered, and the retained frame queued after it

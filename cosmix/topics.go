@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,8 +57,9 @@ type retained struct {
 }
 
 type topicState struct {
-	seq  uint64
-	wire []byte // nil when nothing is retained
+	seq       uint64
+	wire      []byte // nil when nothing is retained
+	publisher string // who published last: a service name or a node address
 }
 
 // topicChannel is the channel of topic name, or the reason it has none.
@@ -72,6 +74,9 @@ func topicChannel(name string) (string, error) {
 // topic answers topic.publish, topic.subscribe and topic.unsubscribe.
 func (s *session) topic(ctx context.Context, m *wire.Message) *wire.Message {
 	id, cmd := m.Value(wire.HeaderID), m.Value(wire.HeaderCommand)
+	if cmd == "topic.list" {
+		return s.listTopics(ctx, id, m.Value("prefix"))
+	}
 	name := m.Value("name")
 	if name == "" {
 		return nodedReply(id, cmd, wire.RCError, cmd+" requires 'name' header")
@@ -88,6 +93,10 @@ func (s *session) topic(ctx context.Context, m *wire.Message) *wire.Message {
 		return s.publish(ctx, m, name, ch)
 	case "topic.subscribe":
 		return s.subscribeTopic(ctx, id, name, ch)
+	case "topic.subscriber_count":
+		return s.countSubscribers(ctx, id, ch)
+	case "topic.clear":
+		return s.clearTopic(ctx, id, name, ch, m.Value("notify") != "false")
 	default:
 		return s.unsubscribeTopic(id, name)
 	}
@@ -126,6 +135,7 @@ func (s *session) publish(ctx context.Context, m *wire.Message, name, ch string)
 	if st != nil {
 		st.seq++
 		seq = st.seq
+		st.publisher = s.publisher()
 	}
 	r.mu.Unlock()
 	inner.Set("broker_origin", "local")
@@ -249,4 +259,127 @@ func (s *session) enqueueRaw(b []byte) bool {
 		}
 		return false
 	}
+}
+
+// publisher names this connection as a topic's last publisher.
+func (s *session) publisher() string {
+	if name := s.serviceName(); name != "" {
+		return name
+	}
+	return s.bc.Addr()
+}
+
+// subscribers counts, per channel, the nodes subscribed to it.
+func (s *session) subscribers(ctx context.Context) (map[string]int, error) {
+	nodes, err := s.bc.Directory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, n := range nodes {
+		for _, ch := range n.Subscriptions {
+			out[ch]++
+		}
+	}
+	return out, nil
+}
+
+// countSubscribers answers topic.subscriber_count: the nodes subscribed.
+func (s *session) countSubscribers(ctx context.Context, id, ch string) *wire.Message {
+	counts, err := s.subscribers(ctx)
+	if err != nil {
+		return nodedReply(id, "topic.subscriber_count", wire.RCFailure, "topic.subscriber_count: "+err.Error())
+	}
+	resp := nodedReply(id, "topic.subscriber_count", wire.RCSuccess, "")
+	resp.SetBody(fmt.Appendf(nil, `{"count": %d}`, counts[ch]))
+	return resp
+}
+
+// topicInfo is one element of topic.list's answer, in noded's order.
+type topicInfo struct {
+	Name          string  `json:"name"`
+	Subscribers   int     `json:"subscribers"`
+	HasSnapshot   bool    `json:"has_snapshot"`
+	SnapshotSeq   uint64  `json:"snapshot_seq"`
+	SnapshotSize  int     `json:"snapshot_size"`
+	LastPublisher *string `json:"last_publisher"`
+	Stale         bool    `json:"stale"`
+}
+
+// listTopics answers topic.list: the topics published here or subscribed
+// to anywhere, those starting with prefix when it is given, by name.
+func (s *session) listTopics(ctx context.Context, id, prefix string) *wire.Message {
+	counts, err := s.subscribers(ctx)
+	if err != nil {
+		return nodedReply(id, "topic.list", wire.RCFailure, "topic.list: "+err.Error())
+	}
+	byName := map[string]*topicInfo{}
+	for ch, n := range counts {
+		if name, ok := strings.CutPrefix(ch, TopicNamespace+":"); ok {
+			byName[name] = &topicInfo{Name: name, Subscribers: n}
+		}
+	}
+	r := &s.srv.topics
+	r.mu.Lock()
+	for name, st := range r.topics {
+		ti := byName[name]
+		if ti == nil {
+			ti = &topicInfo{Name: name}
+			byName[name] = ti
+		}
+		if st.wire != nil {
+			ti.HasSnapshot, ti.SnapshotSeq, ti.SnapshotSize = true, st.seq, len(st.wire)
+		}
+		if st.publisher != "" {
+			p := st.publisher
+			ti.LastPublisher = &p
+		}
+	}
+	r.mu.Unlock()
+	out := make([]*topicInfo, 0, len(byName))
+	for name, ti := range byName {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, ti)
+		}
+	}
+	slices.SortFunc(out, func(a, b *topicInfo) int { return strings.Compare(a.Name, b.Name) })
+	body, err := wire.JSON(out)
+	if err != nil {
+		return nodedReply(id, "topic.list", wire.RCFailure, "topic.list: "+err.Error())
+	}
+	resp := nodedReply(id, "topic.list", wire.RCSuccess, "")
+	resp.SetBody(body)
+	return resp
+}
+
+// clearTopic answers topic.clear: the retained frame is dropped and, with
+// notify, the subscribers get noded's delete notice.
+func (s *session) clearTopic(ctx context.Context, id, name, ch string, notify bool) *wire.Message {
+	r := &s.srv.topics
+	r.mu.Lock()
+	st := r.topics[name]
+	had := st != nil && st.wire != nil
+	var seq uint64
+	if had {
+		r.bytes -= len(st.wire)
+		st.wire, seq = nil, st.seq
+	}
+	r.mu.Unlock()
+	delivered := 0
+	if had && notify {
+		notice := wire.Empty().WithHeader(wire.HeaderCommand, "ui.noop").WithHeader("topic", name).
+			WithHeader("topic_op", "delete").WithHeader("topic_seq", strconv.FormatUint(seq, 10))
+		res, err := s.scope.Channel(ch).Publish(ctx, Encode(notice))
+		if err != nil {
+			return nodedReply(id, "topic.clear", wire.RCError, "topic.clear: "+err.Error())
+		}
+		for _, nr := range res.Results {
+			if nr.Result == wire.Accepted {
+				delivered++
+			}
+		}
+	}
+	resp := nodedReply(id, "topic.clear", wire.RCSuccess, "")
+	resp.SetBody(fmt.Appendf(nil, `{"delivered": %d}`, delivered))
+	return resp
 }

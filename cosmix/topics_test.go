@@ -133,3 +133,35 @@ func TestMaxTopicSubscriptionsAreTakenAndOneMoreIsRC10(t *testing.T) {
 	a.send("---\ncommand: topic.subscribe\nid: x\nname: one-more\nto: noded\ntype: request\n---\n")
 	a.expect("---\ncommand: topic.subscribe\nerror: topic.subscribe: 1022 topic subscriptions on this connection already (the limit)\nfrom: noded\nid: x\nrc: 10\ntype: response\n---\n")
 }
+
+func TestTopicListCountAndClearAnswerAsNodedDoes(t *testing.T) {
+	e := start(t, nil)
+	sub, pub := e.dial(), e.dial()
+	pub.register("sensors", 1)
+	sub.send("---\ncommand: topic.subscribe\nid: 1\nname: world.a\nto: noded\ntype: request\n---\n")
+	sub.recvMsg()
+	pub.send("---\ncommand: topic.publish\nid: 2\nname: world.b\nto: noded\ntype: request\n---\n" + greetTopic)
+	pub.recvMsg()
+
+	pub.send("---\ncommand: topic.subscriber_count\nid: 3\nname: world.a\nto: noded\ntype: request\n---\n")
+	pub.expect("---\ncommand: topic.subscriber_count\nfrom: noded\nid: 3\nrc: 0\ntype: response\n---\n{\"count\": 1}\n")
+
+	size := len("---\nbroker_origin: local\ncommand: world.changed\ntopic: world.b\ntopic_seq: 1\ntype: event\n---\n{\"n\":1}\n")
+	pub.send("---\ncommand: topic.list\nid: 4\nprefix: world.\nto: noded\ntype: request\n---\n")
+	pub.expect("---\ncommand: topic.list\nfrom: noded\nid: 4\nrc: 0\ntype: response\n---\n" +
+		`[{"name":"world.a","subscribers":1,"has_snapshot":false,"snapshot_seq":0,"snapshot_size":0,"last_publisher":null,"stale":false},` +
+		`{"name":"world.b","subscribers":0,"has_snapshot":true,"snapshot_seq":1,"snapshot_size":` + itoa(size) + `,"last_publisher":"sensors","stale":false}]` + "\n")
+
+	// Clear: the subscribers get noded's delete notice; later ones no frame.
+	sub.send("---\ncommand: topic.subscribe\nid: 5\nname: world.b\nto: noded\ntype: request\n---\n")
+	sub.recvMsg()
+	sub.recvMsg() // the retained frame
+	pub.send("---\ncommand: topic.clear\nid: 6\nname: world.b\nto: noded\ntype: request\n---\n")
+	pub.expect("---\ncommand: topic.clear\nfrom: noded\nid: 6\nrc: 0\ntype: response\n---\n{\"delivered\": 1}\n")
+	sub.expect("---\ncommand: ui.noop\ntopic: world.b\ntopic_op: delete\ntopic_seq: 1\n---\n")
+	late := e.dial()
+	late.send("---\ncommand: topic.subscribe\nid: 1\nname: world.b\nto: noded\ntype: request\n---\n")
+	if m := late.recvMsg(); !strings.Contains(string(m.Body()), `"replayed": false`) {
+		t.Fatalf("after clear: %v", m)
+	}
+}
