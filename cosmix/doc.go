@@ -26,7 +26,8 @@
 // CallRequest on CallChannel), a busbar service (on the command's channel)
 // or a port, and its reply comes back with the caller's id and rc;
 // topic.subscribe / unsubscribe / publish are busbar subscriptions and
-// publications on TopicNamespace channels, the last frame retained.
+// publications on TopicNamespace channels, the last frame retained, and
+// topic.list / subscriber_count / clear answer from them.
 //
 // The whole contract (what a cosmix user sets, what differs from noded,
 // the limits) is docs/cosmix.md.
