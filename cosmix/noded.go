@@ -50,6 +50,8 @@ func (s *session) noded(m *wire.Message) {
 		if resp == nil {
 			return // answered, and the retained frame queued after it
 		}
+	case "ui.subscribe", "ui.unsubscribe":
+		resp = s.uiSubscription(m)
 	case "noded.ping":
 		resp = nodedReply(id, cmd, wire.RCSuccess, "")
 		resp.SetBody([]byte(pingBody))
@@ -238,5 +240,37 @@ func (s *session) info(ctx context.Context, id string) *wire.Message {
 	}
 	resp := nodedReply(id, "noded.info", wire.RCSuccess, "")
 	resp.SetBody(body)
+	return resp
+}
+
+// uiSubscription answers ui.subscribe and ui.unsubscribe as noded does:
+// accepted and never routed (noded's own stub: rc 5 on subscribe).
+func (s *session) uiSubscription(m *wire.Message) *wire.Message {
+	id, cmd := m.Value(wire.HeaderID), m.Value(wire.HeaderCommand)
+	source, action := "", ""
+	for line := range strings.Lines(string(m.Body())) {
+		k, v, ok := strings.Cut(line, ":")
+		switch k = strings.TrimSpace(k); {
+		case !ok:
+		case k == "source":
+			source = strings.TrimSpace(v)
+		case k == "action":
+			action = strings.TrimSpace(v)
+		}
+	}
+	if source == "" {
+		return nodedReply(id, cmd, wire.RCError, cmd+" requires 'source' in body")
+	}
+	if cmd == "ui.unsubscribe" {
+		resp := nodedReply(id, cmd, wire.RCSuccess, "")
+		resp.SetBody([]byte("{}"))
+		return resp
+	}
+	if action == "" {
+		action = "*"
+	}
+	sub, _ := wire.JSON(s.publisher() + "::ui::" + source + "::" + action)
+	resp := nodedReply(id, cmd, wire.RCWarning, "")
+	resp.SetBody([]byte(`{"subscription_id": ` + string(sub) + `, "warning": "registered_but_not_routed"}`))
 	return resp
 }

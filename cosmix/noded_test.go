@@ -207,3 +207,15 @@ func TestCloseEndsEveryConnectionAndItsService(t *testing.T) {
 		t.Fatal("a connection was taken after Close")
 	}
 }
+
+func TestUISubscribeIsAcceptedAndNotRoutedAsNodedDoes(t *testing.T) {
+	e := start(t, nil)
+	a := e.dial()
+	a.register("panel", 1)
+	a.send("---\ncommand: ui.subscribe\nid: 2\nto: noded\ntype: request\n---\nsource: editor\naction: save\n")
+	a.expect("---\ncommand: ui.subscribe\nfrom: noded\nid: 2\nrc: 5\ntype: response\n---\n{\"subscription_id\": \"panel::ui::editor::save\", \"warning\": \"registered_but_not_routed\"}\n")
+	a.send("---\ncommand: ui.subscribe\nid: 3\nto: noded\ntype: request\n---\naction: save\n")
+	a.expect("---\ncommand: ui.subscribe\nerror: ui.subscribe requires 'source' in body\nfrom: noded\nid: 3\nrc: 10\ntype: response\n---\n")
+	a.send("---\ncommand: ui.unsubscribe\nid: 4\nto: noded\ntype: request\n---\nsource: editor\n")
+	a.expect("---\ncommand: ui.unsubscribe\nfrom: noded\nid: 4\nrc: 0\ntype: response\n---\n{}\n")
+}
