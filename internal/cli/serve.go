@@ -19,6 +19,7 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
+	"busbar/cosmix"
 	"busbar/ops"
 	"busbar/relay"
 	"busbar/transport"
@@ -39,6 +40,7 @@ func runServe(args []string, stdio IO) int {
 	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
 	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
 	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
+	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
 	name := fs.String("name", broker.DefaultName, "the broker's own node name")
@@ -161,6 +163,16 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
+	cx, err := listenCosmix(*cosmixAddr, b, log)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		_ = b.Shutdown(context.Background())
+		if errors.Is(err, cosmix.ErrNotLoopback) {
+			return exitUsage
+		}
+		return exitFail
+	}
+	defer cx.close()
 	token, _, err := ops.LoadToken(dir)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: the HTTP token:", err)
@@ -231,11 +243,13 @@ func runServe(args []string, stdio IO) int {
 			}
 		})
 	}
+	cx.serve(&wg, stdio.Stdout, log, stop)
 	log.Info("broker ready", "name", b.Name(), "data", dir)
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	cx.close()
 	err = b.Shutdown(sctx)
 	closeHTTP(sctx, hls)
 	wg.Wait()

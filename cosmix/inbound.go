@@ -1,0 +1,114 @@
+package cosmix
+
+// Calls into a cosmix app: a busbar request or event on CallChannel,
+// handed to the app as a cosmix request frame.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"busbar/client"
+	"busbar/wire"
+)
+
+// answerCall is the handler of CallChannel: it hands the call to the app
+// as a cosmix request and returns its response, an rc of 10 or more as a
+// handler error with that rc.
+func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, error) {
+	name := s.serviceName()
+	if name == "" {
+		return nil, &client.HandlerError{RC: wire.RCError, Text: "no cosmix service is registered on this connection"}
+	}
+	frame, whole, err := s.incoming(ctx, bm, name)
+	if err != nil {
+		return nil, err
+	}
+	id, ch, ok := s.await()
+	if !ok {
+		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' overloaded (%d calls waiting)", name, s.srv.cfg.MaxCalls)}
+	}
+	defer s.forget(id)
+	frame.Set(wire.HeaderID, id)
+	if !s.enqueue(frame) {
+		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' overloaded (outbound buffer full)", name)}
+	}
+	select {
+	case r := <-ch:
+		if rc := wire.ResponseRC(r); rc.IsError() {
+			text := r.Value(wire.HeaderError)
+			if text == "" {
+				text = string(r.Body())
+			}
+			return nil, &client.HandlerError{RC: rc, Text: text}
+		}
+		if whole {
+			return Encode(r), nil
+		}
+		return r.Body(), nil
+	case <-s.ctx.Done():
+		return nil, &client.HandlerError{RC: wire.RCError, Text: fmt.Sprintf("Service '%s' disconnected", name)}
+	case <-ctx.Done(): // the caller's deadline: it hears rc 20, whoever is first
+		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' timed out", name)}
+	}
+}
+
+// takeEvent hands a fire-and-forget message to the app, without id.
+func (s *session) takeEvent(ctx context.Context, bm *client.Message) {
+	name := s.serviceName()
+	if name == "" {
+		return
+	}
+	if frame, _, err := s.incoming(ctx, bm, name); err == nil {
+		s.enqueue(frame)
+	}
+}
+
+// incoming is the cosmix request frame for a CallRequest payload, and
+// whether the caller wants the whole response frame back.
+func (s *session) incoming(ctx context.Context, bm *client.Message, name string) (*wire.Message, bool, error) {
+	var req CallRequest
+	if err := json.Unmarshal(bm.Payload(), &req); err != nil || req.Command == "" {
+		return nil, false, &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
+	}
+	m := wire.Empty()
+	for k, v := range req.Headers {
+		if !slices.Contains(routing, k) && validHeader(k, v) {
+			m.Set(k, v)
+		}
+	}
+	m.Set(wire.HeaderType, wire.TypeRequest)
+	m.Set(wire.HeaderCommand, oneLine(req.Command))
+	m.Set(wire.HeaderTo, name)
+	if req.To != "" && validHeader(wire.HeaderTo, req.To) {
+		m.Set(wire.HeaderTo, req.To)
+	}
+	m.Set(wire.HeaderFrom, s.caller(ctx, req.From, bm.From()))
+	switch {
+	case len(req.Args) > 0 && string(req.Args) != "null":
+		m.SetBody(req.Args)
+	case req.Body != nil:
+		m.SetBody([]byte(*req.Body))
+	}
+	return m, req.Reply == replyFrame, nil
+}
+
+// caller names who called: the cosmix service it claims when its node
+// announces that service, else its node address.
+func (s *session) caller(ctx context.Context, claimed, fromAddr string) string {
+	if claimed == "" {
+		return fromAddr
+	}
+	node := strings.TrimSuffix(fromAddr, ".bus")
+	infos, err := s.bc.Whois(ctx, claimed)
+	if err == nil {
+		for _, in := range infos {
+			if in.Provenance.Node == node {
+				return claimed
+			}
+		}
+	}
+	return fromAddr
+}

@@ -1,0 +1,186 @@
+package cosmix
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coder/websocket"
+
+	"busbar/client"
+	"busbar/wire"
+)
+
+// session is one cosmix connection and the busbar node it is. ws is set
+// once, before run; read-only after.
+//
+// Goroutines: the reader is ServeHTTP's (run); the writer (writeLoop), the
+// watcher of the broker connection (watchNode) and one per call in either
+// direction are joined by end through wg. Calls into the app run on the
+// busbar client's executor and wait for the app on ctx.
+type session struct {
+	srv   *Server
+	ws    *websocket.Conn
+	bc    *client.Client
+	scope *client.Scope
+
+	ctx    context.Context // ends with the connection
+	cancel context.CancelFunc
+	out    chan []byte   // encoded frames for the writer; OutboundQueue
+	calls  chan struct{} // one per call made and not answered; MaxCalls
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards name, pending, nextID, subs
+	name    string     // the registered service; "" while anonymous
+	pending map[string]chan *wire.Message
+	nextID  uint64
+	subs    map[string]*client.Subscription // by topic
+
+	dropped atomic.Uint64 // frames the full queue refused
+}
+
+func newSession(s *Server, bc *client.Client) *session {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &session{srv: s, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
+		out: make(chan []byte, OutboundQueue), calls: make(chan struct{}, s.cfg.MaxCalls),
+		pending: map[string]chan *wire.Message{}, subs: map[string]*client.Subscription{}}
+}
+
+// setup makes the node take calls and events on CallChannel, before the
+// connection is upgraded: a principal that may not is refused then.
+func (s *session) setup() error {
+	ch := s.scope.Channel(CallChannel)
+	if _, err := ch.Handle(s.ctx, s.answerCall); err != nil {
+		return err
+	}
+	_, err := ch.Subscribe(s.ctx, s.takeEvent)
+	return err
+}
+
+// run serves the upgraded connection until it ends, then ends the session.
+func (s *session) run() {
+	defer s.end()
+	s.wg.Go(s.writeLoop)
+	s.wg.Go(s.watchNode)
+	for {
+		typ, data, err := s.ws.Read(s.ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			continue // noded reads text messages only
+		}
+		s.take(data)
+	}
+}
+
+// end closes the connection and its node and joins the goroutines.
+func (s *session) end() {
+	s.cancel()
+	_ = s.bc.Close()
+	s.wg.Wait()
+	if s.ws != nil {
+		_ = s.ws.CloseNow()
+	}
+}
+
+// watchNode ends the session when its broker connection ends.
+func (s *session) watchNode() {
+	select {
+	case <-s.bc.Done():
+		s.cancel()
+	case <-s.ctx.Done():
+	}
+}
+
+// writeLoop writes the queued frames, one text message each.
+func (s *session) writeLoop() {
+	for {
+		select {
+		case b := <-s.out:
+			ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
+			err := s.ws.Write(ctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				s.cancel()
+				return
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// enqueue queues m for the writer, or drops it (counted) when the queue
+// is full.
+func (s *session) enqueue(m *wire.Message) bool { return s.enqueueRaw(Encode(m)) }
+
+// take handles one text message from the app.
+func (s *session) take(data []byte) {
+	m, err := Decode(data)
+	if err != nil {
+		s.enqueue(invalidFrame(err))
+		return
+	}
+	if m.IsHeartbeat() {
+		return
+	}
+	if m.Value(wire.HeaderType) == wire.TypeResponse {
+		s.answered(m)
+		return
+	}
+	to := m.Value(wire.HeaderTo)
+	if to == "" {
+		to = noded
+	}
+	r := s.resolve(to)
+	switch {
+	case r.local:
+		s.noded(m)
+	case r.err != "":
+		s.enqueue(response(m.Value(wire.HeaderID), wire.RCError, r.err))
+	default:
+		s.start(m, r)
+	}
+}
+
+// answered hands the app's response to the call that waits for it; a
+// response nobody waits for is dropped, as noded drops an orphan.
+func (s *session) answered(m *wire.Message) {
+	id := m.Value(wire.HeaderID)
+	s.mu.Lock()
+	ch, ok := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if ok {
+		ch <- m // buffered, and taken from pending once
+	}
+}
+
+// await opens a pending slot for a call into the app: its id and where
+// the answer arrives. false when MaxCalls are waiting already.
+func (s *session) await() (string, chan *wire.Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= s.srv.cfg.MaxCalls {
+		return "", nil, false
+	}
+	s.nextID++
+	id := "busbar-" + strconv.FormatUint(s.nextID, 10)
+	ch := make(chan *wire.Message, 1)
+	s.pending[id] = ch
+	return id, ch, true
+}
+
+func (s *session) forget(id string) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+}
+
+func (s *session) serviceName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.name
+}

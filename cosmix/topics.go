@@ -1,0 +1,269 @@
+package cosmix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"busbar/auth"
+	"busbar/broker"
+	"busbar/client"
+	"busbar/wire"
+)
+
+// Topics: noded's topic.publish, topic.subscribe and topic.unsubscribe
+// (the calls SupervisedClient makes), on busbar channels. A topic NAME is
+// the channel TopicNamespace:NAME; a publication is a busbar publish on it
+// whose payload is the published frame with noded's reserved headers set,
+// and each subscription is a busbar subscription of the connection's
+// node. The last frame of each topic is retained by the server, for the
+// subscribers that come later.
+
+// TopicNamespace is the channel namespace of topics.
+const TopicNamespace = "cosmix-topic"
+
+// Limits of topics (docs/cosmix.md#topics).
+const (
+	// MaxSnapshotBytes bounds a published frame, as noded's
+	// MAX_SNAPSHOT_BYTES (1 MiB).
+	MaxSnapshotBytes = 1 << 20
+	// MaxRetainedBytes bounds the retained frames of all topics together;
+	// a publication that does not fit is delivered, not retained, and
+	// answered rc 5 "not_retained".
+	MaxRetainedBytes = 64 << 20
+	// MaxTopics bounds the topics the server keeps a sequence number and
+	// a retained frame for; a publication to one more topic is delivered,
+	// with seq 0, and answered rc 5 "not_retained".
+	MaxTopics = 65536
+	// MaxTopicSubscriptions bounds one connection's topic subscriptions;
+	// one more is refused rc 10. It is the broker's registrations per
+	// connection, less the handler and subscription of CallChannel.
+	MaxTopicSubscriptions = broker.DefaultMaxRegistrations - 2
+)
+
+// The headers noded reserves on a topic delivery: a publisher's own are
+// replaced.
+var topicHeaders = []string{"topic", "topic_seq", "topic_stale", "topic_op", "broker_origin"}
+
+// retained is the last frame of each topic published here.
+type retained struct {
+	mu     sync.Mutex
+	topics map[string]*topicState
+	bytes  int
+}
+
+type topicState struct {
+	seq       uint64
+	wire      []byte // nil when nothing is retained
+	publisher string // who published last: a service name or a node address
+}
+
+// topicChannel is the channel of topic name, or the reason it has none.
+func topicChannel(name string) (string, error) {
+	ch := TopicNamespace + ":" + name
+	if err := auth.ValidChannel(ch); err != nil {
+		return "", fmt.Errorf("topic name '%s' is not a busbar channel path (lower-case letters, digits, '.', '_', '-')", name)
+	}
+	return ch, nil
+}
+
+// topic answers topic.publish, topic.subscribe and topic.unsubscribe.
+func (s *session) topic(ctx context.Context, m *wire.Message) *wire.Message {
+	id, cmd := m.Value(wire.HeaderID), m.Value(wire.HeaderCommand)
+	if cmd == "topic.list" {
+		return s.listTopics(ctx, id, m.Value("prefix"))
+	}
+	name := m.Value("name")
+	if name == "" {
+		return nodedReply(id, cmd, wire.RCError, cmd+" requires 'name' header")
+	}
+	if cmd == "topic.publish" && strings.HasPrefix(name, "$") {
+		return topicError(id, cmd, `{"error": "reserved_name"}`)
+	}
+	ch, err := topicChannel(name)
+	if err != nil {
+		return nodedReply(id, cmd, wire.RCError, err.Error())
+	}
+	switch cmd {
+	case "topic.publish":
+		return s.publish(ctx, m, name, ch)
+	case "topic.subscribe":
+		return s.subscribeTopic(ctx, id, name, ch)
+	case "topic.subscriber_count":
+		return s.countSubscribers(ctx, id, ch)
+	case "topic.clear":
+		return s.clearTopic(ctx, id, name, ch, m.Value("notify") != "false")
+	default:
+		return s.unsubscribeTopic(id, name)
+	}
+}
+
+func topicError(id, cmd, body string) *wire.Message {
+	resp := nodedReply(id, cmd, wire.RCError, "")
+	resp.SetBody([]byte(body))
+	return resp
+}
+
+// publish delivers the frame in the body to the topic's subscribers and,
+// unless "retain: false", keeps it for later ones.
+func (s *session) publish(ctx context.Context, m *wire.Message, name, ch string) *wire.Message {
+	id, cmd := m.Value(wire.HeaderID), m.Value(wire.HeaderCommand)
+	body := m.Body()
+	if len(body) > MaxSnapshotBytes {
+		return topicError(id, cmd, fmt.Sprintf(`{"error": "payload_too_large", "limit": %d}`, MaxSnapshotBytes))
+	}
+	inner, err := wire.Parse(body)
+	if err != nil {
+		return topicError(id, cmd, `{"error": "malformed_payload"}`)
+	}
+	for _, h := range topicHeaders {
+		inner.Del(h)
+	}
+	retain := m.Value("retain") != "false"
+	r := &s.srv.topics
+	r.mu.Lock()
+	st := r.topics[name]
+	if st == nil && len(r.topics) < MaxTopics {
+		st = &topicState{}
+		r.topics[name] = st
+	}
+	var seq uint64
+	if st != nil {
+		st.seq++
+		seq = st.seq
+		st.publisher = s.publisher()
+	}
+	r.mu.Unlock()
+	inner.Set("broker_origin", "local")
+	inner.Set("topic", name)
+	inner.Set("topic_seq", strconv.FormatUint(seq, 10))
+	frame := Encode(inner)
+
+	res, err := s.scope.Channel(ch).Publish(ctx, frame)
+	if errors.Is(err, client.ErrPayloadTooLarge) { // the broker's --max-payload is below the frame
+		resp := topicError(id, cmd, `{"error": "payload_too_large"}`)
+		resp.Set(wire.HeaderError, oneLine(err.Error()))
+		return resp
+	}
+	if err != nil {
+		return nodedReply(id, cmd, wire.RCError, "topic.publish: "+err.Error())
+	}
+	kept := !retain
+	if retain && st != nil {
+		r.mu.Lock()
+		switch {
+		case st.seq != seq: // a later publication is the one to keep
+			kept = true
+		case r.bytes-len(st.wire)+len(frame) <= MaxRetainedBytes:
+			r.bytes += len(frame) - len(st.wire)
+			st.wire, kept = frame, true
+		}
+		r.mu.Unlock()
+	}
+	delivered := 0
+	for _, nr := range res.Results {
+		if nr.Result == wire.Accepted {
+			delivered++
+		}
+	}
+	resp := nodedReply(id, cmd, wire.RCSuccess, "")
+	if !kept {
+		resp = nodedReply(id, cmd, wire.RCWarning, "")
+		resp.SetBody(fmt.Appendf(nil, `{"seq": %d, "delivered": %d, "warning": "not_retained"}`, seq, delivered))
+		return resp
+	}
+	resp.SetBody(fmt.Appendf(nil, `{"seq": %d, "delivered": %d}`, seq, delivered))
+	return resp
+}
+
+// subscribeTopic subscribes the connection's node to the topic's channel
+// and hands it the retained frame, if any.
+func (s *session) subscribeTopic(ctx context.Context, id, name, ch string) *wire.Message {
+	cmd := "topic.subscribe"
+	s.mu.Lock()
+	_, have := s.subs[name]
+	full := len(s.subs) >= MaxTopicSubscriptions
+	s.mu.Unlock()
+	if !have {
+		if full {
+			return nodedReply(id, cmd, wire.RCError, fmt.Sprintf("topic.subscribe: %d topic subscriptions on this connection already (the limit)", MaxTopicSubscriptions))
+		}
+		sub, err := s.scope.Channel(ch).Subscribe(ctx, func(_ context.Context, bm *client.Message) {
+			s.enqueueRaw(topicDelivery(name, bm.Payload()))
+		})
+		if err != nil {
+			return nodedReply(id, cmd, wire.RCError, "topic.subscribe: "+err.Error())
+		}
+		s.mu.Lock()
+		s.subs[name] = sub
+		s.mu.Unlock()
+	}
+	r := &s.srv.topics
+	r.mu.Lock()
+	var snapshot []byte
+	var seq uint64
+	if st := r.topics[name]; st != nil {
+		snapshot, seq = st.wire, st.seq
+	}
+	r.mu.Unlock()
+	resp := nodedReply(id, cmd, wire.RCSuccess, "")
+	body, _ := wire.JSON(s.bc.Node() + "::topic::" + name)
+	resp.SetBody(fmt.Appendf(nil, `{"subscription_id": %s, "replayed": %t, "seq": %d}`, body, snapshot != nil, seq))
+	s.enqueue(resp)
+	if snapshot != nil {
+		s.enqueueRaw(snapshot)
+	}
+	return nil
+}
+
+// unsubscribeTopic ends the connection's subscription to the topic.
+func (s *session) unsubscribeTopic(id, name string) *wire.Message {
+	s.mu.Lock()
+	sub := s.subs[name]
+	delete(s.subs, name)
+	s.mu.Unlock()
+	if sub != nil {
+		sub.Close()
+	}
+	resp := nodedReply(id, "topic.unsubscribe", wire.RCSuccess, "")
+	resp.SetBody([]byte("{}"))
+	return resp
+}
+
+// topicDelivery is what a subscriber gets: the published frame as it is
+// when it came through a cosmix connection (it has the topic headers),
+// else a busbar node's payload as the body of an event frame.
+func topicDelivery(name string, payload []byte) []byte {
+	if m, err := wire.Parse(payload); err == nil && m.Value("topic") == name {
+		return payload
+	}
+	m := wire.Empty().WithHeader(wire.HeaderType, wire.TypeEvent).WithHeader(wire.HeaderCommand, name).
+		WithHeader("topic", name).WithBody(payload)
+	return Encode(m)
+}
+
+// enqueueRaw queues an encoded frame, or drops it (counted, here and in
+// the server's Dropped).
+func (s *session) enqueueRaw(b []byte) bool {
+	select {
+	case s.out <- b:
+		return true
+	default:
+		s.dropped.Add(1)
+		if s.srv != nil {
+			s.srv.dropped.Add(1)
+		}
+		return false
+	}
+}
+
+// publisher names this connection as a topic's last publisher.
+func (s *session) publisher() string {
+	if name := s.serviceName(); name != "" {
+		return name
+	}
+	return s.bc.Addr()
+}
