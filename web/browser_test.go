@@ -30,6 +30,7 @@ import (
 	"busbar/internal/testclient"
 	"busbar/transport"
 	"busbar/web"
+	"busbar/wire"
 )
 
 // chromium finds a Chromium to drive; the tests skip only without one
@@ -659,5 +660,44 @@ func TestBrowserOverTLS(t *testing.T) {
 	b.mustJS(t, &got, `return (await bus.channel("go.upper").request("gonode", "secure")).text();`)
 	if got != "SECURE" {
 		t.Fatalf("the page's request over wss: %q", got)
+	}
+}
+
+// TestBrowserPageJoinsAServiceGroup: a page announces a service with a
+// group beside a Go node of the same group, and requests to the bare
+// service name are shared between the two; withdrawn, the Go node takes
+// them all.
+func TestBrowserPageJoinsAServiceGroup(t *testing.T) {
+	b, goNode, ctx := pageAndGoNode(t, "gonode")
+	var rec map[string]any
+	b.mustJS(t, &rec, `
+		await bus.channel("page.echo").handle(() => "page");
+		return await bus.announce({service: "echoer", group: "pool", channels: ["page.echo"]});`)
+	if rec["group"] != "pool" || rec["address"] != "echoer.page.bus" || rec["collision"] == true {
+		t.Fatalf("the page's announcement: %v", rec)
+	}
+	if _, err := goNode.Scope("t").Channel("page.echo").Handle(ctx, func(context.Context, *client.Message) ([]byte, error) { return []byte("go"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := goNode.Announce(ctx, wire.Announcement{Service: "echoer", Group: "pool", Channels: []string{"page.echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	caller := testclient.Connect(t, b.bus, "caller")
+	got := map[string]int{}
+	for range 10 {
+		m, err := caller.Scope("t").Channel("page.echo").Request(ctx, "echoer", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[string(m.Payload())]++
+	}
+	if got["page"] != 5 || got["go"] != 5 {
+		t.Fatalf("10 requests to the group: %v", got)
+	}
+	b.mustJS(t, nil, `await bus.withdraw("echoer"); return null;`)
+	for range 4 {
+		if m, err := caller.Scope("t").Channel("page.echo").Request(ctx, "echoer", nil); err != nil || string(m.Payload()) != "go" {
+			t.Fatalf("after the page withdrew: %v %v", m, err)
+		}
 	}
 }

@@ -450,6 +450,21 @@ export class Client {
     return new State(this, ns);
   }
 
+  // announce registers a service this node hosts (Go: Client.Announce):
+  // {service, version, schemaVersion, meta, channels, group}. Instances
+  // announced with one group share the requests to the bare service name
+  // (docs/discovery.md#service-groups). Resolves with the registry's
+  // record; it lasts as long as this connection.
+  async announce(a) {
+    const f = await this._control("bus.announce", JSON.stringify(a));
+    return JSON.parse(dec.decode(f.body));
+  }
+
+  // withdraw removes this node's announcement of service.
+  async withdraw(service) {
+    await this._control("bus.withdraw", service);
+  }
+
   _seen(ns, ver) {
     if (ver > (this._clocks.get(ns) ?? 0)) this._clocks.set(ns, ver);
   }
