@@ -84,7 +84,7 @@ func benchRouteAcross(b *testing.B, n int) {
 	frames := make([][]byte, n)
 	for i := range n {
 		ch := "bench.scale." + strconv.Itoa(i)
-		if r := br.register(sc, wire.CmdSubscribe, ch); r != nil {
+		if r := br.register(sc, wire.CmdSubscribe, ch, ""); r != nil {
 			b.Fatalf("%s: %s", ch, r.text)
 		}
 		frames[i] = wire.New(wire.TypeStream, ch).WithHeader(wire.HeaderID, "0190f3a2-5b7c-7d1e-9f00-0123456789ab").

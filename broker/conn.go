@@ -45,6 +45,7 @@ type conn struct {
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
 	inflight atomic.Int64 // calls this connection is waiting on
+	queued   atomic.Int32 // len(queues): routing skips the queue rules for nodes without any
 	// openRequests are the requests open towards this connection: how
 	// busy a member of a service group is (groups.go).
 	openRequests atomic.Int64
@@ -85,6 +86,7 @@ type conn struct {
 	mu      sync.Mutex          // guards the fields below
 	reason  wire.Result         // why it closed
 	subs    map[string]struct{} // channels and patterns with subscribers on this node
+	queues  map[string]string   // of subs, those made as a queue's member: the queue (queues.go)
 	pats    int                 // how many of subs are wildcard patterns
 	handles map[string]struct{} // channels this node handles
 }

@@ -51,7 +51,7 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 	switch s.command {
 	case wire.CmdSubscribe, wire.CmdUnsub, wire.CmdHandle, wire.CmdUnhandle:
 		s.topic = string(m.Body())
-		if r := b.register(c, s.command, s.topic); r != nil {
+		if r := b.register(c, s.command, s.topic, m.Value(wire.HeaderQueue)); r != nil {
 			return r
 		}
 		b.cl.changed()
@@ -130,8 +130,14 @@ func (b *Broker) replyJSON(c *conn, s subject, v any, what, hint string) *refusa
 // A subscription may be a wildcard pattern (auth.ValidSubscription); it is
 // accepted when one of the principal's subscribe patterns overlaps it, and
 // then receives, message by message, only the channels the principal may
-// receive (deliverStream, candidates). A handler is one channel.
-func (b *Broker) register(c *conn, cmd, channel string) *refusal {
+// receive (deliverStream, candidates). A handler is one channel. A
+// subscription may be a queue's member (queue not ""; queues.go).
+func (b *Broker) register(c *conn, cmd, channel, queue string) *refusal {
+	if queue != "" {
+		if r := b.checkQueue(cmd, queue); r != nil {
+			return r
+		}
+	}
 	set, action := c.subs, auth.ActionSubscribe
 	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
 		set, action = c.handles, auth.ActionHandle
@@ -155,6 +161,7 @@ func (b *Broker) register(c *conn, cmd, channel string) *refusal {
 		delete(set, channel)
 		if action == auth.ActionSubscribe {
 			b.dir.unsubscribe(c, channel)
+			c.setQueueLocked(channel, "")
 		}
 		if had && pattern {
 			c.pats--
@@ -164,11 +171,15 @@ func (b *Broker) register(c *conn, cmd, channel string) *refusal {
 	if !had && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
 		return rejectf("too many registrations on this connection (limit %d)", b.opts.MaxRegistrations)
 	}
+	if action == auth.ActionSubscribe && had && c.queues[channel] != queue {
+		return rejectf("%s is subscribed %s on this node already; unsubscribe first", channel, queueName(c.queues[channel]))
+	}
 	set[channel] = struct{}{}
 	if !had && pattern {
 		c.pats++
 	}
 	if action == auth.ActionSubscribe {
+		c.setQueueLocked(channel, queue)
 		b.dir.subscribe(c, channel)
 	}
 	return nil

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -183,11 +184,15 @@ func (b *Broker) nodeInfo(c *conn) wire.NodeInfo {
 	seen := time.Unix(0, c.lastRead.Load())
 	c.mu.Lock()
 	subs, handles := keys(c.subs), keys(c.handles)
+	var queues map[string]string
+	if len(c.queues) > 0 {
+		queues = maps.Clone(c.queues)
+	}
 	c.mu.Unlock()
 	return wire.NodeInfo{
 		Node: c.node, Broker: b.opts.Name, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
 		LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
-		Subscriptions: subs, Handlers: handles,
+		Subscriptions: subs, Handlers: handles, Queues: queues,
 	}
 }
 

@@ -49,8 +49,8 @@ type target struct {
 // groups keeps what the choice among members needs between messages,
 // and what it chose.
 type groups struct {
-	turn   atomic.Uint64 // whose turn a tie is, for every group
 	mu     sync.Mutex
+	turns  map[string]*atomic.Uint64 // whose turn it is, per service group or queue group
 	remote map[string]*atomic.Int64 // by broker "/" service: this broker's requests open there
 	sent   map[GroupMember]int64    // requests sent to each member, by this broker
 }
@@ -65,6 +65,25 @@ type GroupMember struct {
 type GroupRequests struct {
 	GroupMember
 	Requests int64
+}
+
+// maxTurns bounds the groups whose turn is kept; past it every turn
+// starts again (harmless: a turn only spreads ties).
+const maxTurns = 4096
+
+// turn is the next turn of group key: 0, 1, 2, …
+func (g *groups) turn(key string) uint64 {
+	g.mu.Lock()
+	t := g.turns[key]
+	if t == nil {
+		if g.turns == nil || len(g.turns) >= maxTurns {
+			g.turns = map[string]*atomic.Uint64{}
+		}
+		t = new(atomic.Uint64)
+		g.turns[key] = t
+	}
+	g.mu.Unlock()
+	return t.Add(1) - 1
 }
 
 // chose counts a request sent to member m.
@@ -214,7 +233,7 @@ func (b *Broker) pickMember(service, group string, locals []*instance, remote []
 	}
 	// Fewest outstanding per member first; from whose turn it is, so ties
 	// go round.
-	start := int(b.groups.turn.Add(1) % uint64(len(cands)))
+	start := int(b.groups.turn("s\x00"+service) % uint64(len(cands)))
 	best := -1
 	var bestLoad, bestMembers int64
 	for i := range cands {

@@ -168,7 +168,7 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 		c.countOut(MsgStream, n)
 	}
 	if !hasTo {
-		for _, d := range b.dir.subscribers(channel) {
+		for _, d := range b.shareQueues(channel, b.dir.subscribers(channel)) {
 			deliver(d)
 		}
 		if !c.peer { // what came from another broker is that broker's to fan out
@@ -572,11 +572,16 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 			pub.remaining++
 		}
 	}
-	var deliver []*conn
+	var subscribed []*conn
+	for _, d := range cands {
+		if d.hasSub(s.command) {
+			subscribed = append(subscribed, d)
+		}
+	}
+	deliver := b.shareQueues(s.command, subscribed) // a queue's other members read NO_SUBSCRIBER
 	for _, d := range cands {
 		res := wire.NodeResult{Node: d.node}
-		if d.hasSub(s.command) {
-			deliver = append(deliver, d)
+		if slices.Contains(deliver, d) {
 			pub.remaining++
 		} else {
 			res.Result = wire.NoSubscriber

@@ -78,7 +78,7 @@ func benchRouteAmong(b *testing.B, n int) {
 	go func() { _, _ = io.Copy(io.Discard, sub.nc) }()
 	crowd := join(b, br, secret, "crowd")
 	go func() { _, _ = io.Copy(io.Discard, crowd.nc) }()
-	if r := br.register(br.dir.lookup("sub"), wire.CmdSubscribe, "orders.*"); r != nil {
+	if r := br.register(br.dir.lookup("sub"), wire.CmdSubscribe, "orders.*", ""); r != nil {
 		b.Fatal(r.text)
 	}
 	cc := br.dir.lookup("crowd")
@@ -96,7 +96,7 @@ func benchRouteAmong(b *testing.B, n int) {
 		default:
 			name = fmt.Sprintf("ns%d:*", i)
 		}
-		if r := br.register(cc, wire.CmdSubscribe, name); r != nil {
+		if r := br.register(cc, wire.CmdSubscribe, name, ""); r != nil {
 			b.Fatalf("%s: %s", name, r.text)
 		}
 	}

@@ -53,6 +53,7 @@ type Client struct {
 	subs     map[string][]*Subscription // by channel or pattern; copy-on-write: a slice read under mu may be used after
 	subPats  []string                   // the keys of subs that are wildcard patterns; copy-on-write
 	subReg   map[string]*regWait        // the broker's verdict on the current subscriber set of a channel
+	subQueue map[string]string          // the queue a channel's subscriptions belong to, when they do
 	handlers map[string]*Registration
 	up       chan struct{} // while cur is nil: closed when a connection is live again
 
@@ -576,6 +577,16 @@ func (c *Client) deadline(ctx context.Context) time.Time {
 // controlMessage builds a bus.* request to the broker.
 func controlMessage(cmd, body string) *wire.Message {
 	return wire.New(wire.TypeRequest, cmd).WithHeader(wire.HeaderID, newID()).WithBody([]byte(body))
+}
+
+// subscribeMessage is the bus.sub of channel, as a member of queue when
+// it is not "".
+func subscribeMessage(channel, queue string) *wire.Message {
+	m := controlMessage(wire.CmdSubscribe, channel)
+	if queue != "" {
+		m = m.WithHeader(wire.HeaderQueue, queue)
+	}
+	return m
 }
 
 // controlResult turns the broker's answer to a bus.* request into an error.

@@ -247,7 +247,7 @@ func (c *Client) restoreMessaging(cn *conn) ([]restoreCall, bool) {
 	for name := range c.subs {
 		w := &regWait{done: make(chan struct{})}
 		c.subReg[name] = w // subscribers joining now share this verdict
-		p, id, ok := c.restoreLocked(cn, wire.CmdSubscribe, name, nil)
+		p, id, ok := c.restoreMessageLocked(cn, subscribeMessage(name, c.subQueue[name]), nil)
 		if !ok {
 			w.err = callError(errQueueFull)
 			close(w.done)
@@ -280,7 +280,12 @@ func (c *Client) restoreOn(cn *conn, cmd, body string, onAnswer func(*wire.Messa
 
 // restoreLocked is restoreOn with mu held.
 func (c *Client) restoreLocked(cn *conn, cmd, body string, onAnswer func(*wire.Message)) (*pending, string, bool) {
-	m := controlMessage(cmd, body)
+	return c.restoreMessageLocked(cn, controlMessage(cmd, body), onAnswer)
+}
+
+// restoreMessageLocked is restoreLocked of the control message m.
+func (c *Client) restoreMessageLocked(cn *conn, m *wire.Message, onAnswer func(*wire.Message)) (*pending, string, bool) {
+	cmd, body := m.Value(wire.HeaderCommand), string(m.Body())
 	id := m.Value(wire.HeaderID)
 	p, err := c.registerOnLocked(cn, nil, id, onAnswer)
 	if err != nil {

@@ -129,6 +129,25 @@ func (s *Subscription) active() bool { return !s.closed.Load() }
 // event once. A pattern is only for Subscribe: the other calls refuse it
 // as a malformed channel.
 func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription, error) {
+	return ch.subscribe(ctx, "", h)
+}
+
+// QueueSubscribe is Subscribe as a member of queue (a label): each event
+// or stream message on the channel goes to one member of each queue, in
+// turn, and to every subscriber outside a queue as before
+// (docs/messaging.md#queue-subscriptions). A publication still has one
+// result per candidate node; a member not given the event reads
+// NO_SUBSCRIBER. On one node every subscription of a channel belongs to
+// the same queue, or to none. Refused (REJECTED) on a bus of brokers, for
+// now.
+func (ch *Channel) QueueSubscribe(ctx context.Context, queue string, h EventHandler) (*Subscription, error) {
+	if err := wire.ValidLabel(queue); err != nil {
+		return nil, fmt.Errorf("client: queue name: %w", err)
+	}
+	return ch.subscribe(ctx, queue, h)
+}
+
+func (ch *Channel) subscribe(ctx context.Context, queue string, h EventHandler) (*Subscription, error) {
 	if err := auth.ValidSubscription(ch.name); err != nil {
 		return nil, err
 	}
@@ -147,10 +166,22 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 	err := ch.openLive(ctx, deadline, "subscribe "+ch.name, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if len(c.subs[ch.name]) > 0 && c.subQueue[ch.name] != queue {
+			cerr = fmt.Errorf("client: %s is subscribed on this node %s already", ch.name, queueWords(c.subQueue[ch.name]))
+			return false
+		}
 		if len(c.subs[ch.name]) == 0 {
 			// The first subscriber registers the node with the broker; the
 			// request is queued under c.mu so it cannot overtake a withdrawal.
-			m := controlMessage(wire.CmdSubscribe, ch.name)
+			m := subscribeMessage(ch.name, queue)
+			if c.subQueue == nil {
+				c.subQueue = map[string]string{}
+			}
+			if queue != "" {
+				c.subQueue[ch.name] = queue
+			} else {
+				delete(c.subQueue, ch.name)
+			}
 			if p, cerr = c.startLocked(nil, m, deadline); cerr != nil {
 				return errors.Is(cerr, errNotConnected)
 			}
@@ -196,6 +227,13 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 	return sub, nil
 }
 
+func queueWords(q string) string {
+	if q == "" {
+		return "outside any queue"
+	}
+	return "in queue " + q
+}
+
 // regWait is the broker's verdict on a channel's subscription, shared by
 // the subscribers that join while it is pending.
 type regWait struct {
@@ -218,6 +256,7 @@ func (s *Subscription) Close() {
 		}
 		delete(c.subs, name)
 		delete(c.subReg, name)
+		delete(c.subQueue, name)
 		if !c.closing() {
 			c.withdrawLocked(wire.CmdUnsub, name)
 		}

@@ -9,7 +9,7 @@ import "time"
 const (
 	CmdInfo      = "bus.info"      // broker → client, first frame: version, broker name, nonce
 	CmdHello     = "bus.hello"     // client → broker request: node name and credential
-	CmdSubscribe = "bus.sub"       // register interest in events on a channel
+	CmdSubscribe = "bus.sub"       // register interest in events on a channel (HeaderQueue: as a member of a queue)
 	CmdUnsub     = "bus.unsub"     // withdraw it
 	CmdHandle    = "bus.handle"    // register the node's request handler for a channel
 	CmdUnhandle  = "bus.unhandle"  // withdraw it
@@ -94,6 +94,12 @@ type Welcome struct {
 	MaxInflight int    `json:"max_inflight"`
 }
 
+// HeaderQueue on bus.sub names the queue the subscription belongs to:
+// each event or stream message on the channel goes to one member of each
+// queue, and to every subscriber outside a queue
+// (docs/messaging.md#queue-subscriptions). A label.
+const HeaderQueue = "queue"
+
 // NodeInfo describes one registered node in the broker's directory (the
 // body of a bus.directory answer is a JSON array of them).
 type NodeInfo struct {
@@ -106,6 +112,9 @@ type NodeInfo struct {
 	LeaseExpires  time.Time `json:"lease_expires"`
 	Subscriptions []string  `json:"subscriptions"`
 	Handlers      []string  `json:"handlers"`
+	// Queues are the subscriptions made as members of a queue: the
+	// subscription (a channel or pattern of Subscriptions) → the queue.
+	Queues map[string]string `json:"queues,omitempty"`
 }
 
 // NodeResult is one candidate's outcome in a bus.published body.

@@ -536,7 +536,7 @@ var valueNames = map[string]string{
 	"out": "FILE", "nodes": "NAME[,NAME...]", "node": "NODE[,NODE...]",
 	"send": "PATTERN[,...]", "request": "PATTERN[,...]", "publish": "PATTERN[,...]", "subscribe": "PATTERN[,...]",
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
-	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP",
+	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP", "queue": "QUEUE",
 }
 
 func valueName(f *flag.Flag) string {

@@ -154,3 +154,50 @@ func TestGroupWorkersOnTwoBrokersShareRequests(t *testing.T) {
 		t.Fatalf("with w3 gone: %v", after)
 	}
 }
+
+// TestSubQueueMembersShareEvents: three `busbar sub --queue` members of
+// one queue share 30 publications, 10 each, every one once; `ls --json`
+// shows the membership.
+func TestSubQueueMembersShareEvents(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"))
+	type member struct {
+		out  *syncBuffer
+		wait func() error
+	}
+	var members []member
+	for i := range 3 {
+		name := fmt.Sprintf("m%d", i+1)
+		out, wait := s.background(t, "sub", "news", "--queue", "workers", "--count", "10", "--name", name)
+		members = append(members, member{out, wait})
+		s.waitLs(t, name+" in the queue", func(nodes []map[string]any) bool {
+			for _, n := range nodes {
+				if q, _ := n["queues"].(map[string]any); n["node"] == name && q["news"] == "workers" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for i := range 30 {
+		if code, out, errOut := s.busbar(t, "", "pub", "news", fmt.Sprint("e", i)); code != exitOK {
+			t.Fatalf("pub %d: exit %d %s %s", i, code, out, errOut)
+		}
+	}
+	seen := map[string]int{}
+	for i, m := range members {
+		if err := m.wait(); err != nil {
+			t.Fatalf("member %d: %v\n%s", i+1, err, m.out)
+		}
+		for _, line := range strings.Fields(m.out.String()) {
+			seen[line]++
+		}
+	}
+	if len(seen) != 30 {
+		t.Fatalf("the queue got %d distinct events of 30: %v", len(seen), seen)
+	}
+	for e, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s reached the queue %d times", e, n)
+		}
+	}
+}

@@ -468,6 +468,7 @@ func runSub(args []string, stdio IO) int {
 	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
 	raw := v.fs.Bool("raw", false, "write each payload's bytes as they are, nothing added")
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
+	queue := v.fs.String("queue", "", "subscribe as a member of this queue: each message goes to one member of each queue (docs/messaging.md#queue-subscriptions)")
 	v.tune = func(o *client.Options) { o.Workers = 1 } // print in arrival order
 	v.reconnecting(stdio)
 	if f := v.fs.Lookup("timeout"); f != nil { // a subscription has no deadline unless given one
@@ -496,7 +497,13 @@ func runSub(args []string, stdio IO) int {
 		expired = t.C
 	}
 	msgs := make(chan *client.Message, 1024)
-	if _, err := c.Scope("cli").Channel(v.arg(0)).Subscribe(ctx, func(hctx context.Context, m *client.Message) {
+	subscribe := c.Scope("cli").Channel(v.arg(0)).Subscribe
+	if *queue != "" {
+		subscribe = func(ctx context.Context, h client.EventHandler) (*client.Subscription, error) {
+			return c.Scope("cli").Channel(v.arg(0)).QueueSubscribe(ctx, *queue, h)
+		}
+	}
+	if _, err := subscribe(ctx, func(hctx context.Context, m *client.Message) {
 		select { // printed one at a time, in arrival order, by the loop below
 		case msgs <- m:
 		case <-hctx.Done():
