@@ -51,8 +51,8 @@ type target struct {
 type groups struct {
 	mu     sync.Mutex
 	turns  map[string]*atomic.Uint64 // whose turn it is, per service group or queue group
-	remote map[string]*atomic.Int64 // by broker "/" service: this broker's requests open there
-	sent   map[GroupMember]int64    // requests sent to each member, by this broker
+	remote map[string]*atomic.Int64  // by broker "/" service: this broker's requests open there
+	sent   map[GroupMember]int64     // requests sent to each member, by this broker
 }
 
 // GroupMember names a member of a service group.
