@@ -77,6 +77,9 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
 	c.iid, c.principal = iid, hello.Principal
+	if c.as != nil {
+		c.principal = c.as.Name
+	}
 	c.capped = perms != nil && !perms.AllChannels()
 	c.mu.Unlock()
 	welcome := wire.Welcome{
@@ -127,7 +130,7 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	if err := auth.ValidNodeName(h.Node); err != nil {
 		return nil, err
 	}
-	if c.inproc {
+	if c.inproc && c.as == nil {
 		return nil, nil
 	}
 	if h.Node == b.opts.Name {
@@ -135,6 +138,12 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	if b.cl.isPeer(h.Node) {
 		return nil, errPeerName(h.Node)
+	}
+	if c.as != nil { // authenticated at the edge; its principal still decides
+		if !c.as.MayClaim(h.Node) {
+			return nil, fmt.Errorf("%w: principal %q may not claim node %q", auth.ErrNodeNotAllowed, c.as.Name, h.Node)
+		}
+		return &c.as.Permissions, nil
 	}
 	if b.opts.Auth == nil {
 		return nil, errors.New("broker: no authenticator configured")

@@ -5,10 +5,12 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/client"
 	"busbar/internal/testbroker"
 	"busbar/wire"
@@ -54,5 +56,43 @@ func TestBrokerAsEndpoint(t *testing.T) {
 	}
 	if r, err := self.Scope("core").Channel("echo").Request(ctxT(t, 5*time.Second), "alpha", []byte("hi")); err != nil || string(r.Payload()) != "hi" {
 		t.Fatalf("broker to node: %v", err)
+	}
+}
+
+// TestDialInProcessAs: an in-process connection authenticated at the edge
+// may claim only the nodes its principal may, never the broker's name,
+// and its principal's permissions apply to what it sends and receives.
+func TestDialInProcessAs(t *testing.T) {
+	e := testbroker.Start(t, "tcp", testOpts())
+	p := &auth.Principal{Name: "isl", Nodes: []auth.Pattern{"island-*"}, Permissions: auth.Permissions{
+		Send: []auth.Pattern{"mb:ok"}, Subscribe: []auth.Pattern{"mb:in"}}}
+	as := func(o *client.Options) {
+		o.MaxReconnects = client.NoReconnect
+		o.Dial = func(context.Context) (net.Conn, error) { return e.Broker.DialInProcessAs(p) }
+	}
+	for _, node := range []string{"other", e.Broker.Name()} {
+		o := client.Options{Node: node}
+		as(&o)
+		if c, err := client.Connect(ctxT(t, 5*time.Second), o); !errors.Is(err, client.ErrAuth) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("claiming %q: %v, want ErrAuth", node, err)
+		}
+	}
+	isl := connect(t, e, "island-a", as)
+	a := connect(t, e, "alpha")
+	var in inbox
+	if _, err := a.Scope("s").Channel("mb:ok").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := isl.Scope("s").Channel("mb:ok").Send(ctxT(t, 5*time.Second), "alpha", nil); rc.Result != wire.Accepted {
+		t.Fatalf("a permitted send: %+v", rc)
+	}
+	if rc, _ := isl.Scope("s").Channel("mb:no").Send(ctxT(t, 5*time.Second), "alpha", nil); rc.Result != wire.Rejected {
+		t.Fatalf("a send the principal may not make: %+v", rc)
+	}
+	if rc, _ := a.Scope("s").Channel("mb:ok").Send(ctxT(t, 5*time.Second), "island-a", nil); rc.Result != wire.Rejected {
+		t.Fatalf("a send the principal may not receive: %+v", rc)
 	}
 }
