@@ -36,7 +36,7 @@ const secretA = "0123456789abcdef0123456789abcdef-a"
 func islands(keyID, secret string) auth.Principal {
 	return auth.Principal{Name: "isl-" + keyID, Nodes: []auth.Pattern{"island-*"}, MoonBridge: &auth.MoonBridgeKey{KeyID: keyID, Secret: secret},
 		Permissions: auth.Permissions{Send: []auth.Pattern{"mb:*"}, Request: []auth.Pattern{"mb:*"}, Publish: []auth.Pattern{"mb:*"},
-			Subscribe: []auth.Pattern{"mb:*"}, Handle: []auth.Pattern{"mb:ask", "mb:slow", "mb:*"}}}
+			Subscribe: []auth.Pattern{"mb:*"}, Handle: []auth.Pattern{"mb:ask", "mb:slow", "mb:slow2", "mb:*"}}}
 }
 
 // logBuf is a slog handler's output, safe to read while written.
