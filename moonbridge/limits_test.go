@@ -217,3 +217,40 @@ func TestOldConnectionIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Payloads at and past MoonBridge's 64 KiB, stricter than busbar's 1 MiB:
+// busbar's that a backend cannot take are refused, never cut.
+func TestPayloadLimit(t *testing.T) {
+	e := start(t, nil)
+	alpha := e.node("alpha")
+	must(t)(alpha.Scope("app").Channel("mb:ask").Handle(ctxT(t, wait), func(_ context.Context, m *client.Message) ([]byte, error) {
+		return make([]byte, len(m.Payload())), nil // as long as the request's
+	}))
+	b := e.register("island-a")
+	ch := alpha.Scope("app").Channel("mb:news")
+	got := make(chan client.Receipt, 1)
+	go func() { rc, _ := ch.Send(ctxT(t, wait), "island-a", make([]byte, MaxPayloadBytes)); got <- rc }()
+	f := b.nextMessage()
+	if len(f.Message.Payload) != MaxPayloadBytes {
+		t.Fatalf("payload of %d bytes", len(f.Message.Payload))
+	}
+	b.respond(Response{OperationID: f.OperationID, Type: ResponseSend, Result: Accepted})
+	if rc := <-got; rc.Result != "ACCEPTED" {
+		t.Fatalf("64 KiB: %+v", rc)
+	}
+	if rc, _ := ch.Send(ctxT(t, wait), "island-a", make([]byte, MaxPayloadBytes+1)); rc.Result != "REJECTED" {
+		t.Fatalf("64 KiB + 1: %+v", rc)
+	}
+	// A reply past the limit: the backend's request fails REJECTED.
+	target := BackendEndpoint("alpha")
+	op, _ := b.message(KindRequest, "mb:ask", &target, MaxTimeoutMillis, string(make([]byte, MaxPayloadBytes)))
+	if p := b.nextResponse(); p.OperationID != op || p.Type != ResponseReply || len(p.Reply.Payload) != MaxPayloadBytes {
+		t.Fatalf("a 64 KiB reply: %+v", p.Type)
+	}
+	must(t)(alpha.Scope("big").Channel("mb:big").Handle(ctxT(t, wait), func(context.Context, *client.Message) ([]byte, error) {
+		return make([]byte, MaxPayloadBytes+1), nil
+	}))
+	if p, _ := b.call(KindRequest, "mb:big", &target, ""); p.Type != ResponseError || p.Err.Code != CodeRejected {
+		t.Fatalf("a reply of 64 KiB + 1: %+v", p)
+	}
+}

@@ -164,6 +164,8 @@ func (ss *session) answerFromBus(a *wire.Message) {
 		ss.respond(Response{OperationID: p.op, Type: ResponseSend, Result: receiptResult(wire.Result(a.Value(wire.HeaderResult)))})
 	case failed:
 		ss.fail(&f, errorCode(wire.Result(a.Value(wire.HeaderResult))), errorText(a))
+	case p.msg.Kind == KindRequest && len(a.Body()) > MaxPayloadBytes:
+		ss.fail(&f, CodeRejected, "the reply of "+strconv.Itoa(len(a.Body()))+" bytes exceeds MoonBridge's limit of "+strconv.Itoa(MaxPayloadBytes))
 	case p.msg.Kind == KindRequest:
 		ss.respond(Response{OperationID: p.op, Type: ResponseReply, Reply: &Message{
 			ID: replyID(a.Value(wire.HeaderID)), Kind: KindReply, Channel: p.msg.Channel,
