@@ -1,10 +1,14 @@
 package moonbridge
 
 import (
+	"bufio"
 	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"busbar/internal/testbroker"
 )
 
 // A registered backend is a busbar node named by its backend name; its
@@ -131,5 +135,73 @@ func TestCloseSaysGoodbye(t *testing.T) {
 	}
 	if err := e.srv.ServeConn(nil); !errors.Is(err, ErrServerClosed) {
 		t.Fatal(err)
+	}
+}
+
+// A connection that never registers is closed at the handshake timeout;
+// one that registers in time is served.
+func TestHandshakeTimeout(t *testing.T) {
+	e := start(t, func(c *Config) { c.HandshakeTimeout = 200 * time.Millisecond })
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(wait))
+	b := &backend{t: t, nc: nc, r: bufio.NewReader(nc), name: "silent"}
+	if _, err := DecodeHello(must1[[]byte](t)(ReadFrame(b.r))); err != nil {
+		t.Fatal(err)
+	}
+	b.closedWithoutFrame()
+	e.register("island-a")
+}
+
+// A registered backend silent for its lease is disconnected, and its
+// node leaves busbar; one that sends a HEARTBEAT is answered.
+func TestLease(t *testing.T) {
+	e := start(t, func(c *Config) { c.Lease = 300 * time.Millisecond })
+	b := e.register("island-a")
+	b.write(EncodeEmpty(TypeHeartbeat))
+	if v := b.next(); v != TypePong {
+		t.Fatalf("heartbeat: %#v", v)
+	}
+	b.closedWithoutFrame()
+	e.inDirectory(e.node("alpha"), "island-a", false)
+	if !strings.Contains(e.log.String(), "timeout") {
+		t.Fatalf("the lease's end is not logged:\n%s", e.log.String())
+	}
+}
+
+// MaxConnections connections are served, registered or not; one more is
+// closed at once, and its slot is free again once one ends.
+func TestMaxConnections(t *testing.T) {
+	e := start(t, func(c *Config) { c.MaxConnections = 2 })
+	a := e.register("island-a")
+	e.register("island-b")
+	over, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetDeadline(time.Now().Add(wait))
+	(&backend{t: t, nc: over, r: bufio.NewReader(over), name: "third"}).closedWithoutFrame()
+	if !strings.Contains(e.log.String(), "at capacity") {
+		t.Fatalf("not logged:\n%s", e.log.String())
+	}
+	a.write(EncodeEmpty(TypeGoodbye))
+	a.closedWithoutFrame()
+	testbroker.Await(t, wait, "a free slot", func() error {
+		_, err := e.dial(registration("island-c", "island-c", "primary"), secretA)
+		return err
+	})
+}
+
+func must1[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
 }
