@@ -187,7 +187,7 @@ func (b *Broker) nodeInfo(c *conn) wire.NodeInfo {
 	return wire.NodeInfo{
 		Node: c.node, Broker: b.opts.Name, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
 		LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
-		Subscriptions: subs, Handlers: handles,
+		Subscriptions: subs, Handlers: handles, Advertised: c.advertised,
 	}
 }
 

@@ -66,6 +66,9 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		b.stats.refused.Add(1)
 		return fail(wire.ResultAuth, "%v", err)
 	}
+	if err := checkAdvertise(hello.Advertise); err != nil {
+		return fail(wire.ResultMalformed, "handshake: %v", err)
+	}
 	iid := hello.IID
 	if iid == "" {
 		iid = newIID()
@@ -76,7 +79,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 
 	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
-	c.iid, c.principal = iid, hello.Principal
+	c.iid, c.principal, c.advertised = iid, hello.Principal, hello.Advertise
 	if c.as != nil {
 		c.principal = c.as.Name
 	}
@@ -105,6 +108,20 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		b.retire(old)
 	}
 	b.cl.claim(c)
+	return nil
+}
+
+// checkAdvertise accepts a hello's advertised address: at most
+// wire.MaxAdvertiseLen bytes of printable ASCII.
+func checkAdvertise(s string) error {
+	if len(s) > wire.MaxAdvertiseLen {
+		return fmt.Errorf("advertised address of %d bytes, more than %d", len(s), wire.MaxAdvertiseLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return fmt.Errorf("advertised address: byte %d is not printable ASCII", i)
+		}
+	}
 	return nil
 }
 

@@ -5,8 +5,10 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +96,39 @@ func TestDialInProcessAs(t *testing.T) {
 	}
 	if rc, _ := a.Scope("s").Channel("mb:ok").Send(ctxT(t, 5*time.Second), "island-a", nil); rc.Result != wire.Rejected {
 		t.Fatalf("a send the principal may not receive: %+v", rc)
+	}
+}
+
+// TestHelloAdvertise: a node's advertised address (a MoonBridge backend's
+// game address) is in its directory entry; one past wire.MaxAdvertiseLen,
+// or with a byte that is not printable ASCII, is refused at the hello.
+func TestHelloAdvertise(t *testing.T) {
+	e := testbroker.Start(t, "tcp", testOpts())
+	hello := func(node, adv string) *wire.Message {
+		r := e.DialRaw(t)
+		body, _ := json.Marshal(wire.Hello{Node: node, Principal: "local", Secret: e.Secrets["local"], Advertise: adv})
+		r.Send(t, wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithHeader(wire.HeaderID, "h").WithBody(body))
+		return r.Read(t)
+	}
+	edge := "tcp://" + strings.Repeat("h", wire.MaxAdvertiseLen-len("tcp://"))
+	if m := hello("adv", edge); wire.ResponseRC(m).IsError() {
+		t.Fatalf("%d bytes: %s", len(edge), m.Value(wire.HeaderError))
+	}
+	a := connect(t, e, "alpha")
+	nodes, err := a.Directory(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range nodes {
+		found = found || n.Node == "adv" && n.Advertised == edge
+	}
+	if !found {
+		t.Fatalf("directory: %+v", nodes)
+	}
+	for _, bad := range []string{edge + "x", "tcp://h:1 x", "tcp://h\x00"} {
+		if m := hello("bad", bad); m.Value(wire.HeaderResult) != string(wire.ResultMalformed) {
+			t.Errorf("advertise %q: %s", bad, m)
+		}
 	}
 }

@@ -30,13 +30,13 @@ type busNode struct {
 var ErrBusLogin = errors.New("moonbridge: busbar refused the node's login")
 
 // dialBus connects as p and logs in as node; it returns the node's epoch.
-func dialBus(dial func(*auth.Principal) (net.Conn, error), p *auth.Principal, node string, timeout time.Duration) (*busNode, uint64, error) {
+func dialBus(dial func(*auth.Principal) (net.Conn, error), p *auth.Principal, node, advertise string, timeout time.Duration) (*busNode, uint64, error) {
 	nc, err := dial(p)
 	if err != nil {
 		return nil, 0, err
 	}
 	b := &busNode{nc: nc, r: wire.NewReader(nc), ctl: map[string]chan *wire.Message{}}
-	epoch, err := b.login(p, node, timeout)
+	epoch, err := b.login(p, node, advertise, timeout)
 	if err != nil {
 		nc.Close()
 		return nil, 0, err
@@ -44,13 +44,13 @@ func dialBus(dial func(*auth.Principal) (net.Conn, error), p *auth.Principal, no
 	return b, epoch, nil
 }
 
-func (b *busNode) login(p *auth.Principal, node string, timeout time.Duration) (uint64, error) {
+func (b *busNode) login(p *auth.Principal, node, advertise string, timeout time.Duration) (uint64, error) {
 	_ = b.nc.SetDeadline(time.Now().Add(timeout))
 	defer b.nc.SetDeadline(time.Time{})
 	if _, err := b.r.ReadMessage(); err != nil { // bus.info: an in-process node needs no nonce
 		return 0, err
 	}
-	body, _ := json.Marshal(wire.Hello{Node: node, Principal: p.Name})
+	body, _ := json.Marshal(wire.Hello{Node: node, Principal: p.Name, Advertise: advertise})
 	hello := wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).
 		WithHeader(wire.HeaderID, NewUUID().String()).WithBody(body)
 	if err := b.write(hello); err != nil {

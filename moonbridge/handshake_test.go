@@ -21,6 +21,16 @@ func TestRegister(t *testing.T) {
 	}
 	alpha := e.node("alpha")
 	e.inDirectory(alpha, "island-a", true)
+	// The advertised game address is in the node's directory entry.
+	nodes, err := alpha.Directory(ctxT(t, wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Node == "island-a" && n.Advertised != "tcp://127.0.0.1:25565" {
+			t.Fatalf("directory entry %+v", n)
+		}
+	}
 
 	// HEARTBEAT is answered PONG.
 	b.write(EncodeEmpty(TypeHeartbeat))

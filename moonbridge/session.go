@@ -45,7 +45,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, 
 	if err := s.claim(ss); err != nil {
 		return nil, err
 	}
-	bus, epoch, err := dialBus(s.cfg.Dial, p, reg.Name, s.cfg.HandshakeTimeout)
+	bus, epoch, err := dialBus(s.cfg.Dial, p, reg.Name, reg.Address, s.cfg.HandshakeTimeout)
 	if err != nil {
 		s.release(ss)
 		return nil, errors.Join(ErrRegistration, err)

@@ -160,6 +160,9 @@ func TestServeMoonBridge(t *testing.T) {
 		return err
 	})
 	s.waitLs(t, "island-a's handler", hasNode("island-a", "handlers", "mb:ask"))
+	if code, out, _ := s.busbar(t, "", "ls"); code != 0 || !regexp.MustCompile(`(?m)^island-a .*tcp://127\.0\.0\.1:25565$`).MatchString(out) || !strings.Contains(out, "ADVERTISED") {
+		t.Fatalf("busbar ls does not show the game address:\n%s", out)
+	}
 
 	// busbar req reaches the backend's handler.
 	reqOut, reqDone := s.background(t, "req", "island-a", "mb:ask", "hi")
