@@ -1,13 +1,17 @@
 package moonbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"busbar/client"
+	"busbar/internal/testbroker"
 )
 
 // slowAlpha is a node whose mb:slow handler answers only once the test
@@ -253,4 +257,22 @@ func TestPayloadLimit(t *testing.T) {
 	if p, _ := b.call(KindRequest, "mb:big", &target, ""); p.Type != ResponseError || p.Err.Code != CodeRejected {
 		t.Fatalf("a reply of 64 KiB + 1: %+v", p)
 	}
+}
+
+// A backend that sends heartbeats and reads nothing fills its write queue
+// (MaxWriteQueue PONGs behind a full socket): it is disconnected as not
+// reading, and logged.
+func TestWriteQueueFull(t *testing.T) {
+	e := start(t, nil)
+	b := e.register("island-a")
+	if tc, ok := b.nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(1024) // the least the kernel allows: the queue fills sooner
+	}
+	batch := bytes.Repeat([]byte{0, 0, 0, 1, TypeHeartbeat}, 4096)
+	for {
+		if _, err := b.nc.Write(batch); err != nil {
+			break // the broker closed the connection
+		}
+	}
+	testbroker.Eventually(t, wait, "the disconnect logged", func() bool { return strings.Contains(e.log.String(), errSlow.Error()) })
 }
