@@ -1,6 +1,7 @@
 package moonbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -276,4 +277,53 @@ func TestBackendToBackend(t *testing.T) {
 		}
 		delete(ops, p.OperationID)
 	}
+}
+
+// The listener driven with bytes written out by hand, not by the encoder:
+// a send from island-a to alpha on mb:news, operation 7, 5000 ms, payload
+// "hi", answered ACCEPTED in exactly MoonBridge's bytes.
+func TestListenerBytes(t *testing.T) {
+	e := start(t, nil)
+	e.alpha("alpha")
+	b := e.register("island-a")
+	b.write(h(t, "09 0000000000000007 0000000000001388 | "+uuidA+" 01 | 0007 6d623a6e657773 | 00 0008 69736c616e642d61 | "+
+		"01 00 0005 616c706861 | 00 | 00000002 6869"))
+	f, err := ReadFrame(b.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := h(t, "0a 0000000000000007 01 01"); !bytes.Equal(f, want) {
+		t.Fatalf("answer %x, want %x", f, want)
+	}
+}
+
+// Fan-out: busbar's publication visits every backend permitted to
+// receive it, each answering for itself, and the node that published.
+func TestFanOut(t *testing.T) {
+	e := start(t, nil)
+	alpha, in := e.alpha("alpha")
+	backends := []*backend{e.register("island-a"), e.register("island-b"), e.register("island-c")}
+	answers := []SendResult{Accepted, NoSubscriber, Backpressured}
+	got := make(chan client.PublishResult, 1)
+	go func() {
+		r, _ := alpha.Scope("app").Channel("mb:news").Publish(ctxT(t, wait), []byte("all"))
+		got <- r
+	}()
+	for i, b := range backends {
+		f := b.nextMessage()
+		if string(f.Message.Payload) != "all" || f.Message.Source != BackendEndpoint("alpha") || *f.Message.Target != BackendEndpoint(b.name) {
+			t.Fatalf("%s got %+v", b.name, f.Message)
+		}
+		b.respond(Response{OperationID: f.OperationID, Type: ResponseSend, Result: answers[i]})
+	}
+	r := <-got
+	for i, b := range backends {
+		if !hasResult(r, b.name, busReceipt(answers[i])) {
+			t.Fatalf("%s: %+v", b.name, r)
+		}
+	}
+	if !hasResult(r, "alpha", wire.Accepted) {
+		t.Fatalf("the publisher: %+v", r)
+	}
+	testbroker.Eventually(t, wait, "alpha's own copy", func() bool { return in.Len() == 1 })
 }
