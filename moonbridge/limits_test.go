@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/internal/testclient"
 )
 
 // slowAlpha is a node whose mb:slow handler answers only once the test
@@ -275,4 +277,33 @@ func TestWriteQueueFull(t *testing.T) {
 		}
 	}
 	testbroker.Eventually(t, wait, "the disconnect logged", func() bool { return strings.Contains(e.log.String(), errSlow.Error()) })
+}
+
+// A backend's publication reaches at most 256 candidate nodes (MoonBridge's
+// MAX_PUBLISH_RESULTS, busbar's MaxPublishCandidates), the proxy and the
+// publisher included: at 256 it is answered with a result each, at 257 it
+// is refused whole.
+func TestPublishCandidateLimit(t *testing.T) {
+	e := start(t, nil)
+	b := e.register("island-a")
+	// The broker and island-a are two candidates; these nodes the rest.
+	connectN := func(n, from int) {
+		for i := range n {
+			testclient.Connect(t, e.bus, fmt.Sprintf("n%d", from+i), func(o *client.Options) {
+				o.Dial = func(context.Context) (net.Conn, error) { return e.bus.Broker.DialInProcess() }
+			})
+		}
+	}
+	connectN(MaxPublishResults-2, 0)
+	op, _ := b.message(KindEvent, "mb:news", nil, MaxTimeoutMillis, "all")
+	self := b.nextMessage()
+	b.respond(Response{OperationID: self.OperationID, Type: ResponseSend, Result: NoSubscriber})
+	if p := b.nextResponse(); p.OperationID != op || p.Type != ResponsePublish || len(p.Results) != MaxPublishResults {
+		t.Fatalf("at %d candidates: %+v results", MaxPublishResults, len(p.Results))
+	}
+	connectN(1, MaxPublishResults)
+	op, _ = b.message(KindEvent, "mb:news", nil, MaxTimeoutMillis, "all")
+	if p := b.nextResponse(); p.OperationID != op || p.Type != ResponseError || p.Err.Code != CodeRejected {
+		t.Fatalf("at %d candidates: %+v", MaxPublishResults+1, p)
+	}
 }
