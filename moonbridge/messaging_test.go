@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 
+	"busbar/auth"
 	"busbar/client"
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
@@ -326,4 +328,31 @@ func TestFanOut(t *testing.T) {
 		t.Fatalf("the publisher: %+v", r)
 	}
 	testbroker.Eventually(t, wait, "alpha's own copy", func() bool { return in.Len() == 1 })
+}
+
+// A busbar channel a MoonBridge backend cannot carry (the dotted form) is
+// reported, never rewritten: an event on one is REJECTED, a request fails
+// with REJECTED and the reason in its text.
+func TestDottedChannelRefused(t *testing.T) {
+	wide := auth.Principal{Name: "wide", Nodes: []auth.Pattern{"wide-*"}, MoonBridge: &auth.MoonBridgeKey{KeyID: "wide", Secret: secretA},
+		Permissions: auth.Permissions{Subscribe: []auth.Pattern{">"}, Handle: []auth.Pattern{"orders.ask"}}}
+	e := start(t, nil, wide)
+	alpha := e.node("alpha")
+	b, err := e.dial(registration("wide-a", "wide-a", "wide"), secretA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := alpha.Scope("app").Channel("orders.new").Send(ctxT(t, wait), "wide-a", nil); rc.Result != wire.Rejected {
+		t.Fatalf("event on a dotted channel: %+v", rc)
+	}
+	_, err = alpha.Scope("app").Channel("orders.ask").Request(ctxT(t, wait), "wide-a", nil)
+	var re *client.RequestError
+	if !errors.As(err, &re) || !strings.Contains(re.Text, "REJECTED") || !strings.Contains(re.Text, "namespace:path") {
+		t.Fatalf("request on a dotted channel: %v", err)
+	}
+	// Nothing reached the backend: its next frame is the PONG.
+	b.write(EncodeEmpty(TypeHeartbeat))
+	if v := b.next(); v != TypePong {
+		t.Fatalf("got %#v", v)
+	}
 }
