@@ -39,24 +39,28 @@ func AddPrincipal(path string, p Principal) (Credential, error) {
 		return Credential{}, err
 	}
 	p.SecretHash = hash
+	if err := addEntry(path, p); err != nil {
+		return Credential{}, err
+	}
+	return Credential{Principal: p.Name, Secret: secret}, nil
+}
+
+// addEntry validates p and appends it to the file at path.
+func addEntry(path string, p Principal) error {
 	if _, err := newEntry(p); err != nil {
-		return Credential{}, fmt.Errorf("%w %q: %v", ErrBadPrincipal, p.Name, err)
+		return fmt.Errorf("%w %q: %v", ErrBadPrincipal, p.Name, err)
 	}
 	entry, err := marshalNoEscape(p)
 	if err != nil {
-		return Credential{}, err
+		return err
 	}
-	err = editPrincipals(path, func(names []string, f *editFile) error {
+	return editPrincipals(path, func(names []string, f *editFile) error {
 		if slices.Contains(names, p.Name) {
 			return fmt.Errorf("%w: %q", ErrPrincipalExists, p.Name)
 		}
 		f.Principals = append(f.Principals, entry)
 		return nil
 	})
-	if err != nil {
-		return Credential{}, err
-	}
-	return Credential{Principal: p.Name, Secret: secret}, nil
 }
 
 // RemovePrincipal removes the principal name from the file at path, as

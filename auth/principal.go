@@ -13,11 +13,15 @@ import (
 // proves itself (exactly one of SecretHash and PublicKey), which node names
 // it may claim and what it may do on which channels and state namespaces.
 type Principal struct {
-	Name        string      `json:"name"`                  // 1..64 bytes of [a-z0-9-_.]
-	SecretHash  string      `json:"secret_hash,omitempty"` // "sha256:" + lowercase hex; see HashSecret
-	PublicKey   string      `json:"public_key,omitempty"`  // "ed25519:" + base64 std of the 32-byte key
-	Nodes       []Pattern   `json:"nodes"`                 // node patterns; see validNodePattern
-	Permissions Permissions `json:"permissions"`
+	Name       string `json:"name"`                  // 1..64 bytes of [a-z0-9-_.]
+	SecretHash string `json:"secret_hash,omitempty"` // "sha256:" + lowercase hex; see HashSecret
+	PublicKey  string `json:"public_key,omitempty"`  // "ed25519:" + base64 std of the 32-byte key
+	// MoonBridge is a key for MoonBridge backends (package moonbridge),
+	// the third kind of proof; such a principal connects only through
+	// `busbar serve --moonbridge`.
+	MoonBridge  *MoonBridgeKey `json:"moonbridge,omitempty"`
+	Nodes       []Pattern      `json:"nodes"` // node patterns; see validNodePattern
+	Permissions Permissions    `json:"permissions"`
 }
 
 // Credential is what a client presents: a secret for SecretHash principals,
@@ -61,11 +65,21 @@ func newEntry(p Principal) (*entry, error) {
 		return nil, fmt.Errorf("field name: %w", err)
 	}
 	e := &entry{p: p.clone()}
+	proofs := 0
+	for _, set := range []bool{p.SecretHash != "", p.PublicKey != "", p.MoonBridge != nil} {
+		if set {
+			proofs++
+		}
+	}
 	switch {
-	case p.SecretHash != "" && p.PublicKey != "":
-		return nil, errors.New("fields secret_hash and public_key: set exactly one, not both")
-	case p.SecretHash == "" && p.PublicKey == "":
-		return nil, errors.New("fields secret_hash and public_key: set exactly one")
+	case proofs > 1:
+		return nil, errors.New("fields secret_hash, public_key and moonbridge: set exactly one, not several")
+	case proofs == 0:
+		return nil, errors.New("fields secret_hash, public_key and moonbridge: set exactly one")
+	case p.MoonBridge != nil:
+		if err := p.MoonBridge.check(); err != nil {
+			return nil, fmt.Errorf("field moonbridge: %w", err)
+		}
 	case p.SecretHash != "":
 		h, ok := strings.CutPrefix(p.SecretHash, secretHashPrefix)
 		if !ok || len(h) != 64 || strings.ToLower(h) != h {
@@ -125,5 +139,9 @@ func (p Principal) clone() Principal {
 	c := p
 	c.Nodes = clonePatterns(p.Nodes)
 	c.Permissions = p.Permissions.clone()
+	if p.MoonBridge != nil {
+		k := *p.MoonBridge
+		c.MoonBridge = &k
+	}
 	return c
 }

@@ -23,8 +23,9 @@ type Store struct {
 }
 
 type table struct {
-	byName map[string]*entry
-	notes  []string // what Load decided for the operator; see Store.Notes
+	byName  map[string]*entry
+	byKeyID map[string]*entry // MoonBridge key ids
+	notes   []string          // what Load decided for the operator; see Store.Notes
 }
 
 // principalsFile is the on-disk format of PrincipalsFile.
@@ -181,7 +182,7 @@ func decodeStrict(data []byte, v any) error {
 }
 
 func newTable(ps []Principal) (*table, error) {
-	t := &table{byName: make(map[string]*entry, len(ps))}
+	t := &table{byName: make(map[string]*entry, len(ps)), byKeyID: map[string]*entry{}}
 	for i, p := range ps {
 		e, err := newEntry(p)
 		if err != nil {
@@ -191,6 +192,12 @@ func newTable(ps []Principal) (*table, error) {
 			return nil, fmt.Errorf("auth: principals[%d] %q: duplicate name", i, p.Name)
 		}
 		t.byName[p.Name] = e
+		if k := p.MoonBridge; k != nil {
+			if _, dup := t.byKeyID[k.KeyID]; dup {
+				return nil, fmt.Errorf("auth: principals[%d] %q: moonbridge key_id %q is another principal's", i, p.Name, k.KeyID)
+			}
+			t.byKeyID[k.KeyID] = e
+		}
 	}
 	return t, nil
 }
@@ -222,6 +229,9 @@ func (s *Store) Authenticate(c Credential, node string, nonce []byte) (*Principa
 		h := sha256.Sum256([]byte(c.Secret))
 		subtle.ConstantTimeCompare(h[:], dummyHash[:])
 		return nil, badCredentials(fmt.Sprintf("unknown principal %q", clip(c.Principal)))
+	}
+	if e.p.MoonBridge != nil {
+		return nil, badCredentials(fmt.Sprintf("principal %q is a MoonBridge key: it connects through busbar serve --moonbridge", e.p.Name))
 	}
 	if e.hasKey {
 		switch {

@@ -200,7 +200,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown field", `{"principals":[{"name":"a","secret_hash":"` + hash + `","nodse":["*"]}]}`, []string{"nodse"}},
 		{"unknown top field", `{"principals":[],"extra":1}`, []string{"extra"}},
 		{"duplicate", `{"principals":[{"name":"a","secret_hash":"` + hash + `"},{"name":"a","secret_hash":"` + hash + `"}]}`, []string{`principals[1] "a"`, "duplicate"}},
-		{"both", `{"principals":[{"name":"a","secret_hash":"` + hash + `","public_key":"` + key + `"}]}`, []string{`"a"`, "not both"}},
+		{"both", `{"principals":[{"name":"a","secret_hash":"` + hash + `","public_key":"` + key + `"}]}`, []string{`"a"`, "not several"}},
 		{"neither", `{"principals":[{"name":"a"}]}`, []string{`"a"`, "exactly one"}},
 		{"bad pattern", `{"principals":[{"name":"a","secret_hash":"` + hash + `","permissions":{"subscribe":["x",">.y"]}}]}`, []string{`"a"`, "permissions.subscribe[1]"}},
 		{"bad state pattern", `{"principals":[{"name":"a","secret_hash":"` + hash + `","permissions":{"state_write":["cfg.>.x"]}}]}`, []string{`"a"`, "permissions.state_write[0]"}},

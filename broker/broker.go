@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/auth"
 	"busbar/internal/hotpath"
 	"busbar/transport"
 	"busbar/wire"
@@ -145,7 +146,21 @@ func (b *Broker) ServeConn(nc net.Conn) { b.serveConn(nc, false) }
 // process. Its node is trusted: no credential is checked, every permission
 // is granted, and it may use the broker's own name (the broker as an
 // endpoint, docs/messaging.md#the-model).
-func (b *Broker) DialInProcess() (net.Conn, error) {
+func (b *Broker) DialInProcess() (net.Conn, error) { return b.dialInProcess(nil) }
+
+// DialInProcessAs returns an in-process connection whose node is p,
+// already authenticated by the caller (an adapter at the edge, such as
+// package moonbridge, that checked the foreign protocol's own proof): no
+// credential is asked for, but the node name must be one p may claim and
+// not the broker's own, and p's permissions apply as to any connection.
+func (b *Broker) DialInProcessAs(p *auth.Principal) (net.Conn, error) {
+	if p == nil {
+		return nil, errors.New("broker: DialInProcessAs needs a principal")
+	}
+	return b.dialInProcess(p)
+}
+
+func (b *Broker) dialInProcess(as *auth.Principal) (net.Conn, error) {
 	cl, srv, err := transport.Pipe()
 	if err != nil {
 		return nil, err
@@ -158,13 +173,25 @@ func (b *Broker) DialInProcess() (net.Conn, error) {
 		_ = srv.Close()
 		return nil, ErrClosed
 	}
-	go b.serveConn(srv, true)
+	go b.serveConnAs(srv, as)
 	return cl, nil
 }
 
 func (b *Broker) serveConn(nc net.Conn, inproc bool) {
+	if inproc {
+		b.serveConnAs(nc, nil)
+		return
+	}
+	b.serveConnOf(nc, false, nil)
+}
+
+// serveConnAs serves an in-process connection, trusted (as nil) or
+// authenticated as a principal.
+func (b *Broker) serveConnAs(nc net.Conn, as *auth.Principal) { b.serveConnOf(nc, true, as) }
+
+func (b *Broker) serveConnOf(nc net.Conn, inproc bool, as *auth.Principal) {
 	c := newConn(b, nc)
-	c.inproc = inproc
+	c.inproc, c.as = inproc, as
 	if r := b.track(c); r != nil {
 		refuseConn(nc, r.result, r.text)
 		return

@@ -34,6 +34,9 @@ type conn struct {
 	capped bool
 	perms  *auth.Permissions // nil: everything allowed (in-process, and links)
 	inproc bool
+	as     *auth.Principal // an in-process connection authenticated at the edge (DialInProcessAs)
+	// advertised is the hello's Advertise; set once at login.
+	advertised string
 	// peer marks a link to another broker (cluster_link.go): it stands
 	// for that broker's nodes, so it has every subscription and handler
 	// as far as routing here is concerned, and what it sends keeps the

@@ -192,7 +192,7 @@ func (b *Broker) nodeInfo(c *conn) wire.NodeInfo {
 	return wire.NodeInfo{
 		Node: c.node, Broker: b.opts.Name, Epoch: c.epoch, IID: c.iid, Remote: remote(c.nc),
 		LastSeen: seen, LeaseExpires: seen.Add(b.opts.LeaseTimeout),
-		Subscriptions: subs, Handlers: handles, Queues: queues,
+		Subscriptions: subs, Handlers: handles, Queues: queues, Advertised: c.advertised,
 	}
 }
 

@@ -66,6 +66,9 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		b.stats.refused.Add(1)
 		return fail(wire.ResultAuth, "%v", err)
 	}
+	if err := checkAdvertise(hello.Advertise); err != nil {
+		return fail(wire.ResultMalformed, "handshake: %v", err)
+	}
 	iid := hello.IID
 	if iid == "" {
 		iid = newIID()
@@ -76,7 +79,10 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 
 	c.mu.Lock() // the writer may log the node name concurrently
 	c.node, c.addr, c.perms = hello.Node, hello.Node+".bus", perms
-	c.iid, c.principal = iid, hello.Principal
+	c.iid, c.principal, c.advertised = iid, hello.Principal, hello.Advertise
+	if c.as != nil {
+		c.principal = c.as.Name
+	}
 	c.capped = perms != nil && !perms.AllChannels()
 	c.mu.Unlock()
 	welcome := wire.Welcome{
@@ -105,6 +111,20 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	return nil
 }
 
+// checkAdvertise accepts a hello's advertised address: at most
+// wire.MaxAdvertiseLen bytes of printable ASCII.
+func checkAdvertise(s string) error {
+	if len(s) > wire.MaxAdvertiseLen {
+		return fmt.Errorf("advertised address of %d bytes, more than %d", len(s), wire.MaxAdvertiseLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return fmt.Errorf("advertised address: byte %d is not printable ASCII", i)
+		}
+	}
+	return nil
+}
+
 // newIID makes up an instance id for a client that brought none.
 func newIID() string {
 	var b [12]byte
@@ -127,7 +147,7 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	if err := auth.ValidNodeName(h.Node); err != nil {
 		return nil, err
 	}
-	if c.inproc {
+	if c.inproc && c.as == nil {
 		return nil, nil
 	}
 	if h.Node == b.opts.Name {
@@ -135,6 +155,12 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	if b.cl.isPeer(h.Node) {
 		return nil, errPeerName(h.Node)
+	}
+	if c.as != nil { // authenticated at the edge; its principal still decides
+		if !c.as.MayClaim(h.Node) {
+			return nil, fmt.Errorf("%w: principal %q may not claim node %q", auth.ErrNodeNotAllowed, c.as.Name, h.Node)
+		}
+		return &c.as.Permissions, nil
 	}
 	if b.opts.Auth == nil {
 		return nil, errors.New("broker: no authenticator configured")

@@ -5,10 +5,14 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"busbar/auth"
 	"busbar/client"
 	"busbar/internal/testbroker"
 	"busbar/wire"
@@ -54,5 +58,77 @@ func TestBrokerAsEndpoint(t *testing.T) {
 	}
 	if r, err := self.Scope("core").Channel("echo").Request(ctxT(t, 5*time.Second), "alpha", []byte("hi")); err != nil || string(r.Payload()) != "hi" {
 		t.Fatalf("broker to node: %v", err)
+	}
+}
+
+// TestDialInProcessAs: an in-process connection authenticated at the edge
+// may claim only the nodes its principal may, never the broker's name,
+// and its principal's permissions apply to what it sends and receives.
+func TestDialInProcessAs(t *testing.T) {
+	e := testbroker.Start(t, "tcp", testOpts())
+	p := &auth.Principal{Name: "isl", Nodes: []auth.Pattern{"island-*"}, Permissions: auth.Permissions{
+		Send: []auth.Pattern{"mb:ok"}, Subscribe: []auth.Pattern{"mb:in"}}}
+	as := func(o *client.Options) {
+		o.MaxReconnects = client.NoReconnect
+		o.Dial = func(context.Context) (net.Conn, error) { return e.Broker.DialInProcessAs(p) }
+	}
+	for _, node := range []string{"other", e.Broker.Name()} {
+		o := client.Options{Node: node}
+		as(&o)
+		if c, err := client.Connect(ctxT(t, 5*time.Second), o); !errors.Is(err, client.ErrAuth) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("claiming %q: %v, want ErrAuth", node, err)
+		}
+	}
+	isl := connect(t, e, "island-a", as)
+	a := connect(t, e, "alpha")
+	var in inbox
+	if _, err := a.Scope("s").Channel("mb:ok").Subscribe(ctxT(t, 5*time.Second), in.Handler); err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := isl.Scope("s").Channel("mb:ok").Send(ctxT(t, 5*time.Second), "alpha", nil); rc.Result != wire.Accepted {
+		t.Fatalf("a permitted send: %+v", rc)
+	}
+	if rc, _ := isl.Scope("s").Channel("mb:no").Send(ctxT(t, 5*time.Second), "alpha", nil); rc.Result != wire.Rejected {
+		t.Fatalf("a send the principal may not make: %+v", rc)
+	}
+	if rc, _ := a.Scope("s").Channel("mb:ok").Send(ctxT(t, 5*time.Second), "island-a", nil); rc.Result != wire.Rejected {
+		t.Fatalf("a send the principal may not receive: %+v", rc)
+	}
+}
+
+// TestHelloAdvertise: a node's advertised address (a MoonBridge backend's
+// game address) is in its directory entry; one past wire.MaxAdvertiseLen,
+// or with a byte that is not printable ASCII, is refused at the hello.
+func TestHelloAdvertise(t *testing.T) {
+	e := testbroker.Start(t, "tcp", testOpts())
+	hello := func(node, adv string) *wire.Message {
+		r := e.DialRaw(t)
+		body, _ := json.Marshal(wire.Hello{Node: node, Principal: "local", Secret: e.Secrets["local"], Advertise: adv})
+		r.Send(t, wire.New(wire.TypeRequest, wire.CmdHello).WithHeader(wire.HeaderBus, wire.ProtocolVersion).WithHeader(wire.HeaderID, "h").WithBody(body))
+		return r.Read(t)
+	}
+	edge := "tcp://" + strings.Repeat("h", wire.MaxAdvertiseLen-len("tcp://"))
+	if m := hello("adv", edge); wire.ResponseRC(m).IsError() {
+		t.Fatalf("%d bytes: %s", len(edge), m.Value(wire.HeaderError))
+	}
+	a := connect(t, e, "alpha")
+	nodes, err := a.Directory(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range nodes {
+		found = found || n.Node == "adv" && n.Advertised == edge
+	}
+	if !found {
+		t.Fatalf("directory: %+v", nodes)
+	}
+	for _, bad := range []string{edge + "x", "tcp://h:1 x", "tcp://h\x00"} {
+		if m := hello("bad", bad); m.Value(wire.HeaderResult) != string(wire.ResultMalformed) {
+			t.Errorf("advertise %q: %s", bad, m)
+		}
 	}
 }

@@ -80,7 +80,14 @@ type Hello struct {
 	Secret    string `json:"secret,omitempty"`
 	Signature []byte `json:"signature,omitempty"`
 	IID       string `json:"iid,omitempty"` // this client instance's id; the broker makes one up when absent
+	// Advertise is an address the node offers for its own service (a
+	// MoonBridge backend's game address), shown in the directory: at most
+	// MaxAdvertiseLen bytes of printable ASCII.
+	Advertise string `json:"advertise,omitempty"`
 }
+
+// MaxAdvertiseLen bounds Hello.Advertise (MoonBridge's game address).
+const MaxAdvertiseLen = 1024
 
 // Welcome is the body of a successful bus.hello response.
 type Welcome struct {
@@ -114,7 +121,8 @@ type NodeInfo struct {
 	Handlers      []string  `json:"handlers"`
 	// Queues are the subscriptions made as members of a queue: the
 	// subscription (a channel or pattern of Subscriptions) → the queue.
-	Queues map[string]string `json:"queues,omitempty"`
+	Queues     map[string]string `json:"queues,omitempty"`
+	Advertised string            `json:"advertised,omitempty"` // the node's Hello.Advertise
 }
 
 // NodeResult is one candidate's outcome in a bus.published body.

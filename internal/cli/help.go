@@ -537,6 +537,7 @@ var valueNames = map[string]string{
 	"send": "PATTERN[,...]", "request": "PATTERN[,...]", "publish": "PATTERN[,...]", "subscribe": "PATTERN[,...]",
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
 	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP", "queue": "QUEUE",
+	"moonbridge": "ADDR", "moonbridge-proxy": "NODE", "moonbridge-allow-hosts": "HOST[,HOST...]",
 }
 
 func valueName(f *flag.Flag) string {

@@ -94,7 +94,12 @@ func principalAdd(args []string, stdio IO) int {
 	relay := f.v.fs.Bool("relay", false, "may push sealed blobs into the durable relay's inboxes (which takes its disk; off unless given)")
 	all := f.v.fs.Bool("all", false, `every channel and every namespace (">" in every list), and the relay`)
 	out := f.v.fs.String("out", "", "write the credentials file here (0600; never replaced) instead of printing it")
+	mb := f.v.fs.Bool("moonbridge", false, "a key for a MoonBridge backend (busbar serve --moonbridge) instead of a busbar secret: prints the key id and secret as the backend plugin's config.yml takes them")
 	if !f.v.parse(args) {
+		return exitUsage
+	}
+	if *mb && *out != "" {
+		fmt.Fprintln(stdio.Stderr, "busbar principal add: --moonbridge prints the plugin's configuration; --out is for busbar credentials")
 		return exitUsage
 	}
 	if *all {
@@ -110,6 +115,9 @@ func principalAdd(args []string, stdio IO) int {
 		nodes = patternList{"*"}
 	}
 	path := f.path()
+	if *mb {
+		return moonbridgeAdd(f, path, auth.Principal{Name: f.v.arg(0), Nodes: nodes, Permissions: p}, stdio)
+	}
 	cred, err := auth.AddPrincipal(path, auth.Principal{Name: f.v.arg(0), Nodes: nodes, Permissions: p})
 	switch {
 	case errors.Is(err, auth.ErrPrincipalExists):
@@ -133,10 +141,50 @@ func principalAdd(args []string, stdio IO) int {
 	return exitOK
 }
 
+// moonbridgeAdd adds a principal with a MoonBridge key and prints the
+// key in the form of MoonBridge's backend plugin configuration
+// (backend-bukkit's config.yml).
+func moonbridgeAdd(f *principalFlags, path string, p auth.Principal, stdio IO) int {
+	k, err := auth.AddMoonBridgePrincipal(path, p)
+	switch {
+	case errors.Is(err, auth.ErrPrincipalExists):
+		return f.v.fail(stdio, err, exitFail)
+	case errors.Is(err, auth.ErrBadPrincipal):
+		return f.v.fail(stdio, err, exitUsage)
+	case err != nil:
+		return f.v.fail(stdio, err, exitFail)
+	}
+	name := moonbridgeBackendName(p)
+	fmt.Fprintf(stdio.Stdout, `# MoonBridge backend plugin (config.yml) for busbar serve --moonbridge HOST:PORT
+proxyHost: "127.0.0.1"   # the host of busbar serve --moonbridge
+proxyPort: 28081         # its port
+instanceId: %q
+backendName: %q   # the busbar node: one the principal may claim
+gameAddress: "tcp://127.0.0.1:25565"
+keyId: %q
+secret: %q
+`, name, name, k.KeyID, k.Secret)
+	fmt.Fprintf(stdio.Stderr, "busbar principal add: %s added to %s with MoonBridge key id %s; a running broker takes it on SIGHUP (kill -HUP <pid of busbar serve>)\n", p.Name, path, k.KeyID)
+	return exitOK
+}
+
+// moonbridgeBackendName is the backend name to suggest: the principal's
+// one exact node name, else its name when it may claim it, else a
+// placeholder to edit.
+func moonbridgeBackendName(p auth.Principal) string {
+	if len(p.Nodes) == 1 && auth.ValidNodeName(string(p.Nodes[0])) == nil {
+		return string(p.Nodes[0])
+	}
+	if p.MayClaim(p.Name) {
+		return p.Name
+	}
+	return "CHANGE-ME"
+}
+
 // principalJSON is one principal in `busbar principal list --json`.
 type principalJSON struct {
 	Name        string           `json:"name"`
-	Auth        string           `json:"auth"` // "secret" or "key"
+	Auth        string           `json:"auth"` // "secret", "key" or "moonbridge"
 	Nodes       []auth.Pattern   `json:"nodes"`
 	Permissions auth.Permissions `json:"permissions"`
 }
@@ -155,8 +203,11 @@ func principalList(args []string, stdio IO) int {
 	var out []principalJSON
 	for _, p := range ps {
 		kind := "secret"
-		if p.PublicKey != "" {
+		switch {
+		case p.PublicKey != "":
 			kind = "key"
+		case p.MoonBridge != nil:
+			kind = "moonbridge"
 		}
 		out = append(out, principalJSON{p.Name, kind, p.Nodes, p.Permissions})
 	}

@@ -20,6 +20,7 @@ import (
 	"busbar/auth"
 	"busbar/broker"
 	"busbar/cosmix"
+	"busbar/moonbridge"
 	"busbar/ops"
 	"busbar/relay"
 	"busbar/transport"
@@ -67,6 +68,9 @@ func runServe(args []string, stdio IO) int {
 	fs.IntVar(&limits.MaxQueueMessages, "max-queue-messages", broker.DefaultMaxQueueMessages, "outbound messages queued per connection")
 	fs.IntVar(&limits.MaxConnections, "max-connections", broker.DefaultMaxConnections, "connections served at once, logging-in ones included")
 	fs.IntVar(&limits.MaxNodesPerPrincipal, "max-nodes-per-principal", broker.DefaultMaxNodesPerPrincipal, "nodes one principal may have logged in at once (a principal allowed every channel is not capped)")
+	mbAddr := fs.String("moonbridge", "", "TCP address for MoonBridge backends: their Java client (backend-channel-client) connects here unchanged (docs/moonbridge.md; off unless given)")
+	mbProxy := fs.String("moonbridge-proxy", "", "the node a MoonBridge backend reaches as Endpoint.proxy() (default: the broker's own name)")
+	mbHosts := fs.String("moonbridge-allow-hosts", "", "comma list of the hosts a MoonBridge backend may advertise in its game address (default: any)")
 	configPath := fs.String(flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
 	printCfg := fs.Bool(flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
 	if !parseNoArgs(stdio, "serve", fs, args) {
@@ -195,6 +199,13 @@ func runServe(args []string, stdio IO) int {
 		}
 		return exitFail
 	}
+	mb, mbLn, err := startMoonBridge(*mbAddr, *mbProxy, *mbHosts, b, store, log)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		closeHTTP(context.Background(), hls)
+		_ = b.Shutdown(context.Background())
+		return exitFail
+	}
 	var lns []net.Listener
 	for _, ep := range eps {
 		ln, err := transport.Listen(ep.Endpoint, ep.tls)
@@ -202,6 +213,10 @@ func runServe(args []string, stdio IO) int {
 			fmt.Fprintln(stdio.Stderr, "busbar serve:", listenError(ep.Endpoint, err))
 			for _, l := range lns {
 				_ = l.Close()
+			}
+			if mb != nil {
+				_ = mbLn.Close()
+				_ = mb.Close()
 			}
 			closeHTTP(context.Background(), hls)
 			_ = b.Shutdown(context.Background())
@@ -230,6 +245,15 @@ func runServe(args []string, stdio IO) int {
 			}
 		})
 	}
+	if mb != nil {
+		fmt.Fprintf(stdio.Stdout, "busbar: moonbridge backends on %s (proxy node %s)\n", mbLn.Addr(), cmp.Or(*mbProxy, b.Name()))
+		wg.Go(func() {
+			if err := mb.Serve(mbLn); err != nil && !errors.Is(err, moonbridge.ErrServerClosed) {
+				log.Error("moonbridge listener failed", "address", mbLn.Addr().String(), "err", err)
+				stop()
+			}
+		})
+	}
 	for i, ln := range lns {
 		ep := eps[i].Endpoint
 		if ep.Scheme != transport.SchemeUnix {
@@ -250,6 +274,9 @@ func runServe(args []string, stdio IO) int {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	cx.close()
+	if mb != nil {
+		_ = mb.Close() // GOODBYE to the backends, before their nodes go
+	}
 	err = b.Shutdown(sctx)
 	closeHTTP(sctx, hls)
 	wg.Wait()
@@ -259,6 +286,29 @@ func runServe(args []string, stdio IO) int {
 	}
 	log.Info("stopped")
 	return exitOK
+}
+
+// startMoonBridge makes the MoonBridge listener of --moonbridge ADDR, or
+// nothing when addr is empty.
+func startMoonBridge(addr, proxy, hosts string, b *broker.Broker, store *auth.Store, log *slog.Logger) (*moonbridge.Server, net.Listener, error) {
+	if addr == "" || addr == "off" {
+		return nil, nil, nil
+	}
+	cfg := moonbridge.Config{Keys: store, Dial: b.DialInProcessAs, ProxyNode: cmp.Or(proxy, b.Name()), Logger: log}
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowHosts = append(cfg.AllowHosts, h)
+		}
+	}
+	srv, err := moonbridge.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--moonbridge-proxy: %w", err)
+	}
+	ln, err := net.Listen("tcp", strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--moonbridge %s: %w", addr, err)
+	}
+	return srv, ln, nil
 }
 
 // serveLimits are the serve flags that set a broker limit; each takes a

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -652,10 +653,21 @@ func runLs(args []string, stdio IO) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tBROKER\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS")
+	// ADVERTISED (a MoonBridge backend's game address) only when a node
+	// advertises one.
+	advertised := slices.ContainsFunc(nodes, func(n wire.NodeInfo) bool { return n.Advertised != "" })
+	head := "NODE\tBROKER\tEPOCH\tLEASE\tSUBSCRIPTIONS\tHANDLERS"
+	if advertised {
+		head += "\tADVERTISED"
+	}
+	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
 		lease := time.Until(n.LeaseExpires).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", n.Node, orDash(n.Broker), n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", n.Node, orDash(n.Broker), n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+		if advertised {
+			row += "\t" + orDash(n.Advertised)
+		}
+		fmt.Fprintln(tw, row)
 	}
 	_ = tw.Flush()
 	return exitOK

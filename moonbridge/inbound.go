@@ -1,0 +1,187 @@
+package moonbridge
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"busbar/wire"
+)
+
+// inbound is an operation busbar opened towards the backend (an event to
+// receipt, a request to answer), waiting for the backend's RESPONSE.
+type inbound struct {
+	id    string // busbar's message id, which the answer replies to
+	from  string // the caller's address
+	kind  Kind   // 0 for a stream message, which gets no answer
+	msg   Message
+	timer *time.Timer
+}
+
+func (in *inbound) stop() { in.timer.Stop() }
+
+// timeoutOf is a message's remaining budget in MoonBridge's bounds: its
+// ttl (the broker stamps every message with one), at most
+// MaxTimeoutMillis, at least MinTimeoutMillis.
+func timeoutOf(m *wire.Message) int64 {
+	ttl, err := strconv.ParseInt(m.Value(wire.HeaderTTL), 10, 64)
+	if err != nil || ttl > MaxTimeoutMillis {
+		return MaxTimeoutMillis
+	}
+	return max(ttl, MinTimeoutMillis)
+}
+
+// toBackend hands busbar's event, request or stream message (kind 0) to
+// the backend as a MESSAGE to its own endpoint.
+func (ss *session) toBackend(m *wire.Message, kind Kind) {
+	channel := strings.Clone(m.Value(wire.HeaderCommand))
+	in := &inbound{id: strings.Clone(m.Value(wire.HeaderID)), from: strings.Clone(m.Value(wire.HeaderFrom)), kind: kind,
+		msg: Message{Channel: channel}}
+	if !ValidChannel(channel) {
+		ss.answerBus(in, Rejected, CodeRejected, "channel "+strconv.Quote(clip(channel))+
+			" cannot reach a MoonBridge backend: its channels are namespace:path of [a-z0-9_.-]")
+		return
+	}
+	self := BackendEndpoint(ss.name)
+	in.msg = Message{ID: replyID(in.id), Kind: max(kind, KindEvent), Channel: channel,
+		Source: ss.endpointOf(in.from), Target: &self, Payload: m.Body()}
+	timeout := timeoutOf(m)
+	ss.mu.Lock()
+	switch {
+	case ss.ended != nil:
+		ss.mu.Unlock()
+		return
+	case len(ss.toBack) >= MaxInflight:
+		ss.mu.Unlock()
+		ss.answerBus(in, Backpressured, CodeBackpressured, "the backend has "+strconv.Itoa(MaxInflight)+" operations open")
+		return
+	}
+	ss.nextOp++
+	op := ss.nextOp
+	ss.toBack[op] = in
+	in.timer = time.AfterFunc(time.Duration(timeout)*time.Millisecond, func() { ss.takeInbound(op, in) })
+	ss.mu.Unlock()
+	frame, err := EncodeMessage(MessageFrame{OperationID: op, TimeoutMillis: timeout, Message: in.msg})
+	if err == nil && !ss.queue(frame) {
+		if ss.takeInbound(op, in) {
+			ss.answerBus(in, Backpressured, CodeBackpressured, "the backend's write queue is full")
+		}
+		return
+	}
+	if err != nil && ss.takeInbound(op, in) {
+		ss.answerBus(in, Rejected, CodeRejected, err.Error())
+	}
+}
+
+// takeInbound removes operation op, if still open; its timer is stopped.
+func (ss *session) takeInbound(op int64, in *inbound) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if q := ss.toBack[op]; q == nil || (in != nil && q != in) {
+		return false
+	}
+	delete(ss.toBack, op)
+	in.stop()
+	return true
+}
+
+// answerFromBackend answers busbar with the backend's RESPONSE.
+func (ss *session) answerFromBackend(p Response) {
+	ss.mu.Lock()
+	in := ss.toBack[p.OperationID]
+	ss.mu.Unlock()
+	if in == nil || !ss.takeInbound(p.OperationID, in) {
+		return // late, or one the backend made up
+	}
+	switch {
+	case in.kind == 0:
+	case p.Type == ResponseError:
+		ss.answerBus(in, codeResult(p.Err.Code), p.Err.Code, p.Err.Detail)
+	case in.kind == KindEvent && p.Type == ResponseSend:
+		ss.answerBus(in, p.Result, 0, "")
+	case in.kind == KindRequest && p.Type == ResponseReply && validReply(&in.msg, p.Reply):
+		ss.replyBus(in, p.Reply)
+	default:
+		ss.answerBus(in, Failed, CodeProtocolError, "the backend answered with a response of the wrong type")
+	}
+}
+
+// validReply is MoonBridge's check of a reply against its request.
+func validReply(req, reply *Message) bool {
+	return reply != nil && reply.Kind == KindReply && reply.Channel == req.Channel && *reply.ReplyTo == req.ID &&
+		reply.Source == *req.Target && reply.Target != nil && *reply.Target == req.Source
+}
+
+// answerBus answers busbar's event with a receipt of result r, or its
+// request with a failure of code c.
+func (ss *session) answerBus(in *inbound, r SendResult, c ErrorCode, detail string) {
+	var m *wire.Message
+	switch in.kind {
+	case 0:
+		return
+	case KindEvent:
+		m = wire.New(wire.TypeResponse, wire.CmdReceipt).WithHeader(wire.HeaderReplyTo, in.id).WithHeader(wire.HeaderResult, string(busReceipt(r)))
+	default:
+		kind, rc := busError(c)
+		m = wire.New(wire.TypeResponse, in.msg.Channel).WithHeader(wire.HeaderID, NewUUID().String()).
+			WithHeader(wire.HeaderReplyTo, in.id).WithHeader(wire.HeaderTo, in.from).
+			WithHeader(wire.HeaderRC, strconv.Itoa(int(rc))).WithHeader(wire.HeaderResult, string(kind)).
+			WithHeader(wire.HeaderError, oneLine(c.String()+": "+detail))
+	}
+	if err := ss.bus.write(m); err != nil {
+		ss.close(err)
+	}
+}
+
+// replyBus answers busbar's request with the backend's reply; the reply
+// keeps its MoonBridge id.
+func (ss *session) replyBus(in *inbound, reply *Message) {
+	m := wire.New(wire.TypeResponse, in.msg.Channel).WithHeader(wire.HeaderID, reply.ID.String()).
+		WithHeader(wire.HeaderReplyTo, in.id).WithHeader(wire.HeaderTo, in.from).
+		WithHeader(wire.HeaderRC, "0").WithBody(reply.Payload)
+	if err := ss.bus.write(m); err != nil {
+		ss.close(err)
+	}
+}
+
+// busReceipt is the receipt a node may give for a backend's send result:
+// what the broker would read as FAILED is sent as FAILED.
+func busReceipt(r SendResult) wire.Result {
+	switch r {
+	case Accepted:
+		return wire.Accepted
+	case NoSubscriber:
+		return wire.NoSubscriber
+	case Backpressured:
+		return wire.Backpressured
+	case Rejected:
+		return wire.Rejected
+	}
+	return wire.Failed
+}
+
+// busError is the request error kind and return code of a backend's
+// failure code. A node may claim only NO_HANDLER, OVERLOAD and
+// HANDLER_FAILED (the broker rewrites anything else); the MoonBridge code
+// travels in the error text.
+func busError(c ErrorCode) (wire.Result, wire.RC) {
+	switch c {
+	case CodeNoHandler, CodeClosed:
+		return wire.ResultNoHandler, wire.RCFailure
+	case CodeBackpressured:
+		return wire.ResultOverload, wire.RCFailure
+	case CodeHandlerFailed:
+		return wire.ResultHandler, wire.RCError
+	}
+	return wire.ResultHandler, wire.RCFailure
+}
+
+// oneLine makes text safe for a header value.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,361 @@
+package moonbridge
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"busbar/auth"
+)
+
+// Defaults of Config.
+const (
+	// DefaultHandshakeTimeout bounds HELLO to REGISTERED (MoonBridge's
+	// proxy and client both allow 5 s).
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultLease is how long a registered backend may stay silent: its
+	// client sends a HEARTBEAT every 10 s by default, and gives up on a
+	// PONG after 15 s.
+	DefaultLease = 30 * time.Second
+	// DefaultWriteTimeout bounds one write to a backend; a backend that
+	// takes no bytes for that long is disconnected as a slow consumer.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultMaxConnections bounds the backend connections served at
+	// once, registered or not; one past it is closed at once.
+	DefaultMaxConnections = 256
+)
+
+// Per-connection bounds, MoonBridge's own.
+const (
+	// MaxInflight bounds the operations a backend has open through busbar
+	// (MESSAGE frames not yet answered), and separately those busbar has
+	// open towards it: past it a backend's MESSAGE is answered
+	// BACKPRESSURED, and busbar's event BACKPRESSURED, request OVERLOAD.
+	// (MoonBridge's LocalMessaging.MAX_IN_FLIGHT.)
+	MaxInflight = 128
+	// MaxWriteQueue bounds the frames queued for one backend. A message
+	// that does not fit is refused as above; a response that does not fit
+	// means the backend is not reading, and it is disconnected (as
+	// MoonBridge's client does when it cannot queue a response).
+	MaxWriteQueue = 256
+)
+
+// Keys finds a MoonBridge key: the principal it belongs to and its
+// secret. *auth.Store implements it.
+type Keys interface {
+	MoonBridgeKey(keyID string) (p *auth.Principal, secret []byte, ok bool)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Keys authenticates registrations (the broker's principals).
+	Keys Keys
+	// Dial connects to the broker as a principal, in process
+	// (broker.(*Broker).DialInProcessAs).
+	Dial func(p *auth.Principal) (net.Conn, error)
+	// ProxyNode is the busbar node MoonBridge's Endpoint.proxy() is: the
+	// broker's own name, or the node of --moonbridge-proxy. Required.
+	ProxyNode string
+	// AllowHosts, when not empty, lists the hosts a backend may advertise
+	// in its game address (MoonBridge's allowedHosts); empty allows any.
+	AllowHosts []string
+	// Zero values take the defaults above.
+	HandshakeTimeout time.Duration
+	Lease            time.Duration
+	WriteTimeout     time.Duration
+	MaxConnections   int
+	Logger           *slog.Logger
+}
+
+// Server serves MoonBridge backend connections. Each registered backend
+// is a busbar node named by its backend name.
+type Server struct {
+	cfg        Config
+	proxyEpoch UUID
+	log        *slog.Logger
+	slots      chan struct{}
+
+	mu        sync.Mutex // guards closed, listeners, sessions, conns; taken before wg.Add
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{} // every connection served, registered or not
+	sessions  map[string]*session   // registered backends by name
+	wg        sync.WaitGroup        // Serve loops, connections and their goroutines
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("moonbridge: server closed")
+
+// New checks cfg and returns a Server. Its proxy epoch is fresh: it
+// changes each time the broker starts.
+func New(cfg Config) (*Server, error) {
+	if cfg.Keys == nil || cfg.Dial == nil {
+		return nil, errors.New("moonbridge: Config needs Keys and Dial")
+	}
+	if err := auth.ValidNodeName(cfg.ProxyNode); err != nil {
+		return nil, fmt.Errorf("moonbridge: proxy node: %w", err)
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, proxyEpoch: NewUUID(), log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConnections),
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}, nil
+}
+
+// ProxyEpoch is the epoch REGISTERED carries.
+func (s *Server) ProxyEpoch() UUID { return s.proxyEpoch }
+
+// Serve accepts backend connections on l until Close, then returns
+// ErrServerClosed. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer l.Close()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.listeners, l)
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.accept(nc)
+	}
+}
+
+// accept serves nc in a goroutine of its own, or closes it at once when
+// MaxConnections are served.
+func (s *Server) accept(nc net.Conn) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		s.log.Warn("moonbridge: connection refused: at capacity", "max_connections", s.cfg.MaxConnections, "remote", nc.RemoteAddr().String())
+		nc.Close()
+		return
+	}
+	if !s.track(nc) {
+		<-s.slots
+		nc.Close()
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.slots }()
+		defer s.untrack(nc)
+		s.serveConn(nc)
+	}()
+}
+
+func (s *Server) track(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[nc] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
+}
+
+// ServeConn serves one backend connection until it ends, as Serve does
+// for each it accepts (MaxConnections counts only those); it takes
+// ownership of nc. After Close it returns ErrServerClosed at once.
+func (s *Server) ServeConn(nc net.Conn) error {
+	if !s.track(nc) {
+		if nc != nil {
+			nc.Close()
+		}
+		return ErrServerClosed
+	}
+	defer s.wg.Done()
+	defer s.untrack(nc)
+	s.serveConn(nc)
+	return nil
+}
+
+// Close stops the listeners, says GOODBYE to every backend, closes every
+// connection and waits for their goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	var live []*session
+	registered := map[net.Conn]bool{}
+	for _, ss := range s.sessions {
+		live = append(live, ss)
+		registered[ss.nc] = true
+	}
+	for nc := range s.conns {
+		if !registered[nc] {
+			nc.SetDeadline(time.Now()) // still logging in: refused
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range live {
+		ss.goodbye()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// serveConn runs one connection: the handshake, then the session.
+func (s *Server) serveConn(nc net.Conn) {
+	defer nc.Close()
+	reg, p, err := s.handshake(nc)
+	if err != nil {
+		return
+	}
+	ss, err := s.login(nc, reg, p)
+	if err != nil {
+		s.refused(nc, reg, err)
+		return
+	}
+	ss.run()
+}
+
+// handshake sends HELLO and reads and checks REGISTER. Each refusal is
+// logged once; the connection is then closed without a frame, as
+// MoonBridge's proxy refuses.
+func (s *Server) handshake(nc net.Conn) (Register, *auth.Principal, error) {
+	_ = nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	var nonce [NonceBytes]byte
+	_, _ = rand.Read(nonce[:])
+	if err := WriteFrame(nc, EncodeHello(Hello{Version: Version, Nonce: nonce})); err != nil {
+		return Register{}, nil, err
+	}
+	frame, err := ReadFrame(nc)
+	if err != nil {
+		s.log.Debug("moonbridge: no registration", "remote", nc.RemoteAddr().String(), "err", err)
+		return Register{}, nil, err
+	}
+	reg, err := DecodeRegister(frame)
+	if err != nil {
+		// A peer of another protocol version sends another layout.
+		err = fmt.Errorf("%w (or %v)", ErrVersion, err)
+		s.refused(nc, reg, err)
+		return reg, nil, err
+	}
+	p, err := s.verify(&reg, nonce)
+	if err != nil {
+		s.refused(nc, reg, err)
+		return reg, nil, err
+	}
+	return reg, p, nil
+}
+
+// verify authenticates reg and checks what its principal may claim.
+func (s *Server) verify(reg *Register, nonce [NonceBytes]byte) (*auth.Principal, error) {
+	p, secret, ok := s.cfg.Keys.MoonBridgeKey(reg.KeyID)
+	if !ok {
+		return nil, ErrUnknownKey
+	}
+	if !Verify(secret, nonce, reg) {
+		return nil, ErrBadSignature
+	}
+	if !p.MayClaim(reg.Name) || reg.Name == s.cfg.ProxyNode {
+		return nil, fmt.Errorf("%w: principal %q may not be node %q (a backend name must be a busbar node name: 1..63 of [a-z0-9-])",
+			ErrNameNotAllowed, p.Name, clip(reg.Name))
+	}
+	if err := s.checkAddress(reg.Address); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkAddress applies AllowHosts to a game address (a URI such as
+// tcp://host:port).
+func (s *Server) checkAddress(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil || u.Hostname() == "" {
+		return fmt.Errorf("%w: %q is not a URI with a host", ErrAddress, clip(addr))
+	}
+	if len(s.cfg.AllowHosts) > 0 && !slices.Contains(s.cfg.AllowHosts, u.Hostname()) {
+		return fmt.Errorf("%w: host %q is not allowed", ErrAddress, clip(u.Hostname()))
+	}
+	return nil
+}
+
+// refused logs a refused registration once, without the secret.
+func (s *Server) refused(nc net.Conn, reg Register, err error) {
+	s.log.Warn("moonbridge: registration refused", "remote", nc.RemoteAddr().String(), "backend", clip(reg.Name),
+		"instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID), "reason", err.Error())
+}
+
+// claim makes ss the live session of its backend name: refused while
+// another instance holds the name; a reconnect of the same instance takes
+// it over from its older connection, which is closed.
+func (s *Server) claim(ss *session) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	old := s.sessions[ss.name]
+	if old != nil && old.instance != ss.instance {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q is held by instance %q", ErrDuplicate, ss.name, clip(old.instance))
+	}
+	s.sessions[ss.name] = ss
+	s.mu.Unlock()
+	if old != nil {
+		old.close(errTakenOver)
+	}
+	return nil
+}
+
+func (s *Server) release(ss *session) {
+	s.mu.Lock()
+	if s.sessions[ss.name] == ss {
+		delete(s.sessions, ss.name)
+	}
+	s.mu.Unlock()
+}
+
+var errTakenOver = errors.New("moonbridge: the same instance registered again on a newer connection")
