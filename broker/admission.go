@@ -24,12 +24,15 @@ import (
 //     a network address may hold at most MaxHandshakesPerAddr of its pool;
 //   - when a pool (or an address's share) is full, one place is taken
 //     back to make room, its connection closed with a bus.error saying
-//     why. Only a place held for HandshakeGrace or longer can be taken;
-//     among those, the one whose peer has sent the least of a valid hello
+//     why. Only a place held for HandshakeGrace or longer, or whose peer
+//     has sent nothing of a hello for HandshakeIdleGrace (nothing at all,
+//     or nothing more after a part), can be taken; among those, the one
+//     whose peer has sent the least of a valid hello
 //     (helloScan: bytes of a frame that is, so far, a hello; garbage
 //     counts as nothing), and of those the oldest. When no place is past
 //     its grace the newcomer is refused instead, so evictions are at most
-//     MaxHandshakes per HandshakeGrace, however fast the flood.
+//     MaxHandshakes per HandshakeIdleGrace, however fast the flood, and a
+//     flood of idle or stalled peers must come that fast to refuse anyone.
 //
 // So a peer that sends its hello as soon as it reads bus.info is never
 // evicted by a flood: either its hello is read within its grace (and a
@@ -67,6 +70,19 @@ type loginPlace struct {
 	// helloRead once it is whole). Written by the connection's reader, so
 	// atomic; always 0 for an HTTP place (HoldLoginPlace).
 	progress atomic.Int64
+	// moved is when progress last grew (UnixNano; 0: never): a place
+	// whose peer sent nothing more for HandshakeIdleGrace may be taken
+	// back before its HandshakeGrace.
+	moved atomic.Int64
+}
+
+// stalledSince is when p's peer last sent a byte of a hello, or when p
+// was admitted if it sent none.
+func (p *loginPlace) stalledSince() time.Time {
+	if m := p.moved.Load(); m != 0 {
+		return time.Unix(0, m)
+	}
+	return p.since
 }
 
 // handshakePool is the places of one kind (local, network), oldest first.
@@ -120,12 +136,13 @@ func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, re
 		pool = &h.local
 	}
 	full := true
-	graced := p.since.Add(-b.opts.HandshakeGrace) // admitted before this: past its grace
+	graced := p.since.Add(-b.opts.HandshakeGrace)         // admitted before this: past its grace
+	idleGraced := p.since.Add(-b.opts.HandshakeIdleGrace) // …or, having sent nothing, before this
 	switch {
 	case !p.local && pool.byAddr[p.addr] >= b.opts.MaxHandshakesPerAddr:
-		evicted = pool.victim(graced, p.addr)
+		evicted = pool.victim(graced, idleGraced, p.addr)
 	case pool.order.Len() >= b.opts.MaxHandshakes:
-		evicted = pool.victim(graced, "")
+		evicted = pool.victim(graced, idleGraced, "")
 	default:
 		full = false
 	}
@@ -242,21 +259,24 @@ func (b *Broker) HoldLoginPlace(nc net.Conn) (release func()) {
 // grace. The places are in the order admitted, so it stops at the first
 // one still within its grace, or at the first that has sent nothing (none
 // can have less): under a flood of idle peers it looks at one.
-func (pool *handshakePool) victim(graced time.Time, addr string) *loginPlace {
+func (pool *handshakePool) victim(graced, idleGraced time.Time, addr string) *loginPlace {
 	var v *loginPlace
 	least := int64(0)
 	for e := pool.order.Front(); e != nil; e = e.Next() {
 		o := e.Value.(*loginPlace)
-		if o.since.After(graced) {
-			break
+		if o.since.After(idleGraced) { // idleGraced is never before graced
+			break // this one and every younger one are within every grace
 		}
 		if addr != "" && o.addr != addr {
 			continue
 		}
+		if o.since.After(graced) && o.stalledSince().After(idleGraced) {
+			continue // within its grace, and its peer sent some of a hello lately
+		}
 		if n := o.progress.Load(); v == nil || n < least {
 			v, least = o, n
 			if n == 0 {
-				break
+				break // none has less, and it is the oldest of those
 			}
 		}
 	}
@@ -334,7 +354,12 @@ type helloMeter struct {
 func (m *helloMeter) Read(p []byte) (int, error) {
 	n, err := m.c.nc.Read(p)
 	if pl := m.c.place; pl != nil && n > 0 {
-		pl.progress.Store(m.scan.feed(p[:n]))
+		if got := m.scan.feed(p[:n]); got > pl.progress.Load() {
+			pl.progress.Store(got)
+			pl.moved.Store(time.Now().UnixNano())
+		} else {
+			pl.progress.Store(got) // garbage: back to none
+		}
 	}
 	return n, err
 }

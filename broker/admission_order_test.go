@@ -152,7 +152,7 @@ func (p *pipePeer) evicted(t *testing.T, name string) {
 func TestLoginPoolTakesBackTheLeastProgressPastItsGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const grace = time.Second
-		b, _ := newTestBroker(t, Options{MaxHandshakes: 5, MaxHandshakesPerAddr: 5, HandshakeTimeout: time.Hour, HandshakeGrace: grace})
+		b, _ := newTestBroker(t, Options{MaxHandshakes: 5, MaxHandshakesPerAddr: 5, HandshakeTimeout: time.Hour, HandshakeGrace: grace, HandshakeIdleGrace: -1})
 		hello := helloBytes(t, "p")
 		most := admitted(t, b, hello[:len(hello)-1])
 		less := admitted(t, b, hello[:len(hello)/2])
@@ -189,7 +189,7 @@ func TestLoginPoolTakesBackTheLeastProgressPastItsGrace(t *testing.T) {
 func TestAddressShareTakesBackItsLeastProgressFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const grace = time.Second
-		b, _ := newTestBroker(t, Options{MaxHandshakes: 8, MaxHandshakesPerAddr: 2, HandshakeTimeout: time.Hour, HandshakeGrace: grace})
+		b, _ := newTestBroker(t, Options{MaxHandshakes: 8, MaxHandshakesPerAddr: 2, HandshakeTimeout: time.Hour, HandshakeGrace: grace, HandshakeIdleGrace: -1})
 		hello := helloBytes(t, "p")
 		half := admitted(t, b, hello[:len(hello)/2])
 		idle := admitted(t, b, nil)
@@ -202,6 +202,44 @@ func TestAddressShareTakesBackItsLeastProgressFirst(t *testing.T) {
 		refused(t, b)
 		if s := b.Stats(); s.HandshakesRefused != 2 || s.HandshakesEvicted != 2 {
 			t.Fatalf("refused %d, evicted %d; want 2 and 2", s.HandshakesRefused, s.HandshakesEvicted)
+		}
+		closeAllPipes(t, b)
+	})
+}
+
+// A place whose peer has sent nothing of a hello for the idle grace is
+// taken back then, not after the whole grace: nothing at all (idle) or
+// nothing after a part of one (stalled). A peer still sending keeps its
+// place: the idle grace counts from its last byte.
+func TestIdleAndStalledPlacesAreTakenBackAfterTheIdleGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const grace, idleGrace = time.Second, 50 * time.Millisecond
+		b, _ := newTestBroker(t, Options{MaxHandshakes: 3, MaxHandshakesPerAddr: 3, HandshakeTimeout: time.Hour, HandshakeGrace: grace})
+		if b.opts.HandshakeIdleGrace != DefaultHandshakeIdleGrace || DefaultHandshakeIdleGrace != idleGrace {
+			t.Fatalf("idle grace %v by default", b.opts.HandshakeIdleGrace)
+		}
+		hello := helloBytes(t, "p")
+		stalled := admitted(t, b, hello[:len(hello)/2])
+		sending := admitted(t, b, hello[:10])
+		idle := admitted(t, b, nil)
+		time.Sleep(idleGrace / 2) // virtual time
+		if _, err := sending.cl.Write(hello[10:20]); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(idleGrace/2 - time.Nanosecond)
+		refused(t, b) // the idle grace's last instant
+		time.Sleep(time.Nanosecond)
+		admitted(t, b, nil)
+		idle.evicted(t, "idle")
+		admitted(t, b, nil)
+		stalled.evicted(t, "stalled")
+		refused(t, b) // sending sent a byte idleGrace/2 ago; the rest are newcomers
+		time.Sleep(idleGrace / 2)
+		admitted(t, b, nil)
+		sending.evicted(t, "sending, stalled since")
+		if s := b.Stats(); s.HandshakesRefused != 2 || s.HandshakesEvicted != 3 {
+			t.Fatalf("refused %d, evicted %d; want 2 and 3", s.HandshakesRefused, s.HandshakesEvicted)
 		}
 		closeAllPipes(t, b)
 	})

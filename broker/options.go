@@ -29,6 +29,7 @@ const (
 	DefaultMaxHandshakes        = 512                    // connections logging in at once, per kind (local, network)
 	DefaultMaxHandshakesPerAddr = 128                    // network connections logging in at once from one address
 	DefaultHandshakeGrace       = 500 * time.Millisecond // a connection logging in cannot be evicted for this long
+	DefaultHandshakeIdleGrace   = 50 * time.Millisecond  // …nor, while it has sent nothing of a hello, for this long
 	DefaultLocalReserve         = 64                     // of MaxConnections, places only local (Unix socket) peers may take
 	DefaultReceiptTimeout       = 2 * time.Second        // a node owing receipts that answers none this long is cut as a slow consumer
 	DefaultMaxNodesPerPrincipal = 64                     // live nodes one principal may have at once (one allowed every channel: no cap)
@@ -133,6 +134,15 @@ type Options struct {
 	// never evicted by a flood, and evictions are at most MaxHandshakes
 	// per HandshakeGrace. 0 is DefaultHandshakeGrace; negative is none.
 	HandshakeGrace time.Duration
+	// HandshakeIdleGrace is HandshakeGrace for a connection whose peer
+	// has sent nothing of a hello for that long (nothing at all, or
+	// nothing after a part of one): a client that logs in promptly sends
+	// its whole hello within a round trip of bus.info, so a flood of idle
+	// or stalled connections makes room ten times sooner, and must open
+	// MaxHandshakes connections per HandshakeIdleGrace to refuse
+	// newcomers. 0 is DefaultHandshakeIdleGrace (at most HandshakeGrace);
+	// negative is HandshakeGrace.
+	HandshakeIdleGrace time.Duration
 
 	// StatePath is the file of the embedded store (bbolt) that keeps every
 	// state namespace across restarts; "" keeps them in memory only.
@@ -178,6 +188,12 @@ func (o *Options) setDefaults() error {
 	def(&o.HandshakeTimeout, DefaultHandshakeTimeout)
 	def(&o.ReceiptTimeout, DefaultReceiptTimeout)
 	def(&o.HandshakeGrace, DefaultHandshakeGrace)
+	switch {
+	case o.HandshakeIdleGrace < 0:
+		o.HandshakeIdleGrace = o.HandshakeGrace
+	case o.HandshakeIdleGrace == 0:
+		o.HandshakeIdleGrace = min(DefaultHandshakeIdleGrace, o.HandshakeGrace)
+	}
 	defInt(&o.RelayQuotaRate, DefaultRelayQuotaRate)
 	defInt(&o.RelayQuotaBurst, DefaultRelayQuotaBurst)
 	defInt(&o.MaxNodesPerPrincipal, DefaultMaxNodesPerPrincipal)

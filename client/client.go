@@ -174,11 +174,18 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, *wire.Reader, error) {
 			giveUp = t
 		}
 	}
+	var refused error // the last refusal, once there was one
 	for pass := 1; ; pass++ {
 		cn, r, err := c.dialPass(ctx)
+		if refused != nil && err != nil && !errors.Is(err, ErrRefused) && (ctx.Err() != nil || !time.Now().Before(giveUp) || isTimeout(err)) {
+			// The time the refusals left ran out in this attempt: the
+			// refusal is what the caller needs to know.
+			return nil, nil, fmt.Errorf("%w (then: %v)", refused, err)
+		}
 		if err == nil || !errors.Is(err, ErrRefused) || ctx.Err() != nil {
 			return cn, r, err
 		}
+		refused = err
 		wait := c.opts.reconnectWait(pass)
 		if time.Now().Add(wait).After(giveUp) {
 			return nil, nil, err
@@ -191,6 +198,13 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, *wire.Reader, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// isTimeout reports whether err is a timeout (a dial or handshake that
+// ran into its deadline).
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded)
 }
 
 // dialPass tries each server once, in order.
