@@ -65,7 +65,7 @@ func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- 
 			ans <- relay.ErrMalformed
 		} else if key, env, err := ParsePush(body); err != nil {
 			ans <- relay.ErrMalformed
-		} else if err := s.opts.Store.PushAsync(DeviceID(key), env, func(_ relay.Seq, err error) { ans <- err }); err != nil {
+		} else if err := s.pushAsync(DeviceID(key), env, func(_ relay.Seq, err error) { ans <- err }); err != nil {
 			ans <- err
 		}
 		answers <- ans

@@ -88,6 +88,9 @@ type Stats struct {
 type Server struct {
 	opts Options
 	log  *slog.Logger
+	// pushAsync is opts.Store.PushAsync; tests hold callbacks back with
+	// their own.
+	pushAsync func(device string, blob []byte, then func(relay.Seq, error)) error
 
 	mu      sync.Mutex
 	closed  bool                      // guarded by mu
@@ -131,7 +134,7 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{opts: opts, log: log, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}, nil
+	return &Server{opts: opts, log: log, pushAsync: opts.Store.PushAsync, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}, nil
 }
 
 func validKeyPair(k noise.DHKey) bool {

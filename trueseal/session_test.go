@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,5 +335,60 @@ func TestServerRefusesAKeyPairThatDoesNotMatch(t *testing.T) {
 	}
 	if _, err := NewServer(Options{Key: newDevice(t)}); !errors.Is(err, ErrNoStore) {
 		t.Fatalf("%v, want ErrNoStore", err)
+	}
+}
+
+// heldStore stands in for the store's PushAsync: it admits pushes and
+// keeps their callbacks until released.
+type heldStore struct {
+	mu   sync.Mutex
+	held []func(relay.Seq, error)
+	peak int
+}
+
+func (h *heldStore) pushAsync(_ string, _ []byte, then func(relay.Seq, error)) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = append(h.held, then)
+	h.peak = max(h.peak, len(h.held))
+	return nil
+}
+
+func (h *heldStore) admitted() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held)
+}
+
+func (h *heldStore) releaseFirst() {
+	h.mu.Lock()
+	then := h.held[0]
+	h.held = h.held[1:]
+	h.mu.Unlock()
+	then(1, nil)
+}
+
+func TestPushSessionHoldsAtMostMaxPushesInFlightUnanswered(t *testing.T) {
+	const limit = 2
+	f := start(t, Options{MaxPushesInFlight: limit}, relay.Options{})
+	h := &heldStore{}
+	f.srv.mu.Lock() // sessions start under mu (track): they see it
+	f.srv.pushAsync = h.pushAsync
+	f.srv.mu.Unlock()
+	dev := newDevice(t)
+	p := pushSession(t, f.addr, f.key.Public)
+	for range limit + 1 {
+		p.push(dev.Public, []byte("x"))
+	}
+	checkFor(t, "the pushes at the limit are admitted", func() bool { return h.admitted() == limit })
+	h.releaseFirst() // one answer out: room for the one past the limit
+	p.expect(Ack)
+	checkFor(t, "the push past the limit is admitted", func() bool { return h.admitted() == limit })
+	h.releaseFirst()
+	h.releaseFirst()
+	p.expect(Ack)
+	p.expect(Ack)
+	if h.peak > limit {
+		t.Fatalf("%d pushes were unanswered at once, limit %d", h.peak, limit)
 	}
 }

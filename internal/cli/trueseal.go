@@ -83,6 +83,7 @@ func (t *truesealListener) close() {
 		return
 	}
 	_ = t.srv.Close()
+	_ = t.ln.Close() // when serve never ran
 }
 
 func runTrueseal(args []string, stdio IO) int {
