@@ -99,13 +99,13 @@ func (s *Server) answerPushes(c net.Conn, send *noise.CipherState, answers <-cha
 			return
 		}
 		out = appendMessage(out[:0], ct)
+		if t == Ack {
+			s.pushed.Add(1) // counted before the client can see it
+		}
 		_ = c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
 		if _, err := c.Write(out); err != nil {
 			c.Close()
 			return
-		}
-		if t == Ack {
-			s.pushed.Add(1)
 		}
 		<-room
 	}

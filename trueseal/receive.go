@@ -88,13 +88,13 @@ func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.Ciphe
 			return
 		}
 		out = appendMessage(out[:0], ct)
+		if deliver {
+			s.deliv.Add(1) // counted before the device can see it
+		}
 		_ = c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
 		if _, err := c.Write(out); err != nil {
 			c.Close()
 			return
-		}
-		if deliver {
-			s.deliv.Add(1)
 		}
 		t.Reset(s.opts.HeartbeatInterval)
 	}

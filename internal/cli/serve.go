@@ -192,7 +192,7 @@ func runServe(args []string, stdio IO) int {
 	if note != "" {
 		log.Warn(note)
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir, Collectors: ts.collectors()})
 	if err != nil {
 		if transport.IsNoUnixSockets(err) {
 			err = noUnixSockets("unix://" + httpSock)

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"busbar/broker"
 	"busbar/trueseal"
 )
@@ -73,6 +75,14 @@ func (t *truesealListener) serve(wg *sync.WaitGroup, w io.Writer, log *slog.Logg
 			stop()
 		}
 	})
+}
+
+// collectors are the trueseal figures for /metrics (none when off).
+func (t *truesealListener) collectors() []prometheus.Collector {
+	if t.srv == nil {
+		return nil
+	}
+	return []prometheus.Collector{trueseal.NewCollector(t.srv)}
 }
 
 // close ends the trueseal sessions and the listener; it may be called

@@ -15,6 +15,7 @@ import (
 	"github.com/flynn/noise"
 
 	"busbar/internal/testbroker"
+	"busbar/ops"
 	"busbar/trueseal"
 )
 
@@ -162,6 +163,21 @@ func TestServeTruesealStoresAPushAcrossACrashAndDeliversIt(t *testing.T) {
 	p2.expect(trueseal.Ack)
 	if _, env, _ := trueseal.ParseBlobID(r2.expect(trueseal.Deliver)); string(env) != "next" {
 		t.Fatalf("the new session got %q first, want the next push (the acked blob is gone)", env)
+	}
+
+	// /metrics counts the trueseal inbox apart, by protocol, with no key.
+	m := regexp.MustCompile(`busbar: dashboard at (http://127\.0\.0\.1:\d+)/\?token=([0-9a-f]+)\n`).FindStringSubmatch(s2.banner + "\n")
+	if m == nil {
+		t.Fatalf("no dashboard URL:\n%s", s2.banner)
+	}
+	code, text := httpGet(t, m[1]+ops.MetricsPath, m[2])
+	for _, want := range []string{`busbar_relay_protocol_inboxes{protocol="trueseal"} 1`, `busbar_relay_protocol_blobs{protocol="busbar"} 0`, `busbar_trueseal_delivered_total 2`, `busbar_trueseal_pushes_total{result="acked"} 1`} {
+		if code != 200 || !strings.Contains(text, want) {
+			t.Fatalf("metrics: %d, no %s in:\n%s", code, want, text)
+		}
+	}
+	if strings.Contains(text, hex.EncodeToString(dev.Public)) || strings.Contains(text, trueseal.DeviceID(dev.Public)) {
+		t.Fatal("/metrics names the device")
 	}
 }
 
