@@ -390,3 +390,28 @@ func TestPushSessionHoldsAtMostMaxPushesInFlightUnanswered(t *testing.T) {
 		t.Fatalf("%d pushes were unanswered at once, limit %d", h.peak, limit)
 	}
 }
+
+func TestADeviceThatStopsReadingStallsNoOther(t *testing.T) {
+	f := start(t, Options{}, relay.Options{})
+	frozen, live := newDevice(t), newDevice(t)
+	fr := receiveSession(t, f.addr, f.key.Public, frozen) // never read from
+	_ = fr
+	p := pushSession(t, f.addr, f.key.Public)
+	big := make([]byte, MaxEnvelopeBytes)
+	const n = 64 // about 4 MiB: more than the socket buffers between relay and device hold
+	for range n {
+		p.push(frozen.Public, big)
+	}
+	for range n {
+		p.expect(Ack)
+	}
+	checkFor(t, "delivery to the frozen device has begun", func() bool {
+		return f.srv.Stats().Delivered > 0
+	})
+	p.push(live.Public, []byte("still flowing"))
+	p.expect(Ack)
+	r := receiveSession(t, f.addr, f.key.Public, live)
+	if _, env := r.deliver(); string(env) != "still flowing" {
+		t.Fatalf("got %q", env)
+	}
+}
