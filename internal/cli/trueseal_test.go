@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"path/filepath"
@@ -178,6 +179,18 @@ func TestServeTruesealStoresAPushAcrossACrashAndDeliversIt(t *testing.T) {
 	}
 	if strings.Contains(text, hex.EncodeToString(dev.Public)) || strings.Contains(text, trueseal.DeviceID(dev.Public)) {
 		t.Fatal("/metrics names the device")
+	}
+	// The status the dashboard renders: the same split, counts only.
+	code, js := httpGet(t, m[1]+ops.StatusPath, m[2])
+	var st ops.Status
+	if err := json.Unmarshal([]byte(js), &st); code != 200 || err != nil {
+		t.Fatalf("status: %d %v", code, err)
+	}
+	if got := st.RelayProtocols["trueseal"]; got.Inboxes != 1 || got.Blobs != 1 || got.Bytes != int64(len("next")) {
+		t.Fatalf("status relay_protocols: %+v", st.RelayProtocols)
+	}
+	if strings.Contains(js, trueseal.DeviceID(dev.Public)) {
+		t.Fatal("the status names the device")
 	}
 }
 
