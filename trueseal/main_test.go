@@ -75,7 +75,7 @@ func start(t *testing.T, opts Options, ropts relay.Options) *fixture {
 		opts.Key = k
 	}
 	f.key = opts.Key
-	opts.Store, opts.Logger = st, log
+	opts.Store = st
 	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

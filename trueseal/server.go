@@ -4,7 +4,6 @@ import (
 	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -68,11 +67,11 @@ type Options struct {
 	HandshakeTimeout  time.Duration
 	MaxSessions       int
 	MaxPushesInFlight int
-
-	// Logger hears of sessions that fail; never of a key, a blob or an
-	// address. nil is slog.Default().
-	Logger *slog.Logger
 }
+
+// The server logs nothing: what it could say of a session (a key, an
+// address, a failed decryption) would tell who talks to whom. Stats and
+// the Collector count what happens.
 
 // Stats are the server's counts, for /metrics.
 type Stats struct {
@@ -87,7 +86,6 @@ type Stats struct {
 // sessions and Noise XX receive sessions on one listener.
 type Server struct {
 	opts Options
-	log  *slog.Logger
 	// pushAsync is opts.Store.PushAsync; tests hold callbacks back with
 	// their own.
 	pushAsync func(device string, blob []byte, then func(relay.Seq, error)) error
@@ -130,11 +128,7 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxPushesInFlight <= 0 {
 		opts.MaxPushesInFlight = DefaultMaxPushesInFlight
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Server{opts: opts, log: log, pushAsync: opts.Store.PushAsync, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}, nil
+	return &Server{opts: opts, pushAsync: opts.Store.PushAsync, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}, nil
 }
 
 func validKeyPair(k noise.DHKey) bool {

@@ -415,3 +415,42 @@ func TestADeviceThatStopsReadingStallsNoOther(t *testing.T) {
 		t.Fatalf("got %q", env)
 	}
 }
+
+// fakeClock moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestBlobPastTheTTLIsNeverDelivered(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	f := start(t, Options{}, relay.Options{Now: clock.Now})
+	dev := newDevice(t)
+	p := pushSession(t, f.addr, f.key.Public)
+	p.push(dev.Public, []byte("expires"))
+	p.expect(Ack)
+	clock.add(relay.DefaultTTL - time.Nanosecond)
+	p.push(dev.Public, []byte("at the edge"))
+	p.expect(Ack)
+	clock.add(time.Nanosecond) // the first is at its TTL, the second is not
+	p.push(dev.Public, []byte("fresh"))
+	p.expect(Ack)
+	r := receiveSession(t, f.addr, f.key.Public, dev)
+	for _, want := range []string{"at the edge", "fresh"} {
+		if _, env := r.deliver(); string(env) != want {
+			t.Fatalf("delivered %q, want %q (the first blob reached its TTL)", env, want)
+		}
+	}
+}

@@ -174,7 +174,7 @@ func runServe(args []string, stdio IO) int {
 		return exitFail
 	}
 	defer cx.close()
-	ts, err := listenTrueseal(*truesealAddr, dir, bus.Relays, b, log)
+	ts, err := listenTrueseal(*truesealAddr, dir, bus.Relays, b)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		cx.close()

@@ -33,7 +33,7 @@ type truesealListener struct {
 
 // listenTrueseal opens the trueseal listener on addr ("" or "off": none),
 // over b's relay store, with the relay key of data directory dir.
-func listenTrueseal(addr, dir string, busRelays []string, b *broker.Broker, log *slog.Logger) (*truesealListener, error) {
+func listenTrueseal(addr, dir string, busRelays []string, b *broker.Broker) (*truesealListener, error) {
 	if addr == "" || addr == "off" {
 		return &truesealListener{}, nil
 	}
@@ -48,7 +48,7 @@ func listenTrueseal(addr, dir string, busRelays []string, b *broker.Broker, log 
 	if err != nil {
 		return nil, fmt.Errorf("--trueseal: the relay key: %w", err)
 	}
-	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: st, Logger: log})
+	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: st})
 	if err != nil {
 		return nil, err
 	}
