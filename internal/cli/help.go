@@ -550,7 +550,7 @@ var valueNames = map[string]string{
 	"send": "PATTERN[,...]", "request": "PATTERN[,...]", "publish": "PATTERN[,...]", "subscribe": "PATTERN[,...]",
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
 	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP",
-	"trueseal": "ADDR",
+	"trueseal": "ADDR[,ADDR]",
 }
 
 func valueName(f *flag.Flag) string {

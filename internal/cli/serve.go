@@ -40,7 +40,7 @@ func runServe(args []string, stdio IO) int {
 	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
 	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
 	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
-	truesealAddr := fs.String("trueseal", "", "TCP `ADDR` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on ADDR (docs/trueseal.md; default off)")
+	truesealAddr := fs.String("trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
 	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,16 +26,18 @@ import (
 var errTruesealOnBus = errors.New("--trueseal with --nats-relays: trueseal inboxes are kept in this broker's own store and are not reachable through the other brokers of the bus yet (docs/trueseal.md#on-a-bus)")
 
 type truesealListener struct {
-	ln      net.Listener
+	lns     []net.Listener
 	srv     *trueseal.Server
 	keyPath string
 	created bool
 }
 
-// listenTrueseal opens the trueseal listener on addr ("" or "off": none),
-// over b's relay store, with the relay key of data directory dir.
-func listenTrueseal(addr, dir string, busRelays []string, b *broker.Broker) (*truesealListener, error) {
-	if addr == "" || addr == "off" {
+// listenTrueseal opens the trueseal listeners on addrs (a comma list;
+// "" or "off": none), each serving push and receive sessions alike, over
+// b's relay store, with the relay key of data directory dir. Two
+// addresses are for an SDK that dials trueseal-relay's two ports.
+func listenTrueseal(addrs, dir string, busRelays []string, b *broker.Broker) (*truesealListener, error) {
+	if addrs == "" || addrs == "off" {
 		return &truesealListener{}, nil
 	}
 	if len(busRelays) > 0 {
@@ -52,11 +55,16 @@ func listenTrueseal(addr, dir string, busRelays []string, b *broker.Broker) (*tr
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--trueseal: cannot listen on %s: %w", addr, err)
+	t := &truesealListener{srv: srv, keyPath: trueseal.KeyPath(dir), created: created}
+	for _, addr := range strings.Split(addrs, ",") {
+		ln, err := net.Listen("tcp", strings.TrimSpace(addr))
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("--trueseal: cannot listen on %s: %w", addr, err)
+		}
+		t.lns = append(t.lns, ln)
 	}
-	return &truesealListener{ln: ln, srv: srv, keyPath: trueseal.KeyPath(dir), created: created}, nil
+	return t, nil
 }
 
 // serve prints where trueseal clients connect and the key they are
@@ -68,13 +76,15 @@ func (t *truesealListener) serve(wg *sync.WaitGroup, w io.Writer, log *slog.Logg
 	if t.created {
 		fmt.Fprintf(w, "busbar: created the trueseal relay key on first start: %s\n", t.keyPath)
 	}
-	fmt.Fprintf(w, "busbar: trueseal relay on tcp://%s (push and receive sessions), relay public key %s\n", t.ln.Addr(), trueseal.PublicKeyText(t.srv.PublicKey()))
-	wg.Go(func() {
-		if err := t.srv.Serve(t.ln); !errors.Is(err, trueseal.ErrClosed) {
-			log.Error("trueseal listener failed", "err", err)
-			stop()
-		}
-	})
+	for _, ln := range t.lns {
+		fmt.Fprintf(w, "busbar: trueseal relay on tcp://%s (push and receive sessions), relay public key %s\n", ln.Addr(), trueseal.PublicKeyText(t.srv.PublicKey()))
+		wg.Go(func() {
+			if err := t.srv.Serve(ln); !errors.Is(err, trueseal.ErrClosed) {
+				log.Error("trueseal listener failed", "err", err)
+				stop()
+			}
+		})
+	}
 }
 
 // collectors are the trueseal figures for /metrics (none when off).
@@ -93,7 +103,9 @@ func (t *truesealListener) close() {
 		return
 	}
 	_ = t.srv.Close()
-	_ = t.ln.Close() // when serve never ran
+	for _, ln := range t.lns {
+		_ = ln.Close() // when serve never ran
+	}
 }
 
 func runTrueseal(args []string, stdio IO) int {

@@ -201,3 +201,29 @@ func TestServeTruesealIsRefusedWithBusRelays(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestServeTruesealOnTwoAddressesServesBothSessionsOnEach(t *testing.T) {
+	// An SDK that dials trueseal-relay's two ports (receive, push) gets
+	// both from one relay.
+	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--trueseal", "127.0.0.1:0,127.0.0.1:0")
+	var m [][]string
+	testbroker.Eventually(t, 10*time.Second, "serve to print two trueseal lines", func() bool {
+		m = truesealLine.FindAllStringSubmatch(s.stdout.String(), -1)
+		return len(m) == 2
+	})
+	key, _ := hex.DecodeString(m[0][2])
+	if m[0][1] == m[1][1] || m[0][2] != m[1][2] {
+		t.Fatalf("two listeners should differ in address and share the key: %q", m)
+	}
+	dev, err := noise.DH25519.GenerateKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tsDial(t, m[0][1], key, &dev)
+	p := tsDial(t, m[1][1], key, nil)
+	p.write(trueseal.Push, append(append([]byte(nil), dev.Public...), "two ports"...))
+	p.expect(trueseal.Ack)
+	if _, env, _ := trueseal.ParseBlobID(r.expect(trueseal.Deliver)); string(env) != "two ports" {
+		t.Fatalf("got %q", env)
+	}
+}
