@@ -136,25 +136,39 @@ func pushSession(t testing.TB, addr string, relayPub []byte) *client {
 }
 
 func tryPushSession(t testing.TB, addr string, relayPub []byte) (*client, error) {
-	c := dial(t, addr)
+	cl := &client{t: t, c: dial(t, addr)}
+	return cl, pushHandshake(cl, relayPub)
+}
+
+// hsPush does the NK handshake on cl's connection.
+func hsPush(t testing.TB, cl *client, relayPub []byte) {
+	t.Helper()
+	if err := pushHandshake(cl, relayPub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pushHandshake(cl *client, relayPub []byte) error {
+	t, c := cl.t, cl.c
 	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeNK, Initiator: true, PeerStatic: relayPub})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	msg, _, _, err := hs.WriteMessage(nil, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	writeMsg(t, c, msg)
 	resp, err := readMsg(c)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, toRelay, toClient, err := hs.ReadMessage(nil, resp)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &client{t: t, c: c, send: toRelay, recv: toClient}, nil
+	cl.send, cl.recv = toRelay, toClient
+	return nil
 }
 
 // receiveSession does the XX handshake as a trueseal device with static

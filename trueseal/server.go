@@ -187,12 +187,26 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			continue
 		}
-		go func() {
-			defer s.wg.Done()
-			defer s.untrack(c)
-			s.serveConn(c)
-		}()
+		go s.served(c)
 	}
+}
+
+// ServeConn serves one connection, from any transport (a TCP connection
+// Serve accepted elsewhere, a net.Pipe), until its session ends. Past
+// MaxSessions, or once Close has begun, c is closed at once.
+func (s *Server) ServeConn(c net.Conn) {
+	if !s.track(c) {
+		c.Close()
+		return
+	}
+	s.served(c)
+}
+
+// served runs a tracked connection and untracks it.
+func (s *Server) served(c net.Conn) {
+	defer s.wg.Done()
+	defer s.untrack(c)
+	s.serveConn(c)
 }
 
 // track registers c as a session (wg counted), or refuses it: closed

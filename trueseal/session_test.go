@@ -3,6 +3,7 @@ package trueseal
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -452,5 +453,25 @@ func TestBlobPastTheTTLIsNeverDelivered(t *testing.T) {
 		if _, env := r.deliver(); string(env) != want {
 			t.Fatalf("delivered %q, want %q (the first blob reached its TTL)", env, want)
 		}
+	}
+}
+
+func TestServeConnServesAPipeAsItServesTCP(t *testing.T) {
+	f := start(t, Options{}, relay.Options{})
+	dev := newDevice(t)
+	pipe := func() net.Conn {
+		peer, relaySide := net.Pipe()
+		done := make(chan struct{})
+		go func() { defer close(done); f.srv.ServeConn(relaySide) }()
+		t.Cleanup(func() { peer.Close(); <-done })
+		return peer
+	}
+	p := &client{t: t, c: pipe()}
+	hsPush(t, p, f.key.Public)
+	p.push(dev.Public, []byte("over a pipe"))
+	p.expect(Ack)
+	r := receiveSession(t, f.addr, f.key.Public, dev) // and out over TCP
+	if _, env := r.deliver(); string(env) != "over a pipe" {
+		t.Fatalf("got %q", env)
 	}
 }
