@@ -180,6 +180,12 @@ func TestServeTruesealStoresAPushAcrossACrashAndDeliversIt(t *testing.T) {
 	if strings.Contains(text, hex.EncodeToString(dev.Public)) || strings.Contains(text, trueseal.DeviceID(dev.Public)) {
 		t.Fatal("/metrics names the device")
 	}
+	// serve's logs name neither the device nor any key.
+	for _, st := range []string{s.stderr.String(), s2.stderr.String(), s2.stdout.String()} {
+		if strings.Contains(st, hex.EncodeToString(dev.Public)) || strings.Contains(st, trueseal.DeviceID(dev.Public)) || strings.Contains(st, hex.EncodeToString(dev.Private)) {
+			t.Fatalf("serve's output names the device:\n%s", st)
+		}
+	}
 	// The status the dashboard renders: the same split, counts only.
 	code, js := httpGet(t, m[1]+ops.StatusPath, m[2])
 	var st ops.Status
