@@ -50,6 +50,9 @@ type Options struct {
 	// token, before it is served: serve's HTTP listener stops counting
 	// its connection as unauthenticated.
 	Authenticated func(*http.Request)
+	// Collectors are more figures for /metrics, from the edges the broker
+	// serves beside its own connections (serve --trueseal's).
+	Collectors []prometheus.Collector
 }
 
 // Register adds the operator's endpoints to mux.
@@ -60,6 +63,7 @@ func Register(mux *http.ServeMux, o Options) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(o.Broker), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(o.Collectors...)
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 
 	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {

@@ -5,6 +5,7 @@ import (
 
 	"busbar/broker"
 	"busbar/relay"
+	"busbar/trueseal"
 	"busbar/wire"
 )
 
@@ -28,8 +29,20 @@ type Status struct {
 	// Relay is the durable relay store's figures; absent when this broker
 	// is not a relay.
 	Relay *relay.Stats `json:"relay,omitempty"`
+	// RelayProtocols splits the relay's inboxes by the protocol that owns
+	// them: "busbar" (busbar's own durable delivery) and "trueseal"
+	// (serve --trueseal); absent when the broker is not a relay.
+	RelayProtocols map[string]ProtocolInboxes `json:"relay_protocols,omitempty"`
 	// Traffic is the per-message metrics (docs/operations.md#the-status-api).
 	Traffic TrafficStatus `json:"traffic"`
+}
+
+// ProtocolInboxes are one protocol's durable inboxes: those holding a
+// blob, their blobs and bytes. Counts only: no key, no device id.
+type ProtocolInboxes struct {
+	Inboxes int   `json:"inboxes"`
+	Blobs   int   `json:"blobs"`
+	Bytes   int64 `json:"bytes"`
 }
 
 // TrafficStatus is the per-message metrics in the status: what the
@@ -110,6 +123,13 @@ func (o Options) readStatus(notReady error) Status {
 	}
 	if rs, ok := b.RelayStats(); ok {
 		s.Relay = &rs
+		if st := b.RelayStore(); st != nil {
+			n, in := st.Prefix(trueseal.DevicePrefix)
+			s.RelayProtocols = map[string]ProtocolInboxes{
+				"trueseal": {Inboxes: n, Blobs: in.Blobs, Bytes: in.Bytes},
+				"busbar":   {Inboxes: rs.Inboxes - n, Blobs: rs.Blobs - in.Blobs, Bytes: rs.Bytes - in.Bytes},
+			}
+		}
 	}
 	t := b.Traffic()
 	s.Traffic = trafficStatus(&t)

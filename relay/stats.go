@@ -1,5 +1,7 @@
 package relay
 
+import "strings"
+
 // Stats are the store's figures.
 type Stats struct {
 	Inboxes int   // devices whose inbox holds a blob
@@ -67,4 +69,25 @@ func (s *Store) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failed
+}
+
+// Prefix returns the figures of the inboxes whose device id starts with
+// prefix, counted as Stats counts them (inboxes: those holding a blob).
+// It is how /metrics tells apart the protocols that share the store
+// (package trueseal's inboxes are "trueseal." ids); it walks the inboxes.
+func (s *Store) Prefix(prefix string) (inboxes int, in InboxStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for dev, ib := range s.inboxes {
+		if !strings.HasPrefix(dev, prefix) {
+			continue
+		}
+		if ib.blobs > 0 {
+			inboxes++
+		}
+		in.Blobs += ib.blobs
+		in.Bytes += ib.bytes
+		in.Pending += ib.pendingBlobs
+	}
+	return inboxes, in
 }

@@ -34,6 +34,7 @@ func init() {
 		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
 		"durable": runDurable, "completion": runCompletion, "version": runVersion, "man": runMan, "help": runHelp,
 	}
+	verbs["trueseal"] = runTrueseal
 }
 
 // Main runs the command line with args (without the program name) and

@@ -345,6 +345,19 @@ interrupted. It needs no broker.`,
 		exit:    "0  done, or interrupted while following\n1  no device, or its store could not be read\n2  usage",
 		example: "$ busbar durable events --follow --json"},
 
+	{path: "trueseal", summary: "the trueseal relay of `busbar serve --trueseal ADDR`: its key",
+		text: `busbar serve --trueseal ADDR is a relay for trueseal's own clients
+(trueseal-sync and its bindings), storing into the broker's relay store
+(docs/trueseal.md).`,
+		example: "$ busbar trueseal key"},
+	{path: "trueseal key", summary: "print the trueseal relay's public key, as trueseal clients are configured with it",
+		text: `Prints the relay's X25519 static public key in hex (64 digits), the
+relay key a trueseal app is built with. The key is <data>/trueseal.key,
+owner-only; it is created, like serve --trueseal does on its first
+start, when there is none.`,
+		exit:    "0  printed\n1  the key file could not be read or created (other users can read it, not a key)\n2  usage",
+		example: "$ busbar trueseal key --data /var/lib/busbar"},
+
 	{path: "completion", args: "SHELL", summary: "print a shell completion script (bash, zsh or fish)",
 		text: `Prints a script that completes busbar's commands, subcommands and flags.
 Load it from your shell's start-up file.`,
@@ -538,6 +551,7 @@ var valueNames = map[string]string{
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
 	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP", "queue": "QUEUE",
 	"moonbridge": "ADDR", "moonbridge-proxy": "NODE", "moonbridge-allow-hosts": "HOST[,HOST...]",
+	"trueseal": "ADDR[,ADDR]",
 }
 
 func valueName(f *flag.Flag) string {

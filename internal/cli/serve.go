@@ -41,6 +41,7 @@ func runServe(args []string, stdio IO) int {
 	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
 	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
 	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
+	truesealAddr := fs.String("trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
 	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
@@ -177,6 +178,14 @@ func runServe(args []string, stdio IO) int {
 		return exitFail
 	}
 	defer cx.close()
+	ts, err := listenTrueseal(*truesealAddr, dir, bus.Relays, b)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		cx.close()
+		_ = b.Shutdown(context.Background())
+		return exitFail
+	}
+	defer ts.close()
 	token, _, err := ops.LoadToken(dir)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: the HTTP token:", err)
@@ -187,7 +196,7 @@ func runServe(args []string, stdio IO) int {
 	if note != "" {
 		log.Warn(note)
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir})
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir, Collectors: ts.collectors()})
 	if err != nil {
 		if transport.IsNoUnixSockets(err) {
 			err = noUnixSockets("unix://" + httpSock)
@@ -268,6 +277,7 @@ func runServe(args []string, stdio IO) int {
 		})
 	}
 	cx.serve(&wg, stdio.Stdout, log, stop)
+	ts.serve(&wg, stdio.Stdout, log, stop)
 	log.Info("broker ready", "name", b.Name(), "data", dir)
 	<-ctx.Done()
 	log.Info("shutting down")
@@ -277,6 +287,7 @@ func runServe(args []string, stdio IO) int {
 	if mb != nil {
 		_ = mb.Close() // GOODBYE to the backends, before their nodes go
 	}
+	ts.close() // before the broker closes the relay store
 	err = b.Shutdown(sctx)
 	closeHTTP(sctx, hls)
 	wg.Wait()

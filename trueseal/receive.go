@@ -1,0 +1,138 @@
+package trueseal
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flynn/noise"
+
+	"busbar/relay"
+)
+
+// A receive session (Noise XX: both sides prove their static keys; the
+// device's is its inbox address). A relay.Session yields the inbox in
+// arrival order, each blob once per session; the deliverer turns each
+// into a Deliver frame whose blob id is the store's sequence number, and
+// the writer sends them. A DeliverAck deletes the blob from this
+// device's inbox only (relay.Store.Ack); an unacked blob is delivered
+// again only on a new session. The writer sends a Heartbeat when nothing
+// was written for HeartbeatInterval and echoes a Heartbeat the device
+// starts (not the device's echo of its own); the reader closes the session
+// when nothing was read for IdleTimeout.
+
+func (s *Server) receiveSession(c net.Conn, cs ciphers, peer []byte) {
+	s.recvN.Add(1)
+	defer s.recvN.Add(-1)
+	_ = c.SetDeadline(time.Time{})
+	device := DeviceID(peer)
+	sess, err := s.opts.Store.Session(device)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	frames := make(chan []byte, DeliverQueue)
+	echo := make(chan struct{}, 1)
+	var awaiting atomic.Bool // a Heartbeat of ours is not answered yet
+	var w sync.WaitGroup
+	w.Go(func() { deliverBlobs(ctx, sess, frames) })
+	w.Go(func() { s.writeReceive(ctx, c, cs.send, frames, echo, &awaiting) })
+	s.readReceive(c, cs.recv, device, echo, &awaiting)
+	cancel()
+	c.Close()
+	w.Wait()
+}
+
+// deliverBlobs turns the session's blobs into Deliver frames until ctx
+// ends or the store closes.
+func deliverBlobs(ctx context.Context, sess *relay.Session, frames chan<- []byte) {
+	for {
+		b, err := sess.Next(ctx)
+		if err != nil {
+			return
+		}
+		body := AppendDeliverBody(make([]byte, 0, BlobIDBytes+len(b.Data)), uint64(b.Seq), b.Data)
+		f := AppendFrame(make([]byte, 0, HeaderBytes+len(body)), Deliver, body)
+		select {
+		case frames <- f:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.CipherState, frames <-chan []byte, echo <-chan struct{}, awaiting *atomic.Bool) {
+	hb := AppendFrame(nil, Heartbeat, nil)
+	t := time.NewTimer(s.opts.HeartbeatInterval)
+	defer t.Stop()
+	var out []byte
+	for {
+		var f []byte
+		deliver := false
+		select {
+		case <-ctx.Done():
+			return
+		case f = <-frames:
+			deliver = true
+		case <-echo:
+			f = hb
+		case <-t.C:
+			awaiting.Store(true)
+			f = hb
+		}
+		ct, err := send.Encrypt(nil, nil, f)
+		if err != nil {
+			c.Close()
+			return
+		}
+		out = appendMessage(out[:0], ct)
+		if deliver {
+			s.deliv.Add(1) // counted before the device can see it
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
+		if _, err := c.Write(out); err != nil {
+			c.Close()
+			return
+		}
+		t.Reset(s.opts.HeartbeatInterval)
+	}
+}
+
+func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, device string, echo chan<- struct{}, awaiting *atomic.Bool) {
+	var buf, plain []byte
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		msg, err := readMessage(c, buf)
+		if err != nil {
+			return
+		}
+		buf = msg
+		plain, err = recv.Decrypt(plain[:0], nil, msg)
+		if err != nil {
+			return
+		}
+		typ, body, err := ParseFrame(plain)
+		if err != nil {
+			continue
+		}
+		switch typ {
+		case Heartbeat:
+			if !awaiting.CompareAndSwap(true, false) {
+				select {
+				case echo <- struct{}{}:
+				default: // one echo pending is as good as two
+				}
+			}
+		case DeliverAck:
+			id, rest, err := ParseBlobID(body)
+			if err != nil || len(rest) != 0 {
+				continue
+			}
+			if s.opts.Store.Ack(device, relay.Seq(id)) == nil {
+				s.dacks.Add(1)
+			}
+		}
+	}
+}
