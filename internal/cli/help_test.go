@@ -115,7 +115,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"zzzzzz"}, `busbar: unknown verb "zzzzzz"`},
 		{[]string{"--sever"}, `busbar: unknown flag --sever before the verb (usage: busbar VERB [arguments] [flags])`},
 		{[]string{"pub", "news", "--sever", "x"}, `busbar pub: unknown flag --sever (did you mean --server?)`},
-		{[]string{"pub", "--jsno", "news"}, `busbar pub: unknown flag --jsno`},
+		{[]string{"pub", "--jsno", "news"}, `busbar pub: unknown flag --jsno (did you mean --json?)`},
+		{[]string{"pub", "--zzzzz", "news"}, `busbar pub: unknown flag --zzzzz`}, // nothing near it: no suggestion
 		{[]string{"sub", "news", "--jsno"}, `busbar sub: unknown flag --jsno (did you mean --json?)`},
 		{[]string{"serve", "--tpc", "off"}, `busbar serve: unknown flag --tpc (did you mean --tcp?)`},
 		{[]string{"pub"}, `busbar pub: missing CHANNEL`},
