@@ -18,7 +18,13 @@ const maxFileSize = 16 << 20
 // can write would let them add a principal. On Unix the mode is checked on
 // the open descriptor so the file cannot be swapped between check and
 // read; on Windows the rule is the file's ACL (package ownerperm).
-func readSecureFile(path string) ([]byte, error) {
+func readSecureFile(path string) ([]byte, error) { return ReadSecretFile(path, maxFileSize) }
+
+// ReadSecretFile reads a regular file of at most limit bytes that only
+// its owner may read or write, as the principals and credentials files
+// are: another user's access is refused (ErrInsecureFile, with the way to
+// fix it), a larger file too.
+func ReadSecretFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -34,12 +40,12 @@ func readSecureFile(path string) ([]byte, error) {
 	if why := ownerperm.Exposed(path, fi, 0o077, false); why != "" {
 		return nil, fmt.Errorf("%w: %s has %s; other users could read it (%s)", ErrInsecureFile, path, why, ownerperm.Fix(path, false))
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("auth: %s: larger than %d bytes", path, maxFileSize)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("auth: %s: larger than %d bytes", path, limit)
 	}
 	return data, nil
 }

@@ -35,8 +35,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +42,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"busbar/internal/ownerperm"
+	"busbar/auth"
 	"busbar/wire"
 )
 
@@ -338,24 +336,9 @@ func (cl *cluster) guarded(h nats.MsgHandler) nats.MsgHandler {
 // file only its owner may read or write, as credentials are, of
 // BusKeyMinBytes to BusKeyMaxBytes (white space around it is not counted).
 func ReadBusKey(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := auth.ReadSecretFile(path, BusKeyMaxBytes+64) // room for white space: newBusKey checks the key itself
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("bus key %s: not a regular file", path)
-	}
-	if why := ownerperm.Exposed(path, fi, 0o077, false); why != "" {
-		return nil, fmt.Errorf("bus key %s has %s; other users could read it and join or forge the bus (%s)", path, why, ownerperm.Fix(path, false))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, BusKeyMaxBytes+1))
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bus key: %w", err)
 	}
 	if _, err := newBusKey(data, false); err != nil {
 		return nil, fmt.Errorf("bus key %s: %v", path, strings.TrimPrefix(err.Error(), "broker: Cluster.BusKey "))
