@@ -579,9 +579,21 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		}
 	}
 	deliver := b.shareQueues(s.command, subscribed) // a queue's other members read NO_SUBSCRIBER
-	for _, d := range cands {
+	var given map[*conn]bool                        // when queues left some out
+	if len(deliver) != len(subscribed) {
+		given = make(map[*conn]bool, len(deliver))
+		for _, d := range deliver {
+			given[d] = true
+		}
+	}
+	for i, j := 0, 0; i < len(cands); i++ {
+		d := cands[i]
 		res := wire.NodeResult{Node: d.node}
-		if slices.Contains(deliver, d) {
+		subbed := j < len(subscribed) && subscribed[j] == d // subscribed keeps cands' order
+		if subbed {
+			j++
+		}
+		if subbed && (given == nil || given[d]) {
 			pub.remaining++
 		} else {
 			res.Result = wire.NoSubscriber
