@@ -101,7 +101,10 @@ func TestEveryFlippedByteOfManySegmentsIsRefusedOrLosesNothing(t *testing.T) {
 	full := inboxesOf(t, s, "d")
 	s.Close()
 	files := segFiles(t, src)
-	if len(files) < 3 {
+	// How many segments are left depends on when the writer reclaimed the
+	// acked records' room (a busy machine batches differently); the six
+	// live records alone fill more than one 200-byte segment.
+	if len(files) < 2 {
 		t.Fatalf("%d segments, want several", len(files))
 	}
 	for fi, path := range files {
