@@ -130,7 +130,10 @@ func (e *env) dial(reg Register, secret string) (*backend, error) {
 	b := &backend{t: e.t, nc: nc, r: bufio.NewReader(nc), name: reg.Name}
 	f, err := ReadFrame(b.r)
 	if err != nil {
-		e.t.Fatal(err)
+		// A server at capacity closes before its hello; the caller decides
+		// whether that is the failure (its slot frees only once the
+		// connection that held it has been wound down).
+		return nil, err
 	}
 	hello, err := DecodeHello(f)
 	if err != nil || hello.Version != Version {
