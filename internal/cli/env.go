@@ -128,6 +128,12 @@ func (f *connFlags) options() (client.Options, error) {
 		// No credentials where a local broker makes them: none ever ran.
 		return client.Options{}, fmt.Errorf("no broker has run with data directory %s (it has no %s): start one with `busbar serve`", data, auth.CredentialsFile)
 	}
+	if errors.Is(err, fs.ErrNotExist) && f.credentials == "" {
+		// A remote broker: its owner has to hand out credentials.
+		return client.Options{}, fmt.Errorf("%s needs credentials, and there are none at %s: on the broker's host its owner runs "+
+			"`busbar principal add NAME --out FILE` (with the permissions NAME needs); give that file with --credentials FILE or %s",
+			f.server, filepath.Join(data, auth.CredentialsFile), envCredentials)
+	}
 	if err != nil {
 		return client.Options{}, err
 	}

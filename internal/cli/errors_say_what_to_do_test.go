@@ -256,3 +256,37 @@ func TestJSONOutputsUseSnakeCase(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// A client of another OS user (no credentials of its own) pointed at a
+// broker's TCP address is told how to get credentials, not a file error.
+func TestRemoteServerWithoutCredentialsSaysHowToGetThem(t *testing.T) {
+	data := t.TempDir() // another HOME: no broker ever ran here
+	code, out, errOut := runEnv(t, []string{"BUSBAR_DATA=" + data, "BUSBAR_CREDENTIALS="}, "", "pub", "news", "hi", "--server", "tcp://127.0.0.1:1")
+	if code != exitFail || out != "" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	oneLine(t, "no credentials", errOut, "tcp://127.0.0.1:1 needs credentials", filepath.Join(data, "credentials.json"),
+		"busbar principal add NAME --out FILE", "--credentials FILE")
+	if strings.Contains(errOut, "no such file") {
+		t.Errorf("the file error leaks: %q", errOut)
+	}
+}
+
+// req in NATS's order (SUBJECT PAYLOAD) is bad input, answered with
+// busbar's order and the user's own channel and payload in it; nothing is
+// sent.
+func TestReqInNATSOrderSpellsOutBusbarsOrder(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "d"))
+	code, out, errOut := s.busbar(t, "", "req", "upper", "hello, bus")
+	if code != exitUsage || out != "" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	oneLine(t, "nats order", errOut, `invalid channel name "hello, bus"`, "busbar req takes TARGET CHANNEL [PAYLOAD]",
+		"busbar req TARGET upper 'hello, bus'", "busbar ls")
+	// Three arguments with a bad channel: only the order is named.
+	code, _, errOut = s.busbar(t, "", "req", "someone", "bad channel", "x")
+	if code != exitUsage {
+		t.Errorf("bad channel: exit %d", code)
+	}
+	oneLine(t, "bad channel", errOut, "busbar req takes TARGET CHANNEL [PAYLOAD]")
+}

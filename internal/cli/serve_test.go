@@ -37,6 +37,11 @@ type server struct {
 	banner string // what serve printed up to its tcp line
 }
 
+// serveStartDeadline is how long startServe waits for serve's banner
+// before it calls the start failed: far past what a start takes even on a
+// busy CI machine, since it only bounds a failure.
+const serveStartDeadline = time.Minute
+
 func startServe(t *testing.T, data string, args ...string) *server {
 	t.Helper()
 	s := &server{data: data, exited: make(chan error, 1)}
@@ -67,7 +72,7 @@ func startServe(t *testing.T, data string, args ...string) *server {
 	case banner := <-ready:
 		t.Logf("serve:\n%s", banner)
 		s.banner = banner
-	case <-time.After(10 * time.Second):
+	case <-time.After(serveStartDeadline):
 		_ = s.cmd.Process.Kill()
 		t.Fatalf("serve did not start; stderr:\n%s", s.stderr.String())
 	}

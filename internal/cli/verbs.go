@@ -86,6 +86,7 @@ type verbSetup struct {
 	stdio IO
 	args  []string              // positional arguments
 	tune  func(*client.Options) // adjusts the connection's options
+	check func() error          // checks the positional arguments before connecting
 }
 
 func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
@@ -220,6 +221,11 @@ func (v *verbSetup) call(args []string, stdio IO, payloadArg int, do func(c *cli
 	if !v.parse(args) {
 		return exitUsage
 	}
+	if v.check != nil {
+		if err := v.check(); err != nil {
+			return v.fail(stdio, err, exitUsage)
+		}
+	}
 	payload, err := v.payload(payloadArg, stdio)
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
@@ -341,6 +347,7 @@ func runSend(args []string, stdio IO) int {
 func runReq(args []string, stdio IO) int {
 	v := newVerb("req", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	asJSON := v.fs.Bool("json", false, `print the outcome as one JSON object: {"node","result","id","rc","error","elapsed"} and the reply's payload (elapsed in milliseconds)`)
+	v.check = func() error { return reqArgOrder(v.args) }
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
 		start := time.Now()
 		reply, err := c.Scope("cli").Channel(v.arg(1)).Request(ctx, v.arg(0), payload)
@@ -363,6 +370,31 @@ func runReq(args []string, stdio IO) int {
 		}
 		return exitOK
 	})
+}
+
+// reqArgOrder checks req's CHANNEL before connecting. Two arguments of
+// which only the first is a channel are most likely NATS's order
+// (`nats req SUBJECT PAYLOAD`): the error then spells out busbar's order
+// with the user's own words in it.
+func reqArgOrder(args []string) error {
+	err := auth.ValidChannel(args[1])
+	if err == nil {
+		return nil
+	}
+	if len(args) == 2 && auth.ValidChannel(args[0]) == nil {
+		return &inputError{fmt.Errorf("%w; busbar req takes TARGET CHANNEL [PAYLOAD], naming who answers (unlike nats req SUBJECT PAYLOAD): "+
+			"for a request on channel %s carrying that payload, run busbar req TARGET %s %s, where TARGET is a node or service handling %s (busbar ls lists them)",
+			err, args[0], args[0], shellQuote(args[1]), args[0])}
+	}
+	return &inputError{fmt.Errorf("%w (busbar req takes TARGET CHANNEL [PAYLOAD])", err)}
+}
+
+// shellQuote is s as one POSIX shell word.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // callJSON is one line of `busbar pub|send|req --json`: who answered,
