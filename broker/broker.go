@@ -105,6 +105,9 @@ func New(opts Options) (*Broker, error) {
 // Name is the broker's own node name.
 func (b *Broker) Name() string { return b.opts.Name }
 
+// Uptime is how long ago the broker was made.
+func (b *Broker) Uptime() time.Duration { return time.Since(b.started) }
+
 // Serve accepts connections from ln until ln fails or Shutdown closes it.
 // It returns ErrClosed after Shutdown.
 func (b *Broker) Serve(ln net.Listener) error {

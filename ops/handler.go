@@ -24,6 +24,9 @@ const (
 	HealthPath  = "/healthz"
 	ReadyPath   = "/readyz"
 	StatusPath  = "/api/status"
+	// ReloadPath reloads the broker's principals file (POST), as SIGHUP
+	// does: how `busbar principal add|remove` reach a running broker.
+	ReloadPath = "/api/principals/reload"
 	// DashboardPath is the dashboard: a page that shows the status live.
 	DashboardPath = "/"
 )
@@ -50,6 +53,13 @@ type Options struct {
 	// token, before it is served: serve's HTTP listener stops counting
 	// its connection as unauthenticated.
 	Authenticated func(*http.Request)
+	// Version is the broker binary's version, reported in the status
+	// (busbar status shows it).
+	Version string
+	// ReloadPrincipals, when set, is what ReloadPath does: reload the
+	// principals file, returning its path and why it was refused (the
+	// previous principals then stay in force).
+	ReloadPrincipals func() (file string, err error)
 	// Collectors are more figures for /metrics, from the edges the broker
 	// serves beside its own connections (serve --trueseal's).
 	Collectors []prometheus.Collector
@@ -73,6 +83,9 @@ func Register(mux *http.ServeMux, o Options) {
 	mux.Handle("GET "+MetricsPath, o.guard(metrics))
 	mux.Handle("GET "+ReadyPath, o.guard(http.HandlerFunc(o.ready)))
 	mux.Handle("GET "+StatusPath, o.guard(http.HandlerFunc(o.status)))
+	if o.ReloadPrincipals != nil {
+		mux.Handle("POST "+ReloadPath, o.guard(http.HandlerFunc(o.reload)))
+	}
 	mux.Handle("GET "+DashboardPath+"{$}", o.guard(http.HandlerFunc(serveDashboard)))
 	mux.Handle("GET "+LivePath, o.guard(o.live(&liveFeeds{})))
 }
@@ -119,6 +132,25 @@ func bearer(header string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(cred), true
+}
+
+// ReloadResult is ReloadPath's answer: the file reloaded, or why not.
+type ReloadResult struct {
+	File  string `json:"file"`
+	Error string `json:"error,omitempty"`
+}
+
+// reload answers 200 with the file reloaded, or 422 with why it was
+// refused.
+func (o Options) reload(w http.ResponseWriter, _ *http.Request) {
+	file, err := o.ReloadPrincipals()
+	res := ReloadResult{File: file}
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		res.Error = err.Error()
+		w.WriteHeader(http.StatusUnprocessableEntity)
+	}
+	writeJSON(w, res)
 }
 
 // ready answers 200 "ready", or 503 with the reason.

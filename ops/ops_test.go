@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -291,5 +292,57 @@ func TestMetricsCountRequestsPerGroupMember(t *testing.T) {
 		if got := metric(body, series); got != "2" {
 			t.Errorf("%s = %q, want 2", series, got)
 		}
+	}
+}
+
+// ReloadPath answers with the file reloaded, 422 with the reason when it
+// was refused, 401 without the token, and is not served (only GET and
+// POST of the others) when the broker gives no reload.
+func TestReloadPathReportsTheFileOrWhyItWasRefused(t *testing.T) {
+	e := testbroker.Start(t, "inproc", broker.Options{})
+	var refuse error
+	mux := http.NewServeMux()
+	ops.Register(mux, ops.Options{Broker: e.Broker, Token: testToken,
+		ReloadPrincipals: func() (string, error) { return "/data/principals.json", refuse }})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	post := func(auth string) (int, ops.ReloadResult) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+ops.ReloadPath, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res ops.ReloadResult
+		_ = json.NewDecoder(resp.Body).Decode(&res)
+		return resp.StatusCode, res
+	}
+	if code, res := post("Bearer " + testToken); code != http.StatusOK || res.File != "/data/principals.json" || res.Error != "" {
+		t.Errorf("reload: %d %+v", code, res)
+	}
+	refuse = errors.New("auth: bad JSON")
+	if code, res := post("Bearer " + testToken); code != http.StatusUnprocessableEntity || res.Error != "auth: bad JSON" {
+		t.Errorf("refused reload: %d %+v", code, res)
+	}
+	if code, _ := post(""); code != http.StatusUnauthorized {
+		t.Errorf("without the token: %d", code)
+	}
+	if code, _, _ := get(t, srv, ops.ReloadPath, "Bearer "+testToken); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d", code)
+	}
+	plain := opsServer(t, e, "")
+	req, _ := http.NewRequest(http.MethodPost, plain.URL+ops.ReloadPath, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := plain.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("reload served without ReloadPrincipals")
 	}
 }

@@ -12,7 +12,14 @@ import (
 // Status is the JSON of StatusPath: the bus as this broker sees it.
 type Status struct {
 	Broker string `json:"broker"` // the broker's node name
-	Ready  bool   `json:"ready"`
+	// Version is the broker binary's version (Options.Version); absent
+	// when it was not given.
+	Version string `json:"version,omitempty"`
+	// Protocol is the version of the bus protocol the broker speaks.
+	Protocol string `json:"protocol"`
+	// UptimeSeconds is how long the broker has run.
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	Ready         bool    `json:"ready"`
 	// NotReady says why the broker is not ready; empty when it is.
 	NotReady    string `json:"not_ready,omitempty"`
 	Connections int    `json:"connections"`
@@ -110,7 +117,7 @@ func (o Options) ReadStatus() Status { return o.readStatus(o.notReady()) }
 func (o Options) readStatus(notReady error) Status {
 	b := o.Broker
 	st := b.Stats()
-	s := Status{Broker: b.Name(), Ready: true, Connections: b.Connections(), Nodes: b.Directory(), Services: b.Services(),
+	s := Status{Broker: b.Name(), Version: o.Version, Protocol: wire.ProtocolVersion, UptimeSeconds: b.Uptime().Seconds(), Ready: true, Connections: b.Connections(), Nodes: b.Directory(), Services: b.Services(),
 		Namespaces: b.Namespaces(), Counters: map[string]int64{}, Dropped: map[string]int64{}}
 	if notReady != nil {
 		s.Ready, s.NotReady = false, notReady.Error()

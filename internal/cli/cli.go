@@ -30,7 +30,7 @@ var verbs map[string]func(args []string, io IO) int
 func init() {
 	verbs = map[string]func([]string, IO) int{
 		"serve": runServe, "pub": runPub, "sub": runSub, "send": runSend, "req": runReq,
-		"reply": runReply, "ls": runLs, "tap": runTap, "state": runState, "principal": runPrincipal, "bench": runBench, "bedrock": runBedrock,
+		"reply": runReply, "ls": runLs, "status": runStatus, "tap": runTap, "state": runState, "principal": runPrincipal, "bench": runBench, "bedrock": runBedrock,
 		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
 		"durable": runDurable, "completion": runCompletion, "version": runVersion, "man": runMan, "help": runHelp,
 	}

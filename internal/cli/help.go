@@ -145,6 +145,18 @@ that reads too slowly misses copies, counted and reported on the next line
 		exit:    exitCommon,
 		example: "$ busbar tap 'orders.>'\n$ busbar tap --node billing --json --count 10"},
 
+	{path: "status", summary: "the broker's readiness and figures in one screen (exit 1 when not ready)",
+		text: `Prints the local broker's readiness, version, uptime, connections, queued
+messages, drops by reason and durable relay inboxes, from its status API
+(docs/operations.md#the-status-api): over the broker's HTTP socket in its
+data directory, with the token there, so the owner needs nothing more.
+--http names another HTTP listener (with --token-file, the token its
+broker keeps in <data>/http-token). --json prints the same as one JSON
+object. The exit status says whether the broker is ready, for scripts and
+systemd checks.`,
+		exit:    "0  the broker is ready\n1  it is not ready (the reason is printed), or could not be asked\n2  usage: a bad flag or value",
+		example: "$ busbar status\n$ busbar status --json\n$ busbar status --http https://bus.example:7475 --token-file ./http-token"},
+
 	{path: "state", summary: "replicated state: get, set, del, open, dump, watch, drop, owner",
 		text: `Reads and writes the broker's replicated, namespaced key-value state
 (docs/state.md). Every entry prints as one JSON object a line:
@@ -558,10 +570,14 @@ func valueName(f *flag.Flag) string {
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return ""
 	}
+	kind, _ := flag.UnquoteUsage(f)
+	if strings.Count(f.Usage, "`") >= 2 {
+		return kind // the flag names its value itself: `URL` (status --http, beside serve's --http ADDR)
+	}
 	if v, ok := valueNames[f.Name]; ok {
 		return v
 	}
-	switch kind, _ := flag.UnquoteUsage(f); kind {
+	switch kind {
 	case "duration":
 		return "DURATION"
 	case "int", "uint", "int64", "uint64":

@@ -2,26 +2,31 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"busbar/auth"
+	"busbar/ops"
 )
 
 // runPrincipal is `busbar principal add|list|remove`: the broker's
-// principals file, edited in place (auth.AddPrincipal). A running broker
-// takes the change on SIGHUP.
+// principals file, edited in place (auth.AddPrincipal). The broker running
+// on the data directory takes the change at once (tellBroker).
 func runPrincipal(args []string, stdio IO) int {
-	ops := map[string]func([]string, IO) int{"add": principalAdd, "list": principalList, "remove": principalRemove}
+	subs := map[string]func([]string, IO) int{"add": principalAdd, "list": principalList, "remove": principalRemove}
 	if code, ok := pickSubcommand(stdio, "principal", args); !ok {
 		return code
 	}
-	return ops[args[0]](args[1:], stdio)
+	return subs[args[0]](args[1:], stdio)
 }
 
 // principalFlags are the flags every principal operation takes.
@@ -137,8 +142,7 @@ func principalAdd(args []string, stdio IO) int {
 		data, _ := auth.CredentialJSON(cred)
 		_, _ = stdio.Stdout.Write(data)
 	}
-	fmt.Fprintf(stdio.Stderr, "busbar principal add: %s added to %s; a running broker takes it on SIGHUP (kill -HUP <pid of busbar serve>)\n", cred.Principal, path)
-	return exitOK
+	return f.tellBroker(stdio, fmt.Sprintf("%s added to %s", cred.Principal, path), path)
 }
 
 // moonbridgeAdd adds a principal with a MoonBridge key and prints the
@@ -164,8 +168,7 @@ gameAddress: "tcp://127.0.0.1:25565"
 keyId: %q
 secret: %q
 `, name, name, k.KeyID, k.Secret)
-	fmt.Fprintf(stdio.Stderr, "busbar principal add: %s added to %s with MoonBridge key id %s; a running broker takes it on SIGHUP (kill -HUP <pid of busbar serve>)\n", p.Name, path, k.KeyID)
-	return exitOK
+	return f.tellBroker(stdio, fmt.Sprintf("%s added to %s with MoonBridge key id %s", p.Name, path, k.KeyID), path)
 }
 
 // moonbridgeBackendName is the backend name to suggest: the principal's
@@ -265,6 +268,63 @@ func principalRemove(args []string, stdio IO) int {
 	if err := auth.RemovePrincipal(path, f.v.arg(0)); err != nil {
 		return f.v.fail(stdio, err, exitFail)
 	}
-	fmt.Fprintf(stdio.Stderr, "busbar principal remove: %s removed from %s; a running broker refuses its new connections after SIGHUP (its open ones stay until they end)\n", f.v.arg(0), path)
+	return f.tellBroker(stdio, fmt.Sprintf("%s removed from %s (its open connections stay until they end)", f.v.arg(0), path), path)
+}
+
+// reloadTimeout bounds the request that has a running broker reload
+// the principals file.
+const reloadTimeout = 10 * time.Second
+
+// tellBroker has the broker running on the data directory reload the
+// principals file just edited (path), over its owner-only HTTP socket
+// with the token beside it, and says on stderr what came of it after
+// done. No broker running is not an error: the next one loads the file.
+// A broker that refuses the file (the previous principals stay in force
+// there) exits 1.
+func (f *principalFlags) tellBroker(stdio IO, done, path string) int {
+	say := func(format string, args ...any) {
+		fmt.Fprintf(stdio.Stderr, "busbar %s: %s; %s\n", f.v.name, done, fmt.Sprintf(format, args...))
+	}
+	data := cmp.Or(f.v.conn.data, defaultDataDir())
+	tok, err := os.ReadFile(filepath.Join(data, ops.TokenFile))
+	if err != nil {
+		say("no broker has run on %s: the next start loads it", data)
+		return exitOK
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+	defer cancel()
+	resp, body, err := askBroker(ctx, http.MethodPost, localHTTP(data), ops.ReloadPath, strings.TrimSpace(string(tok)))
+	if errors.Is(err, errNoBrokerHTTP) {
+		say("no broker is running on %s: the next start loads it", data)
+		return exitOK
+	}
+	var res ops.ReloadResult
+	if err == nil {
+		if jerr := json.Unmarshal(body, &res); jerr != nil {
+			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+	}
+	switch {
+	case err != nil:
+		say("the running broker could not be told (%v): send it SIGHUP", err)
+		return exitFail
+	case res.Error != "":
+		say("the running broker refused the file, and keeps its previous principals: %s", res.Error)
+		return exitFail
+	case !sameFile(res.File, path):
+		say("the running broker on %s loads %s, not this file: nothing changed there", data, res.File)
+		return exitOK
+	}
+	say("the running broker took it at once")
 	return exitOK
+}
+
+// sameFile reports whether a and b name one file.
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return os.SameFile(sa, sb)
 }

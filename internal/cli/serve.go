@@ -196,7 +196,8 @@ func runServe(args []string, stdio IO) int {
 	if note != "" {
 		log.Warn(note)
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir, Collectors: ts.collectors()})
+	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir, Version: readBuildInfo().Version, Collectors: ts.collectors(),
+		ReloadPrincipals: func() (string, error) { return principalsPath, reloadPrincipals(store, principalsPath, log, "http") }})
 	if err != nil {
 		if transport.IsNoUnixSockets(err) {
 			err = noUnixSockets("unix://" + httpSock)
@@ -347,16 +348,24 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, store *auth.Store
 		case <-ctx.Done():
 			return
 		case <-hup:
-			if err := store.Reload(path); err != nil {
-				log.Error("principals not reloaded; the previous ones stay in force", "file", path, "err", err)
-				continue
-			}
-			for _, note := range store.Notes() {
-				log.Warn("principal given default state permissions", "file", path, "detail", note)
-			}
-			log.Info("principals reloaded", "file", path)
+			_ = reloadPrincipals(store, path, log, "SIGHUP")
 		}
 	}
+}
+
+// reloadPrincipals reloads path into store and logs the outcome; on
+// error the previous principals stay in force. why is what asked
+// (SIGHUP, or busbar principal over the HTTP API).
+func reloadPrincipals(store *auth.Store, path string, log *slog.Logger, why string) error {
+	if err := store.Reload(path); err != nil {
+		log.Error("principals not reloaded; the previous ones stay in force", "file", path, "by", why, "err", err)
+		return err
+	}
+	for _, note := range store.Notes() {
+		log.Warn("principal given default state permissions", "file", path, "detail", note)
+	}
+	log.Info("principals reloaded", "file", path, "by", why)
+	return nil
 }
 
 type listenSpec struct {
