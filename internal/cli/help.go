@@ -141,7 +141,8 @@ nodes: one line each with kind, id, from, to, channel, size, headers and a
 preview of the body (--json: one object a line). The principal needs the
 tap permission, and sees only what it could have received itself; a tapper
 that reads too slowly misses copies, counted and reported on the next line
-(docs/operations.md#busbar-tap).`,
+(docs/operations.md#busbar-tap). Like sub, it survives a lost connection:
+it says so on stderr, reconnects and taps again.`,
 		exit:    exitCommon,
 		example: "$ busbar tap 'orders.>'\n$ busbar tap --node billing --json --count 10"},
 

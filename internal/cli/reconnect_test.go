@@ -96,3 +96,21 @@ func TestSubFailsOverToTheNextBroker(t *testing.T) {
 	}
 	waitOutput(t, sub, "sub", "moved\n")
 }
+
+// TestTapSurvivesABrokerRestart: tap says it lost the broker, reconnects,
+// asks for its tap again, and shows the traffic after the restart.
+func TestTapSurvivesABrokerRestart(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data)
+	tap, _ := s.background(t, "tap", "orders.>", "--name", "tapper")
+	waitOutput(t, tap, "tap", "busbar tap: tapping orders.>")
+	s.crash()
+	waitOutput(t, tap, "tap", "busbar tap: connection lost")
+	s = startServe(t, data)
+	waitOutput(t, tap, "tap", "busbar tap: reconnected to unix://")
+	waitOutput(t, tap, "tap", "busbar tap: tapping orders.> again")
+	if code, _, errOut := s.busbar(t, "", "pub", "orders.new", "after the restart", "--name", "alpha"); code != exitFail {
+		t.Fatalf("pub: %d %s", code, errOut) // nobody subscribes: exit 1, and the tap sees it
+	}
+	waitOutput(t, tap, "tap", "after the restart")
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,12 +43,17 @@ func runTap(args []string, stdio IO) int {
 	if !v.parse(args) {
 		return exitUsage
 	}
+	// Like sub, tap outlives its broker: the client reconnects for ever,
+	// and the tap, which the broker forgets with the connection, is asked
+	// for again on the new one.
+	v.reconnecting(stdio)
 	c, ctx, done, err := v.session(stdio, true)
 	if err != nil {
 		return v.fail(stdio, err, exitFail)
 	}
 	defer done()
-	tp, err := c.Tap(ctx, wire.TapRequest{Channels: v.args, Nodes: nodes})
+	req := wire.TapRequest{Channels: v.args, Nodes: nodes}
+	tp, err := c.Tap(ctx, req)
 	if err != nil {
 		return v.fail(stdio, err, requestExit(err))
 	}
@@ -55,16 +61,24 @@ func runTap(args []string, stdio IO) int {
 	// (or a test) waits for it before it sends what it wants to see.
 	fmt.Fprintf(stdio.Stderr, "busbar tap: tapping %s\n", tapScope(v.args, nodes))
 	enc := json.NewEncoder(stdio.Stdout)
-	for n := 0; *count == 0 || n < *count; n++ {
+	for n := 0; *count == 0 || n < *count; {
 		ev, err := tp.Next(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return exitOK // interrupted
 		case errors.Is(err, client.ErrTapEnded):
-			return v.fail(stdio, fmt.Errorf("the tap ended: %v", cmpErr(c.Err(), err)), exitFail)
+			if tp, err = retap(ctx, c, req); err != nil {
+				if ctx.Err() != nil {
+					return exitOK
+				}
+				return v.fail(stdio, fmt.Errorf("the tap ended: %v", cmpErr(c.Err(), err)), requestExit(err))
+			}
+			fmt.Fprintf(stdio.Stderr, "busbar tap: tapping %s again (what was routed while disconnected is not shown)\n", tapScope(v.args, nodes))
+			continue
 		case err != nil:
 			return v.fail(stdio, err, exitFail)
 		}
+		n++
 		if *asJSON {
 			_ = enc.Encode(ev)
 		} else {
@@ -72,6 +86,22 @@ func runTap(args []string, stdio IO) int {
 		}
 	}
 	return exitOK
+}
+
+// retap asks again for the tap a lost connection took with it, once the
+// client is connected again; a connection lost again meanwhile is waited
+// out the same way. A refusal (the permission gone) or the client's end
+// is returned.
+func retap(ctx context.Context, c *client.Client, req wire.TapRequest) (*client.Tap, error) {
+	for {
+		if err := c.WaitConnected(ctx); err != nil {
+			return nil, err
+		}
+		tp, err := c.Tap(ctx, req)
+		if err == nil || (!errors.Is(err, client.ErrDisconnect) && c.Connected()) {
+			return tp, err
+		}
+	}
 }
 
 // tapScope says what a tap shows, for its first line.
