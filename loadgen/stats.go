@@ -81,12 +81,25 @@ type Result struct {
 	// that failed says why and not only how often.
 	FirstError string   `json:"first_error,omitempty"`
 	Latency    *Latency `json:"latency,omitempty"`
+	// TooShort says the run lasted less than MinRateWindow: MsgsPerS and
+	// MBPerS are then zero, not a rate made of scheduling noise.
+	TooShort bool `json:"too_short_to_measure,omitempty"`
 }
+
+// MinRateWindow is the shortest run a rate is computed for: below it a
+// few messages over microseconds read as millions per second (60
+// messages received in 10 µs are "6 M msgs/s"), which measures the clock
+// and the scheduler, not the bus.
+const MinRateWindow = 50 * time.Millisecond
 
 // NewResult computes the rates of a run (the side-by-side harness, bench/,
 // computes NATS's with it too).
 func NewResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
 	r := Result{Name: name, Msgs: msgs, Bytes: bytes, Errors: errs, Duration: d, Latency: lat}
+	if d < MinRateWindow {
+		r.TooShort = msgs > 0
+		return r
+	}
 	if s := d.Seconds(); s > 0 {
 		r.MsgsPerS = float64(msgs) / s
 		r.MBPerS = float64(bytes) / s / 1e6

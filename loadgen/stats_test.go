@@ -47,3 +47,26 @@ func TestConfigBounds(t *testing.T) {
 		t.Fatal("duration not capped")
 	}
 }
+
+// A rate is computed from MinRateWindow on; a shorter run with messages
+// is marked TooShort, with no rate.
+func TestRatesNeedARunOfMinRateWindow(t *testing.T) {
+	for _, c := range []struct {
+		msgs     int64
+		d        time.Duration
+		tooShort bool
+	}{
+		{60, 10 * time.Microsecond, true},
+		{1000, MinRateWindow - 1, true},
+		{1000, MinRateWindow, false},
+		{0, time.Microsecond, false}, // nothing to rate
+	} {
+		r := NewResult("sub", c.msgs, c.msgs*100, 0, c.d, nil)
+		if r.TooShort != c.tooShort || (r.MsgsPerS > 0) != (c.msgs > 0 && !c.tooShort) {
+			t.Errorf("%d msgs in %v: %+v", c.msgs, c.d, r)
+		}
+	}
+	if r := NewResult("pub", 1000, 1000, 0, MinRateWindow, nil); r.MsgsPerS != 20000 || r.MBPerS != 0.02 {
+		t.Errorf("1000 msgs in 50 ms: %+v", r)
+	}
+}

@@ -45,6 +45,7 @@ type benchFlags struct {
 	clients  *int
 	asJSON   *bool
 	asCSV    *bool
+	endBar   func() // ends the progress bar's line, if one is drawn
 }
 
 func newBench(name, usage string, stdio IO) *benchFlags {
@@ -66,7 +67,7 @@ func (f *benchFlags) config(stdio IO, total int64) loadgen.Config {
 		cfg.Channel = f.v.args[0]
 	}
 	if isTerminal(stdio.Stderr) && !*f.asJSON && !*f.asCSV {
-		cfg.Progress = progressBar(stdio.Stderr, total, *f.duration)
+		cfg.Progress, f.endBar = progressBar(stdio.Stderr, total, *f.duration)
 	}
 	return cfg
 }
@@ -251,6 +252,9 @@ func benchReq(args []string, stdio IO) int {
 
 // print writes the results as a table, JSON or CSV.
 func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
+	if f.endBar != nil {
+		f.endBar() // the table starts on a line of its own
+	}
 	switch {
 	case *f.asJSON:
 		enc := json.NewEncoder(stdio.Stdout)
@@ -269,7 +273,11 @@ func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
 		tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "NAME\tMSGS\tSECONDS\tMSGS/S\tMB/S\tERRORS\tMIN µs\tP50 µs\tP90 µs\tP99 µs\tP99.9 µs\tMAX µs\t")
 		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t%.2f\t%d\t", r.Name, r.Msgs, r.Duration.Seconds(), r.MsgsPerS, r.MBPerS, r.Errors)
+			rate, mb := strconv.FormatFloat(r.MsgsPerS, 'f', 0, 64), strconv.FormatFloat(r.MBPerS, 'f', 2, 64)
+			if r.TooShort {
+				rate, mb = "-", "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%s\t%s\t%d\t", r.Name, r.Msgs, r.Duration.Seconds(), rate, mb, r.Errors)
 			for _, c := range latencyCells(r.Latency) {
 				fmt.Fprintf(tw, "%s\t", cmpOr(c, "-"))
 			}
@@ -278,6 +286,10 @@ func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
 		_ = tw.Flush()
 	}
 	for _, r := range results {
+		if r.TooShort {
+			fmt.Fprintf(stdio.Stderr, "busbar bench: %s: %d messages in %v are too few to measure a rate (a run under %v); send more with --msgs\n",
+				r.Name, r.Msgs, r.Duration, loadgen.MinRateWindow)
+		}
 		if r.FirstError != "" {
 			fmt.Fprintf(stdio.Stderr, "busbar bench: %s: %d failed, the first with: %s\n", r.Name, r.Errors, r.FirstError)
 		}
@@ -325,22 +337,25 @@ func isTerminal(w io.Writer) bool {
 }
 
 // progressBar draws a one-line bar on a terminal, once the run has lasted
-// a second; it ends the line when done reaches the total.
-func progressBar(w io.Writer, total int64, duration time.Duration) func(int64) {
-	start := time.Now()
-	return func(done int64) {
+// a second: update redraws it, end finishes its line (if one was drawn)
+// so what follows starts on a line of its own. The run is as far along
+// as the nearer of its limits, --msgs or --duration.
+func progressBar(w io.Writer, total int64, duration time.Duration) (update func(int64), end func()) {
+	start, drawn := time.Now(), false
+	update = func(done int64) {
 		elapsed := time.Since(start)
 		if elapsed < time.Second {
 			return
 		}
 		frac := 0.0
-		switch {
-		case total > 0:
+		if total > 0 {
 			frac = float64(done) / float64(total)
-		case duration > 0:
-			frac = elapsed.Seconds() / duration.Seconds()
+		}
+		if duration > 0 {
+			frac = max(frac, elapsed.Seconds()/duration.Seconds())
 		}
 		frac = min(frac, 1)
+		drawn = true
 		const width = 30
 		filled := int(frac * width)
 		bar := make([]byte, width)
@@ -351,8 +366,12 @@ func progressBar(w io.Writer, total int64, duration time.Duration) func(int64) {
 			}
 		}
 		fmt.Fprintf(w, "\r[%s] %3.0f%%  %d msgs  %.0f msgs/s ", bar, frac*100, done, float64(done)/elapsed.Seconds())
-		if frac >= 1 {
+	}
+	end = func() {
+		if drawn {
 			fmt.Fprintln(w)
+			drawn = false
 		}
 	}
+	return update, end
 }
