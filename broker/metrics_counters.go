@@ -26,14 +26,18 @@ import (
 // request in SampleEvery's round trip.
 
 // SampleEvery is how often a connection's routed messages are timed for
-// the routing-latency histogram, its requests for the round-trip one,
-// and its channels counted for the per-channel rates: one in SampleEvery.
-// A power of two.
+// the routing-latency histogram, and its requests for the round-trip
+// one: one in SampleEvery. A power of two. (Channels are counted
+// exactly: every routed message.)
 const SampleEvery = 32
 
-// MaxChannelRates bounds the channels whose sampled rates the broker
-// keeps; messages on channels past it are counted under OtherChannels.
+// MaxChannelRates bounds the channels the broker counts apart; messages
+// on channels past it are counted under OtherChannels.
 const MaxChannelRates = 256
+
+// maxConnChannels bounds the channels one connection counts apart; its
+// messages on more are counted under OtherChannels.
+const maxConnChannels = 64
 
 // OtherChannels is the channel name ChannelRates counts the channels past
 // MaxChannelRates under.
@@ -99,6 +103,7 @@ type meter struct {
 	hold atomic.Bool // the reader holds more frames of this batch: publish later
 
 	pubIn, pubOut [numMsgKinds]atomicTally
+	chans         connChannels
 }
 
 // batch tells the meter whether the reader holds more frames of the batch
@@ -147,9 +152,8 @@ func (c *conn) countIn(v *hotpath.View, n int) {
 	m.dirtyIn |= 1 << k
 	if k <= MsgResponse {
 		m.n++
-		if m.timed = m.n&(SampleEvery-1) == 1; m.timed {
-			c.b.traffic.channels.count(v.Value(wire.HeaderCommand))
-		}
+		m.timed = m.n&(SampleEvery-1) == 1
+		m.chans.count(v.Value(wire.HeaderCommand))
 	}
 }
 
@@ -225,6 +229,7 @@ func (t *traffic) retire(m *meter) {
 		t.retiredIn[k].add(tally{m.pubIn[k].msgs.Load(), m.pubIn[k].bytes.Load()})
 		t.retiredOut[k].add(tally{m.pubOut[k].msgs.Load(), m.pubOut[k].bytes.Load()})
 	}
+	m.chans.each(t.channels.add)
 }
 
 // postedKind is the kind of an answer or event the broker queues itself.
@@ -299,28 +304,95 @@ func (r *resultCounts) snapshot() map[string]int64 {
 	return out
 }
 
-// channelRates counts sampled messages per channel; pointers for the
-// reason resultCounts has them (the channel aliases the read buffer).
+// channelRates is the retired connections' messages per channel, kept
+// for MaxChannelRates channels and OtherChannels.
 type channelRates struct {
 	mu sync.Mutex
-	n  map[string]*int64
+	n  map[string]int64
 }
 
-func (r *channelRates) count(ch string) {
+func (r *channelRates) add(ch string, n int64) {
 	r.mu.Lock()
 	if r.n == nil {
-		r.n = map[string]*int64{OtherChannels: new(int64)}
+		r.n = map[string]int64{}
 	}
-	p, ok := r.n[ch]
-	if !ok {
-		p = r.n[OtherChannels]
-		if len(r.n) <= MaxChannelRates {
-			p = new(int64)
-			r.n[strings.Clone(ch)] = p
+	addChannel(r.n, ch, n)
+	r.mu.Unlock()
+}
+
+// addChannel adds n messages on ch to m, under OtherChannels once m
+// holds MaxChannelRates other channels. ch must not alias a read buffer
+// (connChannels' names are clones).
+func addChannel(m map[string]int64, ch string, n int64) {
+	if _, ok := m[ch]; !ok && ch != OtherChannels {
+		if len(m)-btoi(m[OtherChannels] != 0) >= MaxChannelRates {
+			ch = OtherChannels
 		}
 	}
-	*p++
-	r.mu.Unlock()
+	m[ch] += n
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// connChannels counts one connection's routed messages by channel,
+// exactly. Its reader counts: a run on one channel costs a comparison
+// and an atomic add on its own counter, a new channel a map lookup;
+// Traffic and retire read under mu, which the reader takes only to add
+// a channel to the map.
+type connChannels struct {
+	mu   sync.Mutex
+	n    map[string]*chanCount // by name: at most maxConnChannels and OtherChannels
+	last *chanCount            // the last counted; reader-owned
+}
+
+type chanCount struct {
+	name string // a clone: the channel of a frame aliases its read buffer
+	n    atomic.Int64
+}
+
+func (cc *connChannels) count(ch string) {
+	p := cc.last
+	if p == nil || p.name != ch {
+		if p = cc.n[ch]; p == nil {
+			p = cc.insert(ch)
+		}
+		cc.last = p
+	}
+	p.n.Add(1)
+}
+
+// insert adds ch's counter, or returns OtherChannels' once the
+// connection counts maxConnChannels channels.
+func (cc *connChannels) insert(ch string) *chanCount {
+	name := OtherChannels
+	if len(cc.n)-btoi(cc.n[OtherChannels] != nil) < maxConnChannels {
+		name = strings.Clone(ch)
+	}
+	if p := cc.n[name]; p != nil {
+		return p
+	}
+	p := &chanCount{name: name}
+	cc.mu.Lock()
+	if cc.n == nil {
+		cc.n = make(map[string]*chanCount)
+	}
+	cc.n[name] = p
+	cc.mu.Unlock()
+	return p
+}
+
+// each calls f with every channel's count so far.
+func (cc *connChannels) each(f func(ch string, n int64)) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for name, p := range cc.n {
+		f(name, p.n.Load())
+	}
 }
 
 // histogram counts observations in fixed buckets, safe for concurrent
@@ -399,8 +471,9 @@ type Traffic struct {
 	// stored; RelayBatch is the pushes per group commit (fsync) of the
 	// relay store. Both empty when the broker is not a relay.
 	RelayInbox, RelayBatch HistogramSnapshot
-	// Channels counts sampled messages by channel: multiply by
-	// SampleEvery for an estimate.
+	// Channels counts the messages routed by channel: every one nodes
+	// sent (streams, sends, publications, requests, responses), for
+	// MaxChannelRates channels, the rest under OtherChannels.
 	Channels map[string]int64
 	// Queued and QueuedBytes sum the outbound queues; MaxQueued and
 	// MaxQueuedBytes are the longest one's.
@@ -431,6 +504,36 @@ func (t *Traffic) Sent(k MsgKind) Tally {
 }
 
 func (a *atomicTally) load() Tally { return Tally{a.msgs.Load(), a.bytes.Load()} }
+
+// channelCounts sums the messages per channel of the retired
+// connections, the live ones and the links.
+func (b *Broker) channelCounts() map[string]int64 {
+	t := &b.traffic
+	out := map[string]int64{}
+	add := func(ch string, n int64) {
+		if n > 0 {
+			addChannel(out, ch, n)
+		}
+	}
+	if cl := b.cl; cl != nil {
+		cl.lmu.Lock()
+		for _, c := range cl.links {
+			c.meter.chans.each(add)
+		}
+		cl.lmu.Unlock()
+	}
+	b.mu.Lock()
+	t.channels.mu.Lock()
+	for ch, n := range t.channels.n {
+		add(ch, n)
+	}
+	t.channels.mu.Unlock()
+	for c := range b.conns {
+		c.meter.chans.each(add)
+	}
+	b.mu.Unlock()
+	return out
+}
 
 // Traffic returns the per-message metrics, summed over the connections
 // at the time of the call.
@@ -463,13 +566,6 @@ func (b *Broker) Traffic() Traffic {
 	s.StateWrites = t.stateWrites.Load()
 	s.Routing, s.RoundTrip = t.routing.snapshot(latencyBounds), t.rtt.snapshot(latencyBounds)
 	s.RelayInbox, s.RelayBatch = t.relay.inbox.snapshot(sizeBounds), t.relay.batch.snapshot(sizeBounds)
-	t.channels.mu.Lock()
-	s.Channels = make(map[string]int64, len(t.channels.n))
-	for ch, p := range t.channels.n {
-		if *p > 0 {
-			s.Channels[ch] = *p
-		}
-	}
-	t.channels.mu.Unlock()
+	s.Channels = b.channelCounts()
 	return s
 }

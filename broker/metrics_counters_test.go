@@ -42,32 +42,49 @@ func TestTrafficIsPublishedOncePerReadBatch(t *testing.T) {
 	if got := b.Traffic().In[MsgStream]; got.Msgs != 3 {
 		t.Fatalf("after retiring: %+v", got)
 	}
-	// The first routed message of a connection is sampled: its channel is
-	// counted and its latency observed.
-	if got := b.Traffic(); got.Channels["orders"] != 1 || got.Routing.Count != 1 {
-		t.Fatalf("sampled: channels %v, routing %+v", got.Channels, got.Routing)
+	// The first routed message of a connection is sampled: its latency is
+	// observed. Its channel is counted, as every message's is.
+	if got := b.Traffic(); got.Channels["orders"] != 3 || got.Routing.Count != 1 {
+		t.Fatalf("channels %v, routing %+v", got.Channels, got.Routing)
 	}
 }
 
-func TestChannelRatesKeepAtMostMaxChannelRates(t *testing.T) {
+func TestChannelCountsKeepAtMostMaxChannelRates(t *testing.T) {
 	b, _ := newTestBroker(t, Options{})
 	t.Cleanup(func() { _ = b.Shutdown(t.Context()) })
 	r := &b.traffic.channels
 	for i := range MaxChannelRates {
-		r.count("ch" + strconv.Itoa(i))
+		r.add("ch"+strconv.Itoa(i), 1)
 	}
 	if got := b.Traffic().Channels; len(got) != MaxChannelRates || got[OtherChannels] != 0 {
 		t.Fatalf("%d channels kept, other %d", len(got), got[OtherChannels])
 	}
-	r.count("one-too-many")
-	// A channel read from a frame aliases the read buffer: counting it
-	// again must keep the key it was stored with.
-	buf := []byte("ch0")
-	r.count(unsafe.String(&buf[0], len(buf)))
-	copy(buf, "xyz")
+	r.add("one-too-many", 2)
+	r.add("ch0", 1)
 	got := b.Traffic().Channels
-	if len(got) != MaxChannelRates+1 || got[OtherChannels] != 1 || got["ch0"] != 2 || got["one-too-many"] != 0 || got["xyz"] != 0 {
+	if len(got) != MaxChannelRates+1 || got[OtherChannels] != 2 || got["ch0"] != 2 || got["one-too-many"] != 0 {
 		t.Fatalf("past the limit: %d kept, other %d, ch0 %d", len(got), got[OtherChannels], got["ch0"])
+	}
+}
+
+// A connection counts every message by channel, keeps maxConnChannels
+// apart and the rest under OtherChannels, and never keeps a name that
+// aliases the frame it was read from.
+func TestConnectionChannelCountsAreExactAndBounded(t *testing.T) {
+	var cc connChannels
+	buf := []byte("ch0")
+	for range 3 {
+		cc.count(unsafe.String(&buf[0], len(buf)))
+	}
+	copy(buf, "xyz") // the read buffer reused
+	for i := range maxConnChannels + 2 {
+		cc.count("c" + strconv.Itoa(i))
+	}
+	cc.count("c1")
+	got := map[string]int64{}
+	cc.each(func(ch string, n int64) { got[ch] += n })
+	if got["ch0"] != 3 || got["xyz"] != 0 || got["c1"] != 2 || got[OtherChannels] != 3 || len(got) != maxConnChannels+1 {
+		t.Fatalf("%d kept: ch0 %d, c1 %d, other %d", len(got), got["ch0"], got["c1"], got[OtherChannels])
 	}
 }
 
@@ -173,5 +190,23 @@ func TestRelayMeterObservesInboxSizesAndCommitBatches(t *testing.T) {
 	// The third commit is observed when a fourth one begins.
 	if batch.Count != 2 || batch.Counts[0] != 2 {
 		t.Fatalf("commit batches: %+v", batch)
+	}
+}
+
+// What exact channel counts cost a routed message: a run on one channel,
+// and a connection that switches among four on every message.
+func BenchmarkConnChannelCount(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(strconv.Itoa(n)+"-channels", func(b *testing.B) {
+			var cc connChannels
+			names := make([]string, n)
+			for i := range names {
+				names[i] = "telemetry.sensor-" + strconv.Itoa(i)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				cc.count(names[i%n])
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"maps"
 	"net/http"
 
 	"busbar/broker"
@@ -71,8 +72,8 @@ type TrafficStatus struct {
 	// in each (not cumulative; one more for above the last bound).
 	Routing   Latency `json:"routing"`
 	RoundTrip Latency `json:"round_trip"`
-	// Channels estimates the messages routed per channel: the sampled
-	// count times broker.SampleEvery.
+	// Channels counts the messages routed per channel, exactly
+	// (broker.Traffic's Channels).
 	Channels map[string]int64 `json:"channels"`
 	// RelayInbox and RelayBatch are the relay histograms (blobs in an
 	// inbox after a push, pushes per fsync); absent when not a relay.
@@ -104,9 +105,7 @@ func trafficStatus(t *broker.Traffic) TrafficStatus {
 	for _, k := range broker.MsgKinds() {
 		s.In[k.String()], s.Out[k.String()] = t.In[k], t.Sent(k)
 	}
-	for ch, n := range t.Channels {
-		s.Channels[ch] = n * broker.SampleEvery
-	}
+	maps.Copy(s.Channels, t.Channels)
 	return s
 }
 

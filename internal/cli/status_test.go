@@ -112,3 +112,39 @@ func TestStatusWithoutABrokerSaysStartOne(t *testing.T) {
 		t.Errorf("bad --http: exit %d (%q)", code, errOut)
 	}
 }
+
+// The status API's per-channel counts are exact: known traffic through
+// the binary, from short-lived connections (whose first message a
+// sampled count would multiply), reads back as sent.
+func TestStatusChannelCountsMatchTheTrafficSent(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "d"))
+	s.busbar(t, "", "pub", "telemetry.temp", "21")
+	for range 5 {
+		s.busbar(t, "", "pub", "orders.new", "x")
+	}
+	_, _ = s.background(t, "reply", "upper", "--echo", "--name", "up")
+	s.waitLs(t, "the replier", hasNode("up", "handlers", "upper"))
+	for range 3 {
+		if code, _, errOut := s.busbar(t, "", "req", "up", "upper", "hi"); code != 0 {
+			t.Fatalf("req: %d %s", code, errOut)
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(s.data, "http-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each request and its response count on the channel: 3 + 3.
+	want := map[string]int64{"telemetry.temp": 1, "orders.new": 5, "upper": 6}
+	testbroker.Await(t, 30*time.Second, "the counts", func() error {
+		st, err := fetchStatus(t.Context(), localHTTP(s.data), strings.TrimSpace(string(tok)))
+		if err != nil {
+			return err
+		}
+		for ch, n := range want {
+			if st.Traffic.Channels[ch] != n {
+				return fmt.Errorf("channels %v, want %v", st.Traffic.Channels, want)
+			}
+		}
+		return nil
+	})
+}
