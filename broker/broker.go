@@ -55,7 +55,8 @@ type Broker struct {
 	network   int                // of external, network peers: at most MaxConnections - LocalReserve
 
 	serving sync.WaitGroup // one per ServeConn and per Serve loop
-	sweeper sync.WaitGroup
+	sweeper sync.WaitGroup // sweep and sampleHistory
+	history sampleRing
 	stop    chan struct{} // closed by Shutdown
 
 	stats   stats
@@ -97,8 +98,9 @@ func New(opts Options) (*Broker, error) {
 		_ = b.state.close()
 		return nil, err
 	}
-	b.sweeper.Add(1)
+	b.sweeper.Add(2)
 	go b.sweep()
+	go b.sampleHistory()
 	return b, nil
 }
 

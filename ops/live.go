@@ -52,6 +52,10 @@ type LiveFrame struct {
 	// Events are the broker's events (state changes, refusals, delivery
 	// issues) since the previous frame; the first frame has every kept one.
 	Events []broker.Event `json:"events"`
+	// Samples are the broker's history samples (broker.HistoryInterval
+	// apart) since the previous frame's; the first frame has every kept
+	// one, so the page's charts show the last minutes at once.
+	Samples []broker.Sample `json:"samples"`
 }
 
 // liveFeeds counts the feeds being served.
@@ -84,6 +88,7 @@ func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 	defer tick.Stop()
 	var (
 		after    uint64
+		sampled  time.Time // the last sample sent
 		probed   time.Time
 		notReady error
 	)
@@ -91,7 +96,7 @@ func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 		if err := o.Broker.Ready(); err != nil || time.Since(probed) >= liveProbeEvery {
 			notReady, probed = o.notReady(), time.Now()
 		}
-		f := o.liveFrame(&after, notReady)
+		f := o.liveFrame(&after, &sampled, notReady)
 		// The frame, then a ping whose pong must come back within
 		// liveWriteTimeout: socket buffers would take many frames from a
 		// page that does not read before a write blocked, but the pong
@@ -117,11 +122,21 @@ func (o Options) feed(ctx context.Context, c *websocket.Conn) {
 	}
 }
 
-// liveFrame reads a frame; after is the last event sent, advanced.
-func (o Options) liveFrame(after *uint64, notReady error) LiveFrame {
+// liveFrame reads a frame; after is the last event sent and sampled the
+// last sample's time, both advanced.
+func (o Options) liveFrame(after *uint64, sampled *time.Time, notReady error) LiveFrame {
 	f := LiveFrame{Time: time.Now(), Status: o.readStatus(notReady), Keys: map[string][]broker.KeyInfo{}, Events: o.Broker.Events(*after)}
 	if n := len(f.Events); n > 0 {
 		*after = f.Events[n-1].Seq
+	}
+	f.Samples = []broker.Sample{}
+	for _, s := range o.Broker.History() {
+		if s.Time.After(*sampled) {
+			f.Samples = append(f.Samples, s)
+		}
+	}
+	if n := len(f.Samples); n > 0 {
+		*sampled = f.Samples[n-1].Time
 	}
 	for _, ns := range f.Status.Namespaces {
 		if keys, ok := o.Broker.NamespaceKeys(ns.Name, LiveMaxKeys); ok {

@@ -169,3 +169,126 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
 }
+
+// TestDashboardShowsHistoryAtOnceAndReadsAtBothSizes: traffic that
+// happened before the page was opened is charted on its first paint (the
+// broker's history), the channel count on the page is the traffic sent,
+// a run of alike events is folded into one row and the list filters, the
+// chart's window can be chosen, and the page fits a phone's width.
+// Screenshots at 1400×900 and 390×844 are left for a person to look at.
+func TestDashboardShowsHistoryAtOnceAndReadsAtBothSizes(t *testing.T) {
+	exe := chromium(t)
+	e := testbroker.Start(t, "tcp", broker.Options{})
+	base := serveOps(t, e.Broker)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Known traffic, before any page is open: 37 streams on one channel
+	// to a subscriber, 50 writes of one key.
+	sub := testclient.Connect(t, e, "counter")
+	got := make(chan struct{}, 64)
+	if _, err := sub.Scope("p").Channel("orders.new").Subscribe(ctx, func(context.Context, *client.Message) { got <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	pub := testclient.Connect(t, e, "pubnode")
+	const sent = 37
+	for range sent {
+		if err := pub.Scope("p").Channel("orders.new").Emit(ctx, []byte("tick")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range sent {
+		select {
+		case <-got:
+		case <-ctx.Done():
+			t.Fatal("the subscriber did not get every stream")
+		}
+	}
+	for i := range 50 {
+		if _, err := sub.State("inventory").Set(ctx, "widgets", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two samples after the traffic: a rate to chart.
+	testbroker.Await(t, 20*time.Second, "the traffic in the broker's history", func() error {
+		h := e.Broker.History()
+		if n := len(h); n < 2 || h[n-1].In < sent || h[n-2].In < sent {
+			return errors.New("not sampled yet")
+		}
+		return nil
+	})
+
+	tctx := browserTab(t, exe, chromedp.WindowSize(1400, 900))
+	if _, err := chromedp.Run(tctx, chromedp.EmulateViewport(1400, 900)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(tctx, chromedp.Navigate(base+"/?token="+dashToken)); err != nil {
+		t.Fatal(err)
+	}
+	evalBool := func(expr string) (bool, error) { return chromedp.Run(tctx, chromedp.Evaluate[bool](expr)) }
+	evalInt := func(expr string) (int, error) { return chromedp.Run(tctx, chromedp.Evaluate[int](expr)) }
+	awaitTrue := func(what, expr string) {
+		t.Helper()
+		testbroker.Await(t, 20*time.Second, what, func() error {
+			ok, err := evalBool(expr)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("not yet: " + expr)
+			}
+			return nil
+		})
+	}
+	awaitTrue("the first frame", `document.getElementById("updated").textContent !== "never"`)
+	if bars, err := evalInt(`document.querySelectorAll('#chart-rates [data-series="in"]').length`); err != nil || bars == 0 {
+		t.Fatalf("the first paint charts no past traffic: %d bars (%v)", bars, err)
+	}
+	count, err := chromedp.Run(tctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#channels tbody tr")].find(r => r.cells[0].textContent === "orders.new")?.cells[1].textContent ?? ""`))
+	if err != nil || count != "37" {
+		t.Fatalf("the channel shows %q messages, %d were sent (%v)", count, sent, err)
+	}
+	awaitTrue("the folded state writes", `[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("inventory") && r.textContent.includes("×50"))`)
+	if rowsShown, err := evalInt(`document.querySelectorAll("#events tbody tr").length`); err != nil || rowsShown > 15 {
+		t.Fatalf("%d event rows shown (%v)", rowsShown, err)
+	}
+	// Filtered: only matching rows.
+	if _, err := evalBool(`(() => { const f = document.getElementById("event-filter"); f.value = "no-such-thing"; f.dispatchEvent(new Event("input")); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
+	awaitTrue("the filter", `document.querySelectorAll("#events tbody tr").length === 0 && document.getElementById("event-count").textContent.startsWith("0 of")`)
+	if _, err := evalBool(`(() => { const f = document.getElementById("event-filter"); f.value = ""; f.dispatchEvent(new Event("input")); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
+	// The window: a minute.
+	if _, err := evalBool(`(() => { const w = document.getElementById("window"); w.value = "60"; w.dispatchEvent(new Event("change")); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
+	awaitTrue("the one-minute window", `[...document.querySelectorAll("#chart-rates text")].some(x => x.textContent === "-60 s")`)
+
+	dir := os.Getenv("BUSBAR_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shoot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100)) // 100: PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", filepath.Join(dir, name), len(png))
+	}
+	shoot("dashboard-1400x900.png")
+
+	if _, err := chromedp.Run(tctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(1))); err != nil {
+		t.Fatal(err)
+	}
+	awaitTrue("the phone's width", `window.innerWidth === 390`)
+	if overflow, err := evalInt(`document.documentElement.scrollWidth - window.innerWidth`); err != nil || overflow > 0 {
+		t.Fatalf("the page is %d px wider than a 390 px screen (%v)", overflow, err)
+	}
+	shoot("dashboard-390x844.png")
+}
