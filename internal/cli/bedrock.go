@@ -15,7 +15,7 @@ func runBedrock(args []string, stdio IO) int {
 	if code, ok := pickSubcommand(stdio, "bedrock", args); !ok {
 		return code
 	}
-	v := newVerb("bedrock bridge", "", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("bedrock bridge", func(n int) bool { return n == 0 }, stdio)
 	medium := v.fs.String("medium", "stdio", "the medium: stdio (one message per line on stdin and stdout)")
 	addonID := v.fs.String("addon-id", bridge.ServiceName, "the bridge's add-on id (src) on the medium")
 	exportState := v.fs.String("export-state", "", "busbar namespaces to mirror onto the medium (comma-separated)")

@@ -48,8 +48,8 @@ type benchFlags struct {
 	endBar   func() // ends the progress bar's line, if one is drawn
 }
 
-func newBench(name, usage string, stdio IO) *benchFlags {
-	v := newVerb("bench "+name, usage, func(n int) bool { return n <= 1 }, stdio)
+func newBench(name string, stdio IO) *benchFlags {
+	v := newVerb("bench "+name, func(n int) bool { return n <= 1 }, stdio)
 	return &benchFlags{
 		v:        v,
 		size:     v.fs.Int("size", 128, "payload bytes (at least 8: the send timestamp)"),
@@ -108,7 +108,7 @@ func closeAll(cs []*client.Client) {
 func subscriberOptions(o *client.Options) { o.DispatchQueue = 1 << 16 }
 
 func benchPub(args []string, stdio IO) int {
-	f := newBench("pub", "[CHANNEL]", stdio)
+	f := newBench("pub", stdio)
 	if !f.v.parse(args) {
 		return exitUsage
 	}
@@ -127,7 +127,7 @@ func benchPub(args []string, stdio IO) int {
 }
 
 func benchSub(args []string, stdio IO) int {
-	f := newBench("sub", "[CHANNEL]", stdio)
+	f := newBench("sub", stdio)
 	if !f.v.parse(args) {
 		return exitUsage
 	}
@@ -160,7 +160,7 @@ func benchSub(args []string, stdio IO) int {
 }
 
 func benchPubSub(args []string, stdio IO) int {
-	f := newBench("pubsub", "[CHANNEL]", stdio)
+	f := newBench("pubsub", stdio)
 	subs := f.v.fs.Int("subs", 1, "subscribers, one connection each")
 	if !f.v.parse(args) {
 		return exitUsage
@@ -218,7 +218,7 @@ func shortfalls(sent loadgen.Result, subs []loadgen.Result) []string {
 }
 
 func benchReq(args []string, stdio IO) int {
-	f := newBench("req", "[CHANNEL]", stdio)
+	f := newBench("req", stdio)
 	concurrency := f.v.fs.Int("concurrency", 1, "requests in flight per client")
 	target := f.v.fs.String("target", "", "node whose handler answers (default: start an echo replier)")
 	if !f.v.parse(args) {

@@ -89,14 +89,14 @@ func TestServeJoinsABusThroughNATS(t *testing.T) {
 }
 
 func TestServeNATSNeedsAName(t *testing.T) {
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--nats", "nats://127.0.0.1:1")
+	code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d"), "--nats", "nats://127.0.0.1:1")
 	if code != exitUsage || !strings.Contains(errOut, "--nats needs --name") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
 
 func TestServeNATSUnreachableFails(t *testing.T) {
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--tcp", "off", "--name", "b1", "--nats", "nats://127.0.0.1:1")
+	code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d"), "--tcp", "off", "--name", "b1", "--nats", "nats://127.0.0.1:1")
 	if code != exitFail || !strings.Contains(errOut, "cannot join the bus") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -124,13 +124,13 @@ func TestServeNATSBusKeyIsChecked(t *testing.T) {
 		{[]string{"--nats-bus-key", filepath.Join(dir, "missing.key")}, "no such file"},
 		{[]string{"--nats-bus-seal"}, "--nats-bus-seal needs --nats-bus-key"},
 	} {
-		args := append([]string{"serve", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1"}, tc.args...)
+		args := append([]string{"serve", "--http", "off", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1"}, tc.args...)
 		if code, _, errOut := runEnv(t, nil, "", args...); code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d: %s", tc.args, code, errOut)
 		}
 	}
 	if runtime.GOOS != "windows" {
-		code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1", "--nats-bus-key", open)
+		code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(dir, "d"), "--name", "b1", "--nats", "nats://127.0.0.1:1", "--nats-bus-key", open)
 		if code != exitUsage || !strings.Contains(errOut, "other users could read it") {
 			t.Errorf("a key file of mode 0644: exit %d: %s", code, errOut)
 		}
@@ -140,7 +140,7 @@ func TestServeNATSBusKeyIsChecked(t *testing.T) {
 // --nats-relays reaches the broker: a name no broker can have is refused
 // at start, before NATS is dialled.
 func TestServeNATSRelaysAreChecked(t *testing.T) {
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--name", "b1",
+	code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d"), "--name", "b1",
 		"--nats", "nats://127.0.0.1:1", "--nats-relays", "b1,b.2")
 	if code != exitFail || !strings.Contains(errOut, `"b.2" is not a broker name`) {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -64,7 +64,7 @@ func runID(args []string, stdio IO) int {
 	if code, ok := pickSubcommand(stdio, "id", args); !ok {
 		return code
 	}
-	v := newVerb("id "+args[0], "", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("id "+args[0], func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
 	asJSON := v.fs.Bool("json", false, "print the device as a JSON object")
 	if !v.parse(args[1:]) {
@@ -127,7 +127,7 @@ func runDurable(args []string, stdio IO) int {
 // relay can be reached; what it cannot push waits for the next process of
 // this device that reaches it (a listen, another send).
 func durableSend(args []string, stdio IO) int {
-	v := newVerb("durable send", "GROUP [BODY|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	v := newVerb("durable send", func(n int) bool { return n == 1 || n == 2 }, stdio)
 	dev := registerDevice(v)
 	if !v.parse(args) {
 		return exitUsage
@@ -215,7 +215,7 @@ const listenReconnectWaitMax = time.Second
 // another protocol (exitVersionUnsupported), or on a failure it cannot
 // recover from (1), each with one line on stderr.
 func durableListen(args []string, stdio IO) int {
-	v := newVerb("durable listen", "GROUP", func(n int) bool { return n == 1 }, stdio)
+	v := newVerb("durable listen", func(n int) bool { return n == 1 }, stdio)
 	dev := registerDevice(v)
 	asJSON := v.fs.Bool("json", false, "one JSON object per message (the body as a string when it is UTF-8, else body_base64) and per event (with a kind field)")
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per message, the body on stdin; a non-zero exit is a handler failure, retried")
@@ -388,7 +388,7 @@ func eventText(e durable.Event) string {
 // consuming them (--ack removes those printed), and with --follow each
 // new one as it is raised, until interrupted.
 func durableEvents(args []string, stdio IO) int {
-	v := newVerb("durable events", "", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("durable events", func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
 	asJSON := v.fs.Bool("json", false, "one JSON object per event")
 	follow := v.fs.Bool("follow", false, "then print each new event as it is raised, until interrupted")
@@ -460,7 +460,7 @@ func newVersionJSON(rv *durable.RelayVersionUnsupported) *versionJSON {
 // relayVersionUnsupported), and the buffered delivery events, which it
 // reads without removing them.
 func durableStatus(args []string, stdio IO) int {
-	v := newVerb("durable status", "", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("durable status", func(n int) bool { return n == 0 }, stdio)
 	dev := registerDevice(v)
 	asJSON := v.fs.Bool("json", false, "print one JSON object")
 	if !v.parse(args) {

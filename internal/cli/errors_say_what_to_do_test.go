@@ -56,7 +56,7 @@ func TestNoBrokerSaysStartOne(t *testing.T) {
 func TestSecondServeOnADataDirectoryInUse(t *testing.T) {
 	s := startServe(t, filepath.Join(t.TempDir(), "d"))
 	start := time.Now()
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", s.data, "--tcp", "off", "--unix", filepath.Join(t.TempDir(), "other.sock"))
+	code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", s.data, "--tcp", "off", "--unix", filepath.Join(t.TempDir(), "other.sock"))
 	if code != exitFail {
 		t.Errorf("second serve: exit %d", code)
 	}
@@ -74,7 +74,7 @@ func TestServeOnAPortInUseNamesTheWayOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--tcp", ln.Addr().String())
+	code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d"), "--tcp", ln.Addr().String())
 	if code != exitFail {
 		t.Errorf("exit %d", code)
 	}

@@ -17,19 +17,20 @@ import (
 	"busbar/seal"
 )
 
-// groupOps are the operations of `busbar group`, with their arguments
-// and what they do, for the help.
+// groupOps are the operations of `busbar group`: the positional
+// arguments each takes and what runs it (their usage and help are the
+// help pages', help.go).
 var groupOps = []struct {
-	name, usage, summary string
-	nargs                int
-	run                  func(g *groupVerb, stdio IO) int
+	name  string
+	nargs int
+	run   func(g *groupVerb, stdio IO) int
 }{
-	{"create", "NAME [--label L]", "start a group with this device its only member (makes the device if it has no identity yet)", 1, (*groupVerb).create},
-	{"invite", "NAME [--ttl 24h]", "print an invitation token for one device to join NAME", 1, (*groupVerb).invite},
-	{"join", "TOKEN|- [--label L]", "ask to join with a token (the Pair is queued, then pushed once to the relay)", 1, (*groupVerb).join},
-	{"show", "NAME [--json]", "print the members (device ids, labels) and the epoch of NAME", 1, (*groupVerb).show},
-	{"leave", "NAME", "leave NAME (the others are told through the relay); the last member deletes it", 1, (*groupVerb).leave},
-	{"revoke", "NAME DEVICE", "remove DEVICE from NAME (it and the members are told through the relay)", 2, (*groupVerb).revoke},
+	{"create", 1, (*groupVerb).create},
+	{"invite", 1, (*groupVerb).invite},
+	{"join", 1, (*groupVerb).join},
+	{"show", 1, (*groupVerb).show},
+	{"leave", 1, (*groupVerb).leave},
+	{"revoke", 2, (*groupVerb).revoke},
 }
 
 // groupVerb is one `busbar group` operation: its flags and the device.
@@ -49,7 +50,7 @@ func runGroup(args []string, stdio IO) int {
 		if len(args) == 0 || args[0] != op.name {
 			continue
 		}
-		g := &groupVerb{verbSetup: newVerb("group "+op.name, op.usage, func(n int) bool { return n == op.nargs }, stdio)}
+		g := &groupVerb{verbSetup: newVerb("group "+op.name, func(n int) bool { return n == op.nargs }, stdio)}
 		g.fs.StringVar(&g.device, "device", os.Getenv(envDevice), "device directory (env "+envDevice+"; default <data>/device)")
 		switch op.name {
 		case "create", "join":

@@ -46,7 +46,7 @@ func (c commandFlags) Set(s string) error {
 }
 
 func runPortServe(args []string, stdio IO) int {
-	v := newVerb("port serve", "NAME --exec CMD [flags]", func(n int) bool { return n == 1 }, stdio)
+	v := newVerb("port serve", func(n int) bool { return n == 1 }, stdio)
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per request: the command in $BUSBAR_PORT_COMMAND, the JSON arguments on stdin, the reply body from stdout; exit 0 is rc 0, 5 a warning, any other an error (rc 10, or the status when 10 or more), the text from stderr")
 	commands := commandFlags{}
 	v.fs.Var(commands, "command", "a command the port lists in help, as NAME=DESCRIPTION (repeatable); with none, every command goes to CMD")
@@ -192,7 +192,7 @@ func bandNote(rc wire.RC) string {
 }
 
 func runPortCall(args []string, stdio IO) int {
-	v := newVerb("port call", "NAME|PATH COMMAND [ARGS|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	v := newVerb("port call", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	if !v.parse(args) {
 		return exitUsage
 	}

@@ -35,9 +35,10 @@ type principalFlags struct {
 	file string // --principals
 }
 
-func newPrincipalVerb(op, usage string, nargs int, stdio IO) *principalFlags {
+func newPrincipalVerb(op string, nargs int, stdio IO) *principalFlags {
 	name := "principal " + op
-	v := &verbSetup{name: name, usage: usage, nargs: func(n int) bool { return n == nargs }, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
+	p, _ := page(name)
+	v := &verbSetup{name: name, usage: p.args, nargs: func(n int) bool { return n == nargs }, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	// This edits a file: of the connection flags only --data applies (it
 	// locates principals.json); the others are not offered at all.
 	v.fs.Var(dirFlag{&v.conn.data}, "data", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
@@ -74,7 +75,7 @@ func (l *patternList) Set(s string) error {
 }
 
 func principalAdd(args []string, stdio IO) int {
-	f := newPrincipalVerb("add", "NAME", 1, stdio)
+	f := newPrincipalVerb("add", 1, stdio)
 	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
 	nodes := patternList{}
 	f.v.fs.Var(&nodes, "nodes", `node names the principal may connect as: "*", "prefix-*" or a name (comma-separated, repeatable; default "*")`)
@@ -193,7 +194,7 @@ type principalJSON struct {
 }
 
 func principalList(args []string, stdio IO) int {
-	f := newPrincipalVerb("list", "", 0, stdio)
+	f := newPrincipalVerb("list", 0, stdio)
 	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
 	asJSON := f.v.fs.Bool("json", false, "print a JSON array")
 	if !f.v.parse(args) {
@@ -259,7 +260,7 @@ func joinPatterns(ps []auth.Pattern) string {
 }
 
 func principalRemove(args []string, stdio IO) int {
-	f := newPrincipalVerb("remove", "NAME", 1, stdio)
+	f := newPrincipalVerb("remove", 1, stdio)
 	f.v.fs.StringVar(&f.file, "principals", "", "principals file (default <data>/principals.json)")
 	if !f.v.parse(args) {
 		return exitUsage

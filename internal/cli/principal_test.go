@@ -133,11 +133,11 @@ func (e *waitErr) Error() string { return e.s }
 // bad input, and the queue must hold a whole payload.
 func TestServeLimitFlagsAtTheirEdges(t *testing.T) {
 	for _, args := range [][]string{{"--max-payload", "0"}, {"--max-connections", "-1"}, {"--max-queue-messages", "0"}, {"--max-queue-bytes", "0"}} {
-		if code, _, errOut := runEnv(t, nil, "", append([]string{"serve", "--data", filepath.Join(t.TempDir(), "d")}, args...)...); code != exitUsage || !strings.Contains(errOut, "positive") {
+		if code, _, errOut := runEnv(t, nil, "", append([]string{"serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d")}, args...)...); code != exitUsage || !strings.Contains(errOut, "positive") {
 			t.Errorf("serve %v: exit %d %s", args, code, errOut)
 		}
 	}
-	if code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "d"), "--max-payload", "1000", "--max-queue-bytes", "999"); code != exitFail || !strings.Contains(errOut, "MaxQueueBytes 999") {
+	if code, _, errOut := runEnv(t, nil, "", "serve", "--http", "off", "--data", filepath.Join(t.TempDir(), "d"), "--max-payload", "1000", "--max-queue-bytes", "999"); code != exitFail || !strings.Contains(errOut, "MaxQueueBytes 999") {
 		t.Errorf("queue smaller than a payload: exit %d %s", code, errOut)
 	}
 

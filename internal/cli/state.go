@@ -17,8 +17,7 @@ func runState(args []string, stdio IO) int {
 		return code
 	}
 	op, want := args[0], ops[args[0]]
-	p, _ := page("state " + op)
-	v := newVerb("state "+op, p.args, func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
+	v := newVerb("state "+op, func(n int) bool { return n == want || want == -1 && n <= 1 }, stdio)
 	asString := v.fs.Bool("string", false, "set: take the value as a string, whatever it holds")
 	if !v.parse(args[1:]) {
 		return exitUsage

@@ -35,7 +35,7 @@ func (l *listFlag) Set(s string) error {
 // `nats sub '>'` do: every message its principal may tap and receive, or
 // those on the channel patterns given and to or from the nodes given.
 func runTap(args []string, stdio IO) int {
-	v := newVerb("tap", "[CHANNEL-PATTERN...]", func(int) bool { return true }, stdio)
+	v := newVerb("tap", func(int) bool { return true }, stdio)
 	var nodes listFlag
 	v.fs.Var(&nodes, "node", "only messages from or to this node (repeat, or a comma list)")
 	asJSON := v.fs.Bool("json", false, "print each message as one JSON object per line")

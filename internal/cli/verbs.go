@@ -89,8 +89,15 @@ type verbSetup struct {
 	check func() error          // checks the positional arguments before connecting
 }
 
-func newVerb(name, usage string, nargs func(int) bool, stdio IO) *verbSetup {
-	v := &verbSetup{name: name, usage: usage, nargs: nargs, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
+// newVerb sets up verb name (its help page's path, "pub" or "state
+// get"), whose positional arguments nargs accepts; the usage its errors
+// name is the help page's, the one source of a verb's arguments.
+func newVerb(name string, nargs func(int) bool, stdio IO) *verbSetup {
+	p, ok := page(name)
+	if !ok {
+		panic("cli: verb " + name + " has no help page")
+	}
+	v := &verbSetup{name: name, usage: p.args, nargs: nargs, stdio: stdio, fs: flag.NewFlagSet("busbar "+name, flag.ContinueOnError)}
 	v.conn.register(v.fs)
 	return v
 }
@@ -239,7 +246,7 @@ func (v *verbSetup) call(args []string, stdio IO, payloadArg int, do func(c *cli
 }
 
 func runPub(args []string, stdio IO) int {
-	v := newVerb("pub", "CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 1 || n == 2 }, stdio)
+	v := newVerb("pub", func(n int) bool { return n == 1 || n == 2 }, stdio)
 	quiet := v.fs.Bool("quiet", false, "print nothing; the exit status says whether any node accepted")
 	verbose := v.fs.Bool("verbose", false, "also print the publisher's own node")
 	asJSON := v.fs.Bool("json", false, `print one JSON object per candidate node: {"node","result","id","rc","error","elapsed"} (elapsed in milliseconds)`)
@@ -317,7 +324,7 @@ func printPublished(w io.Writer, res client.PublishResult, self string, verbose,
 }
 
 func runSend(args []string, stdio IO) int {
-	v := newVerb("send", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	v := newVerb("send", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	asJSON := v.fs.Bool("json", false, `print the receipt as one JSON object: {"node","result","id","rc","error","elapsed"} (elapsed in milliseconds)`)
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
 		start := time.Now()
@@ -345,7 +352,7 @@ func runSend(args []string, stdio IO) int {
 }
 
 func runReq(args []string, stdio IO) int {
-	v := newVerb("req", "TARGET CHANNEL [PAYLOAD|-]", func(n int) bool { return n == 2 || n == 3 }, stdio)
+	v := newVerb("req", func(n int) bool { return n == 2 || n == 3 }, stdio)
 	asJSON := v.fs.Bool("json", false, `print the outcome as one JSON object: {"node","result","id","rc","error","elapsed"} and the reply's payload (elapsed in milliseconds)`)
 	v.check = func() error { return reqArgOrder(v.args) }
 	return v.call(args, stdio, 2, func(c *client.Client, ctx context.Context, payload []byte) int {
@@ -497,7 +504,7 @@ func plainLine(s string) bool {
 }
 
 func runSub(args []string, stdio IO) int {
-	v := newVerb("sub", "CHANNEL|PATTERN", func(n int) bool { return n == 1 }, stdio)
+	v := newVerb("sub", func(n int) bool { return n == 1 }, stdio)
 	asJSON := v.fs.Bool("json", false, "print each whole message as one JSON object")
 	raw := v.fs.Bool("raw", false, "write each payload's bytes as they are, nothing added")
 	count := v.fs.Int("count", 0, "exit after this many messages (0: run until interrupted)")
@@ -572,7 +579,7 @@ func runSub(args []string, stdio IO) int {
 }
 
 func runReply(args []string, stdio IO) int {
-	v := newVerb("reply", "CHANNEL (--echo | --exec CMD)", func(n int) bool { return n == 1 }, stdio)
+	v := newVerb("reply", func(n int) bool { return n == 1 }, stdio)
 	echo := v.fs.Bool("echo", false, "answer each request with its own payload")
 	command := v.fs.String("exec", "", "run CMD (with sh -c) per request: payload on stdin, reply from stdout; a non-zero exit fails the request")
 	count := v.fs.Int("count", 0, "exit after answering this many requests (0: run until interrupted)")
@@ -649,7 +656,7 @@ func execHandler(ctx context.Context, command string, payload []byte) ([]byte, e
 }
 
 func runLs(args []string, stdio IO) int {
-	v := newVerb("ls", "", func(n int) bool { return n == 0 }, stdio)
+	v := newVerb("ls", func(n int) bool { return n == 0 }, stdio)
 	asJSON := v.fs.Bool("json", false, "print JSON (with --watch: one object per line)")
 	services := v.fs.Bool("services", false, "list the service registry instead of the nodes")
 	watch := v.fs.Bool("watch", false, "list the service registry, then print each change as it happens (until interrupted)")
