@@ -13,6 +13,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"busbar/broker"
 	"busbar/internal/testbroker"
 	"busbar/internal/testbus"
@@ -30,9 +32,9 @@ type busRelay struct {
 
 // startBusRelays runs b1 and b2 on two NATS servers, b2 the bus's only
 // relay broker, each with a trueseal server whose key is key.
-func startBusRelays(t *testing.T) (a, b *busRelay, key []byte) {
+func startBusRelays(t *testing.T, mods ...func(*server.Options)) (a, b *busRelay, key []byte) {
 	t.Helper()
-	nc := testnats.Start(t, 2)
+	nc := testnats.Start(t, 2, mods...)
 	k := newDevice(t) // one key pair for both servers: the shared key file's
 	var out []*busRelay
 	for i := range 2 {
@@ -229,4 +231,25 @@ func TestBusPushIsNotAckedAndSessionsCloseWhenTheHomeIsDown(t *testing.T) {
 	r2 := receiveSession(t, a.addr, key, dev)
 	r2.expectEnd()
 	checkLogs(t, dev.Public, a, b)
+}
+
+// TestBusPushOverTheNATSPayloadIsRefusedForGood: a push forwarded to its
+// home must fit NATS's max_payload less broker.ClusterRelayHeaderRoom (the
+// device id and the rest go in headers); one byte more is refused for
+// good, Error, as the SDK must drop it, and the session goes on.
+func TestBusPushOverTheNATSPayloadIsRefusedForGood(t *testing.T) {
+	const maxPayload = 16 << 10 // NATS's default 1 MiB is past any envelope
+	a, b, key := startBusRelays(t, func(o *server.Options) { o.MaxPayload = maxPayload })
+	dev := newDevice(t)
+	limit := maxPayload - broker.ClusterRelayHeaderRoom
+	p := pushSession(t, a.addr, key)
+	p.push(dev.Public, bytes.Repeat([]byte("s"), limit))
+	p.expect(Ack)
+	p.push(dev.Public, bytes.Repeat([]byte("s"), limit+1))
+	p.expect(Error)
+	p.push(dev.Public, []byte("small"))
+	p.expect(Ack)
+	if got := b.blobs(dev.Public); got != 2 {
+		t.Fatalf("the home holds %d blobs, want 2", got)
+	}
 }
