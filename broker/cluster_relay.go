@@ -358,6 +358,16 @@ func (cl *cluster) onRelayed(m *nats.Msg) {
 		if err != nil || d == nil || d.home != home {
 			return // ended here: what it was sends again next session
 		}
+		if d.edge { // only this goroutine reads and writes d.got
+			// A home before the numbering sends none: nothing to check.
+			if n, err := strconv.ParseUint(m.Header.Get(rhN), 10, 64); err == nil {
+				if n != d.got+1 {
+					d.cancel() // a blob lost between brokers: the next session starts again from it
+					return
+				}
+				d.got = n
+			}
+		}
 		select {
 		case d.in <- relayedBlob{seq: seq, data: m.Data}:
 		default: // the home broke the window: start again from what is not acked
@@ -676,9 +686,10 @@ func (b *Broker) homeAck(from string, m *nats.Msg) *refusal {
 	return b.ackSession(d, ranges, m.Data)
 }
 
-// sendDelivery sends one blob of session d to the broker that opened it.
-func (cl *cluster) sendDelivery(d *delivery, blob relay.Blob) error {
-	msg := relayMsg(ropDeliver, blob.Data, rhSid, d.sid, rhSeq, strconv.FormatUint(uint64(blob.Seq), 10))
+// sendDelivery sends blob number n of session d to the broker that
+// opened it.
+func (cl *cluster) sendDelivery(d *delivery, blob relay.Blob, n uint64) error {
+	msg := relayMsg(ropDeliver, blob.Data, rhSid, d.sid, rhSeq, strconv.FormatUint(uint64(blob.Seq), 10), rhN, strconv.FormatUint(n, 10))
 	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + d.peer + "." + cl.b.opts.Name
 	return cl.publish(msg.Subject, msg.Header, msg.Data)
 }

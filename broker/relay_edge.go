@@ -166,8 +166,10 @@ type EdgeSession struct {
 // Receive opens device's receive session, waiting for its home to open it
 // when the inbox is elsewhere (ctx bounds the wait; so does the bus's
 // RelayTimeout). The session ends, and Next fails, when its home leaves
-// the bus or stops delivering to it: the edge then closes its device's
-// connection, and the device, reconnecting, gets what it did not ack.
+// the bus or stops delivering to it, or when a blob the home sent is lost
+// between brokers (the home numbers them): the edge then closes its
+// device's connection, and the device, reconnecting, gets what it did not
+// ack, in order.
 func (x *EdgeInboxes) Receive(ctx context.Context, device string) (*EdgeSession, error) {
 	if !edgeDevice(x.proto, device) {
 		return nil, relay.ErrMalformed
@@ -186,7 +188,7 @@ func (x *EdgeInboxes) Receive(ctx context.Context, device string) (*EdgeSession,
 	}
 	cl := b.cl
 	dctx, cancel := context.WithCancel(b.ctx)
-	d := &delivery{device: device, home: home, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{})}
+	d := &delivery{device: device, home: home, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{}), edge: true}
 	close(d.done) // no goroutine of the broker's delivers it: the edge reads d.in
 	fw := &cl.relay
 	fw.mu.Lock()

@@ -7,6 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"busbar/broker"
+	"busbar/internal/testbroker"
+	"busbar/internal/testnats"
 	"busbar/wire"
 )
 
@@ -76,5 +79,70 @@ func TestBusEdgePushReachesOnlyItsProtocolsInboxes(t *testing.T) {
 	}
 	if in := home.Broker.RelayStore().Inbox("trueseal.abc"); in.Blobs != 1 {
 		t.Fatalf("the trueseal inbox holds %d blobs, want 1", in.Blobs)
+	}
+}
+
+// TestBusEdgeSessionEndsOnADeliveryLostBetweenBrokers: the home numbers
+// the blobs it sends a forwarded edge session; one that does not follow
+// the last (a NATS message lost on the way) ends the session instead of
+// overtaking the lost blob, so the device, reconnecting, gets both in
+// order. The home is a NATS client speaking as broker bx.
+func TestBusEdgeSessionEndsOnADeliveryLostBetweenBrokers(t *testing.T) {
+	nc := testnats.Start(t, 1)
+	opts := testOpts()
+	opts.Name = "b1"
+	opts.Cluster = broker.ClusterOptions{URLs: nc.URLs(), Heartbeat: busHeartbeat, Lease: busLease, Relays: []string{"bx"}}
+	e := testbroker.Start(t, "tcp", opts)
+	home := startFakeHome(t, nc.URL(0))
+	testbroker.Eventually(t, busSettle, "the fake home on the bus", func() bool { return where(e)["fakenode"] == "bx" })
+	x, err := e.Broker.EdgeInboxes("trueseal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	type opened struct {
+		s   *broker.EdgeSession
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := x.Receive(ctx, "trueseal.abc")
+		ch <- opened{s, err}
+	}()
+	m := home.next(t)
+	if m.Header.Get("op") != "edgereceive" || m.Header.Get("proto") != "trueseal" || m.Header.Get("device") != "trueseal.abc" {
+		t.Fatalf("forwarded: %v", m.Header)
+	}
+	send := func(kv ...string) {
+		t.Helper()
+		msg := nats.NewMsg("busbar.relayed.b1.bx")
+		for i := 0; i+1 < len(kv); i += 2 {
+			msg.Header.Set(kv[i], kv[i+1])
+		}
+		if kv[1] == "deliver" {
+			msg.Data = []byte("blob " + kv[len(kv)-1])
+		}
+		if err := home.nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("op", "answer", "id", m.Header.Get("id"))
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	defer o.s.Close()
+	sid := m.Header.Get("sid")
+	send("op", "deliver", "sid", sid, "seq", "10", "n", "1")
+	if b, err := o.s.Next(ctx); err != nil || b.Seq != 10 || string(b.Data) != "blob 1" {
+		t.Fatalf("the first blob: %v %q %v", b.Seq, b.Data, err)
+	}
+	send("op", "deliver", "sid", sid, "seq", "12", "n", "3") // number 2 lost
+	if b, err := o.s.Next(ctx); err == nil {
+		t.Fatalf("got blob %d %q past a lost one, want the session ended", b.Seq, b.Data)
+	}
+	o.s.Close()
+	if m := home.next(t); m.Header.Get("op") != "end" || m.Header.Get("sid") != sid {
+		t.Fatalf("after the session: %v", m.Header)
 	}
 }
