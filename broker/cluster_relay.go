@@ -64,6 +64,7 @@ const (
 	rhText   = "text"
 	rhDevice = "device"
 	rhSeq    = "seq"
+	rhProto  = "proto" // an edge protocol's inbox (relay_edge.go): its name
 
 	ropPush     = "push"
 	ropReceive  = "receive"
@@ -74,6 +75,12 @@ const (
 	ropAnswer   = "answer"
 	ropDeliver  = "deliver"
 	ropTaken    = "taken" // home → broker: a newer session of the device took over session sid
+	// An edge protocol's push and receive (relay_edge.go): ops of their
+	// own, so a home that predates them refuses them (an unknown
+	// operation, answered as temporary) rather than read them as
+	// busbar's.
+	ropEdgePush    = "edgepush"
+	ropEdgeReceive = "edgereceive"
 )
 
 // relayForwards is a broker's side of the inboxes kept elsewhere: the
@@ -351,10 +358,24 @@ func (cl *cluster) onRelayed(m *nats.Msg) {
 		if err != nil || d == nil || d.home != home {
 			return // ended here: what it was sends again next session
 		}
+		if d.edge { // only this goroutine reads and writes d.got
+			// A home before the numbering sends none: nothing to check.
+			if n, err := strconv.ParseUint(m.Header.Get(rhN), 10, 64); err == nil {
+				if n != d.got+1 {
+					d.cancel() // a blob lost between brokers: the next session starts again from it
+					return
+				}
+				d.got = n
+			}
+		}
 		select {
 		case d.in <- relayedBlob{seq: seq, data: m.Data}:
 		default: // the home broke the window: start again from what is not acked
-			cl.b.log.Warn("relay: a device's home delivered over the window; ending the session", "home", home, "device", d.device)
+			args := []any{"home", home}
+			if !strings.Contains(d.device, ".") { // an edge protocol's device id is its key: never logged
+				args = append(args, "device", d.device)
+			}
+			cl.b.log.Warn("relay: a device's home delivered over the window; ending the session", args...)
 			d.cancel()
 		}
 	case ropTaken:
@@ -460,8 +481,12 @@ func (cl *cluster) onRelay(m *nats.Msg) {
 	switch m.Header.Get(rhOp) {
 	case ropPush:
 		r = b.homePush(from, m)
+	case ropEdgePush:
+		r = b.homeEdgePush(from, m)
 	case ropReceive:
 		r = b.homeReceive(from, m)
+	case ropEdgeReceive:
+		r = b.homeEdgeReceive(from, m)
 	case ropAck, ropAckEvent:
 		if r = b.homeAck(from, m); r == nil {
 			cl.answerRelay(from, id, nil, nil) // none for an event: it has no id
@@ -521,6 +546,27 @@ func (b *Broker) homePush(from string, m *nats.Msg) *refusal {
 	if err != nil {
 		return refuse(wire.ResultMalformed, "not a sealed blob: "+err.Error())
 	}
+	return b.homeAdmit(from, m, id.String())
+}
+
+// homeEdgePush stores a push of an edge protocol's device another broker
+// forwarded (relay_edge.go): the blob is not parsed; the device id must
+// be one of the protocol's, so no edge push reaches a busbar inbox.
+func (b *Broker) homeEdgePush(from string, m *nats.Msg) *refusal {
+	if b.relay.store == nil {
+		return refuse(wire.ResultUnavailable, "broker "+b.opts.Name+" keeps no inboxes (it has no relay directory)")
+	}
+	device := m.Header.Get(rhDevice)
+	if !edgeDevice(m.Header.Get(rhProto), device) {
+		return refuse(wire.ResultMalformed, "not a device of that protocol")
+	}
+	return b.homeAdmit(from, m, device)
+}
+
+// homeAdmit admits a forwarded push for device to the store, in its
+// connection's order; it answers once the blob is synced, or returns its
+// refusal.
+func (b *Broker) homeAdmit(from string, m *nats.Msg, device string) *refusal {
 	pipe := m.Header.Get(rhPipe)
 	n, _ := strconv.ParseUint(m.Header.Get(rhN), 10, 64)
 	key := from + "/" + m.Header.Get(rhConn)
@@ -542,12 +588,12 @@ func (b *Broker) homePush(from string, m *nats.Msg) *refusal {
 		return ref
 	}
 	cl, reqID := b.cl, m.Header.Get(rhID)
-	err = r.store.PushAsync(id.String(), m.Data, func(seq relay.Seq, err error) {
+	err := r.store.PushAsync(device, m.Data, func(seq relay.Seq, err error) {
 		if err != nil {
 			cl.answerRelay(from, reqID, pushRefusal(err), nil)
 			return
 		}
-		b.traffic.relay.pushed(r.store, id.String())
+		b.traffic.relay.pushed(r.store, device)
 		cl.answerRelay(from, reqID, nil, strconv.AppendUint(nil, uint64(seq), 10))
 	})
 	if err != nil {
@@ -566,7 +612,28 @@ func (b *Broker) homeReceive(from string, m *nats.Msg) *refusal {
 	if r.store == nil {
 		return refuse(wire.ResultUnavailable, "broker "+b.opts.Name+" keeps no inboxes (it has no relay directory)")
 	}
+	return b.homeSession(from, m, m.Header.Get(rhDevice), true)
+}
+
+// homeEdgeReceive opens a receive session of an edge protocol's device
+// another broker asked for (that broker ran the protocol's handshake).
+// It ends no other session of the device: an edge protocol may hold
+// several at once (trueseal's relay delivers the inbox to each).
+func (b *Broker) homeEdgeReceive(from string, m *nats.Msg) *refusal {
+	if b.relay.store == nil {
+		return refuse(wire.ResultUnavailable, "broker "+b.opts.Name+" keeps no inboxes (it has no relay directory)")
+	}
 	device := m.Header.Get(rhDevice)
+	if !edgeDevice(m.Header.Get(rhProto), device) {
+		return refuse(wire.ResultMalformed, "not a device of that protocol")
+	}
+	return b.homeSession(from, m, device, false)
+}
+
+// homeSession opens device's session for broker from; one that takes
+// over ends the device's older session.
+func (b *Broker) homeSession(from string, m *nats.Msg, device string, takeOver bool) *refusal {
+	r := &b.relay
 	sess, err := r.store.Session(device)
 	if err != nil {
 		return pushRefusal(err)
@@ -580,8 +647,13 @@ func (b *Broker) homeReceive(from string, m *nats.Msg) *refusal {
 		cancel()
 		return refuse(wire.ResultUnavailable, "the broker is shutting down")
 	}
-	old, dup := r.sessions[device], r.remote[key]
-	r.sessions[device], r.remote[key] = d, d
+	var old *delivery
+	if takeOver {
+		old = r.sessions[device]
+		r.sessions[device] = d
+	}
+	dup := r.remote[key]
+	r.remote[key] = d
 	r.wg.Add(1)
 	r.mu.Unlock()
 	if dup != nil {
@@ -614,9 +686,10 @@ func (b *Broker) homeAck(from string, m *nats.Msg) *refusal {
 	return b.ackSession(d, ranges, m.Data)
 }
 
-// sendDelivery sends one blob of session d to the broker that opened it.
-func (cl *cluster) sendDelivery(d *delivery, blob relay.Blob) error {
-	msg := relayMsg(ropDeliver, blob.Data, rhSid, d.sid, rhSeq, strconv.FormatUint(uint64(blob.Seq), 10))
+// sendDelivery sends blob number n of session d to the broker that
+// opened it.
+func (cl *cluster) sendDelivery(d *delivery, blob relay.Blob, n uint64) error {
+	msg := relayMsg(ropDeliver, blob.Data, rhSid, d.sid, rhSeq, strconv.FormatUint(uint64(blob.Seq), 10), rhN, strconv.FormatUint(n, 10))
 	msg.Subject = cl.opts.SubjectPrefix + ".relayed." + d.peer + "." + cl.b.opts.Name
 	return cl.publish(msg.Subject, msg.Header, msg.Data)
 }

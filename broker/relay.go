@@ -66,6 +66,12 @@ type delivery struct {
 	// wire.DurableWindow, so a receiver's buffer of that size never
 	// overflows.
 	window chan struct{}
+	// sent numbers the blobs a home sends another broker's session (from
+	// 1); got is the last number an edge session forwarded here took
+	// (relay_edge.go): one that does not follow ends the session, so a
+	// blob lost between brokers is never overtaken by the next.
+	sent, got uint64
+	edge      bool
 }
 
 // durableWork joins what a connection started for the relay: its pushes
@@ -375,7 +381,8 @@ func (b *Broker) deliver(ctx context.Context, d *delivery, sess *relay.Session) 
 			return
 		}
 		if d.c == nil { // another broker's device
-			if b.cl.sendDelivery(d, blob) != nil {
+			d.sent++
+			if b.cl.sendDelivery(d, blob, d.sent) != nil {
 				return // that broker's session stalls until it ends it; the blob comes again next session
 			}
 			continue

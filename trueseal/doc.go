@@ -25,6 +25,12 @@
 // ephemeral key in clear). An envelope is never parsed: the relay routes
 // by the 32-byte recipient key in front of it.
 //
-// docs/trueseal.md has the configuration, the limits and what differs
-// from trueseal-relay.
+// Where the inboxes live is the Inboxes the server is given: its own
+// relay store, or the broker's (BusInboxes), which on a bus with relay
+// brokers keeps each inbox on its home broker and forwards pushes,
+// sessions and DeliverAcks there, so any broker with a trueseal listener
+// reaches any trueseal inbox.
+//
+// docs/trueseal.md has the configuration, the limits, the bus and what
+// differs from trueseal-relay.
 package trueseal

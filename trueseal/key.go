@@ -41,8 +41,13 @@ func KeyPath(dir string) string { return filepath.Join(dir, KeyFile) }
 
 // LoadKey reads the relay's static key from dir; a missing file is an
 // error satisfying errors.Is(err, fs.ErrNotExist).
-func LoadKey(dir string) (noise.DHKey, error) {
-	path := KeyPath(dir)
+func LoadKey(dir string) (noise.DHKey, error) { return LoadKeyFile(KeyPath(dir)) }
+
+// LoadKeyFile reads the relay's static key from the key file at path (the
+// format of KeyFile): on a bus, the one file every broker with a trueseal
+// listener is given, so a client configured with its public key may use
+// any of them (docs/trueseal.md#on-a-bus).
+func LoadKeyFile(path string) (noise.DHKey, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return noise.DHKey{}, err
@@ -91,6 +96,21 @@ func LoadOrCreateKey(dir string) (k noise.DHKey, created bool, err error) {
 	if err := ownerperm.MkdirAll(dir); err != nil {
 		return noise.DHKey{}, false, err
 	}
+	return LoadOrCreateKeyFile(KeyPath(dir))
+}
+
+// LoadOrCreateKeyFile reads the relay's static key from path, creating it
+// (owner-only, synced) if there is none, in path's directory, which must
+// exist; created says it was.
+func LoadOrCreateKeyFile(path string) (k noise.DHKey, created bool, err error) {
+	k, err = LoadKeyFile(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return k, false, err
+	}
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
 	k, err = noise.DH25519.GenerateKeypair(rand.Reader)
 	if err != nil {
 		return noise.DHKey{}, false, err
@@ -98,7 +118,7 @@ func LoadOrCreateKey(dir string) (k noise.DHKey, created bool, err error) {
 	// Written whole to a temp file and linked into place: a crash leaves
 	// either no key file or a whole one, and of two processes starting at
 	// once the second reads the first one's key.
-	f, err := os.CreateTemp(dir, "."+KeyFile+".tmp-*") // mode 0600
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*") // mode 0600
 	if err != nil {
 		return noise.DHKey{}, false, err
 	}
@@ -113,8 +133,8 @@ func LoadOrCreateKey(dir string) (k noise.DHKey, created bool, err error) {
 	if err != nil {
 		return noise.DHKey{}, false, err
 	}
-	if err := os.Link(f.Name(), KeyPath(dir)); errors.Is(err, os.ErrExist) {
-		k, err = LoadKey(dir)
+	if err := os.Link(f.Name(), path); errors.Is(err, os.ErrExist) {
+		k, err = LoadKeyFile(path)
 		return k, false, err
 	} else if err != nil {
 		return noise.DHKey{}, false, err

@@ -27,7 +27,7 @@ func NewCollector(s *Server) *Collector {
 		sessions:         d("trueseal_sessions", "trueseal sessions open, by kind (push: Noise NK, receive: Noise XX).", "kind"),
 		pushes:           d("trueseal_pushes_total", "trueseal pushes answered: acked (on disk) or refused (Error, or the session closed for a temporary refusal).", "result"),
 		delivered:        d("trueseal_delivered_total", "Deliver frames written to trueseal receive sessions."),
-		dacks:            d("trueseal_deliver_acks_total", "trueseal DeliverAcks that deleted a blob."),
+		dacks:            d("trueseal_deliver_acks_total", "trueseal DeliverAcks that deleted a blob (of an inbox on another broker of the bus: forwarded to its home)."),
 		handshakesFailed: d("trueseal_handshakes_failed_total", "trueseal connections whose Noise handshake failed or timed out."),
 		sessionsRefused:  d("trueseal_sessions_refused_total", "trueseal connections closed at once: MaxSessions reached."),
 	}
@@ -48,15 +48,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
-	store := c.s.opts.Store
-	all := store.Stats()
-	n, in := store.Prefix(DevicePrefix)
-	gauge(c.inboxes, float64(n), "trueseal")
-	gauge(c.blobs, float64(in.Blobs), "trueseal")
-	gauge(c.bytes, float64(in.Bytes), "trueseal")
-	gauge(c.inboxes, float64(all.Inboxes-n), "busbar")
-	gauge(c.blobs, float64(all.Blobs-in.Blobs), "busbar")
-	gauge(c.bytes, float64(all.Bytes-in.Bytes), "busbar")
+	if store := c.s.opts.Store; store != nil { // the inboxes kept here (on a bus, those homed here)
+		all := store.Stats()
+		n, in := store.Prefix(DevicePrefix)
+		gauge(c.inboxes, float64(n), "trueseal")
+		gauge(c.blobs, float64(in.Blobs), "trueseal")
+		gauge(c.bytes, float64(in.Bytes), "trueseal")
+		gauge(c.inboxes, float64(all.Inboxes-n), "busbar")
+		gauge(c.blobs, float64(all.Blobs-in.Blobs), "busbar")
+		gauge(c.bytes, float64(all.Bytes-in.Bytes), "busbar")
+	}
 	st := c.s.Stats()
 	gauge(c.sessions, float64(st.PushSessions), "push")
 	gauge(c.sessions, float64(st.ReceiveSessions), "receive")

@@ -12,13 +12,15 @@ import (
 
 // A push session (Noise NK: the relay proves its key, the sender stays
 // anonymous). The reader admits each Push to the store without waiting
-// (relay.Store.PushAsync), so a session's pushes share group commits; the
+// (Pusher.PushAsync), so a session's pushes share group commits; the
 // writer answers them in push order, Ack once the fsync that covers the
 // push has returned, Error for a permanent refusal (the session goes on).
 // A temporary refusal (inbox full, rate limited, store closing or
 // failing) has no frame in trueseal's protocol: the writer closes the
 // session, and the client, never acked, keeps the blob queued and pushes
-// it again on its next session. Frames other than Push are dropped.
+// it again on its next session; the reader admits no push after one
+// refused for now, so none is stored ahead of it. Frames other than Push
+// are dropped.
 
 // pushSession runs a push session until the peer leaves, a write fails or
 // the server closes.
@@ -39,6 +41,12 @@ func (s *Server) pushSession(c net.Conn, cs ciphers) {
 
 func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- chan error, room chan struct{}, done <-chan struct{}) {
 	var buf []byte
+	s.mu.Lock() // sessions start under mu (track): a test's pushAsync set under it is seen
+	push := s.pushAsync
+	s.mu.Unlock()
+	if push == nil {
+		push = s.inboxes.Pusher().PushAsync
+	}
 	for {
 		select {
 		case room <- struct{}{}: // wait for room before reading the next push
@@ -65,8 +73,15 @@ func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- 
 			ans <- relay.ErrMalformed
 		} else if key, env, err := ParsePush(body); err != nil {
 			ans <- relay.ErrMalformed
-		} else if err := s.pushAsync(DeviceID(key), env, func(_ relay.Seq, err error) { ans <- err }); err != nil {
+		} else if err := push(DeviceID(key), env, func(_ relay.Seq, err error) { ans <- err }); err != nil {
 			ans <- err
+			if code, ok := relay.RefusalCode(err); !ok || code.Temporary() {
+				// The writer closes the session at this answer; a push
+				// read after it must not be stored ahead of this one,
+				// which the client pushes again.
+				answers <- ans
+				return
+			}
 		}
 		answers <- ans
 	}

@@ -14,10 +14,11 @@ import (
 
 // A receive session (Noise XX: both sides prove their static keys; the
 // device's is its inbox address). A relay.Session yields the inbox in
-// arrival order, each blob once per session; the deliverer turns each
+// arrival order, each blob once per session (Receiver: here or, on a bus,
+// at the inbox's home broker); the deliverer turns each
 // into a Deliver frame whose blob id is the store's sequence number, and
 // the writer sends them. A DeliverAck deletes the blob from this
-// device's inbox only (relay.Store.Ack); an unacked blob is delivered
+// device's inbox only (Receiver.Ack); an unacked blob is delivered
 // again only on a new session. The writer sends a Heartbeat when nothing
 // was written for HeartbeatInterval and echoes a Heartbeat the device
 // starts (not the device's echo of its own); the reader closes the session
@@ -27,27 +28,34 @@ func (s *Server) receiveSession(c net.Conn, cs ciphers, peer []byte) {
 	s.recvN.Add(1)
 	defer s.recvN.Add(-1)
 	_ = c.SetDeadline(time.Time{})
-	device := DeviceID(peer)
-	sess, err := s.opts.Store.Session(device)
+	ctx, cancel := context.WithCancel(s.ctx) // Close ends the wait for an inbox's home too
+	defer cancel()
+	sess, err := s.inboxes.Receive(ctx, DeviceID(peer))
 	if err != nil {
-		return
+		return // closed: the device reconnects and tries again
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	defer sess.Close()
 	frames := make(chan []byte, DeliverQueue)
 	echo := make(chan struct{}, 1)
 	var awaiting atomic.Bool // a Heartbeat of ours is not answered yet
 	var w sync.WaitGroup
-	w.Go(func() { deliverBlobs(ctx, sess, frames) })
+	w.Go(func() {
+		deliverBlobs(ctx, sess, frames)
+		// The session ended under the device (its inbox's home left, the
+		// store closed): close the connection so the device reconnects
+		// and gets, on a new session, what it did not ack.
+		c.Close()
+	})
 	w.Go(func() { s.writeReceive(ctx, c, cs.send, frames, echo, &awaiting) })
-	s.readReceive(c, cs.recv, device, echo, &awaiting)
+	s.readReceive(c, cs.recv, sess, echo, &awaiting)
 	cancel()
 	c.Close()
 	w.Wait()
 }
 
 // deliverBlobs turns the session's blobs into Deliver frames until ctx
-// ends or the store closes.
-func deliverBlobs(ctx context.Context, sess *relay.Session, frames chan<- []byte) {
+// ends or the session does.
+func deliverBlobs(ctx context.Context, sess Receiver, frames chan<- []byte) {
 	for {
 		b, err := sess.Next(ctx)
 		if err != nil {
@@ -100,7 +108,7 @@ func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.Ciphe
 	}
 }
 
-func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, device string, echo chan<- struct{}, awaiting *atomic.Bool) {
+func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, sess Receiver, echo chan<- struct{}, awaiting *atomic.Bool) {
 	var buf, plain []byte
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
@@ -130,7 +138,7 @@ func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, device string,
 			if err != nil || len(rest) != 0 {
 				continue
 			}
-			if s.opts.Store.Ack(device, relay.Seq(id)) == nil {
+			if sess.Ack(relay.Seq(id)) == nil {
 				s.dacks.Add(1)
 			}
 		}

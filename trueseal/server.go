@@ -1,6 +1,7 @@
 package trueseal
 
 import (
+	"context"
 	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
@@ -38,10 +39,15 @@ const (
 	DeliverQueue = 16
 )
 
+// Protocol names trueseal's inboxes to the broker (its edge protocol's
+// label, broker.EdgeInboxes): a trueseal push forwarded between brokers
+// reaches only a trueseal inbox.
+const Protocol = "trueseal"
+
 // DevicePrefix starts the relay-store device id of every trueseal inbox:
 // "trueseal." and the inbox's static key in unpadded base64url (52
 // bytes in all, within relay.MaxDeviceBytes).
-const DevicePrefix = "trueseal."
+const DevicePrefix = Protocol + "."
 
 // DeviceID is the relay-store device id of the inbox whose address (the
 // device's static key) is key.
@@ -51,7 +57,7 @@ func DeviceID(key []byte) string {
 
 // Errors of the server.
 var (
-	ErrNoStore   = errors.New("trueseal: Options.Store is nil")
+	ErrNoStore   = errors.New("trueseal: Options.Store and Options.Inboxes are nil")
 	ErrBadKey    = errors.New("trueseal: the relay's static key is not an X25519 key pair")
 	ErrClosed    = errors.New("trueseal: server closed")
 	ErrHandshake = errors.New("trueseal: handshake failed")
@@ -59,8 +65,14 @@ var (
 
 // Options configure a Server.
 type Options struct {
-	Key   noise.DHKey  // the relay's static key pair (LoadOrCreateKey)
-	Store *relay.Store // the relay store the inboxes live in; not closed by the server
+	Key noise.DHKey // the relay's static key pair (LoadOrCreateKey)
+	// Store is the local relay store: the inboxes live in it unless
+	// Inboxes is set, and /metrics counts its trueseal inboxes. The
+	// server does not close it.
+	Store *relay.Store
+	// Inboxes, if set, is where the inboxes are kept (BusInboxes: on a
+	// bus, each on its home broker).
+	Inboxes Inboxes
 
 	HeartbeatInterval time.Duration
 	IdleTimeout       time.Duration
@@ -85,9 +97,10 @@ type Stats struct {
 // Server is a trueseal relay over busbar's relay store: Noise NK push
 // sessions and Noise XX receive sessions on one listener.
 type Server struct {
-	opts Options
-	// pushAsync is opts.Store.PushAsync; tests hold callbacks back with
-	// their own.
+	opts    Options
+	inboxes Inboxes
+	// pushAsync, if set, replaces the sessions' pushers: tests hold
+	// callbacks back with their own.
 	pushAsync func(device string, blob []byte, then func(relay.Seq, error)) error
 
 	mu      sync.Mutex
@@ -96,6 +109,8 @@ type Server struct {
 	conns   map[net.Conn]struct{}     // guarded by mu
 	wg      sync.WaitGroup            // every Serve loop and every session
 	quit    chan struct{}             // closed by Close
+	ctx     context.Context           // ends with Close
+	stop    context.CancelFunc
 	pushN   atomic.Int64
 	recvN   atomic.Int64
 	pushed  atomic.Uint64
@@ -108,7 +123,11 @@ type Server struct {
 
 // NewServer checks opts and returns a server serving nothing yet.
 func NewServer(opts Options) (*Server, error) {
-	if opts.Store == nil {
+	inboxes := opts.Inboxes
+	if inboxes == nil && opts.Store != nil {
+		inboxes = storeInboxes{opts.Store}
+	}
+	if inboxes == nil {
 		return nil, ErrNoStore
 	}
 	if !validKeyPair(opts.Key) {
@@ -128,7 +147,8 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxPushesInFlight <= 0 {
 		opts.MaxPushesInFlight = DefaultMaxPushesInFlight
 	}
-	return &Server{opts: opts, pushAsync: opts.Store.PushAsync, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	return &Server{opts: opts, inboxes: inboxes, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{}), ctx: ctx, stop: stop}, nil
 }
 
 func validKeyPair(k noise.DHKey) bool {
@@ -245,6 +265,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.quit)
+	s.stop()
 	for ln := range s.lns {
 		ln.Close()
 	}

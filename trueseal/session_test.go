@@ -475,3 +475,33 @@ func TestServeConnServesAPipeAsItServesTCP(t *testing.T) {
 		t.Fatalf("got %q", env)
 	}
 }
+
+func TestNoPushIsAdmittedAfterOneRefusedForNow(t *testing.T) {
+	f := start(t, Options{}, relay.Options{})
+	var mu sync.Mutex
+	var offered []string
+	f.srv.mu.Lock() // sessions start under mu (track): they see it
+	f.srv.pushAsync = func(_ string, blob []byte, then func(relay.Seq, error)) error {
+		mu.Lock()
+		offered = append(offered, string(blob))
+		mu.Unlock()
+		if string(blob) == "refused" {
+			return relay.ErrRateLimited
+		}
+		then(1, nil)
+		return nil
+	}
+	f.srv.mu.Unlock()
+	dev := newDevice(t)
+	p := pushSession(t, f.addr, f.key.Public)
+	p.push(dev.Public, []byte("first"))
+	p.push(dev.Public, []byte("refused"))
+	p.push(dev.Public, []byte("behind it")) // stored now, it would be delivered before the refused one, pushed again
+	p.expect(Ack)
+	p.expectEnd()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offered) != 2 {
+		t.Fatalf("pushes offered to the store: %q, want the first two only", offered)
+	}
+}

@@ -367,9 +367,11 @@ interrupted. It needs no broker.`,
 		text: `Prints the relay's X25519 static public key in hex (64 digits), the
 relay key a trueseal app is built with. The key is <data>/trueseal.key,
 owner-only; it is created, like serve --trueseal does on its first
-start, when there is none.`,
+start, when there is none. With --trueseal-key FILE it is that file,
+created if missing: on a bus, the one file every broker with --trueseal
+is given (serve --trueseal-key FILE; docs/trueseal.md#on-a-bus).`,
 		exit:    "0  printed\n1  the key file could not be read or created (other users can read it, not a key)\n2  usage",
-		example: "$ busbar trueseal key --data /var/lib/busbar"},
+		example: "$ busbar trueseal key --data /var/lib/busbar\n$ busbar trueseal key --trueseal-key /etc/busbar/trueseal.key"},
 
 	{path: "completion", args: "SHELL", summary: "print a shell completion script (bash, zsh or fish)",
 		text: `Prints a script that completes busbar's commands, subcommands and flags.
@@ -564,7 +566,7 @@ var valueNames = map[string]string{
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
 	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP", "queue": "QUEUE",
 	"moonbridge": "ADDR", "moonbridge-proxy": "NODE", "moonbridge-allow-hosts": "HOST[,HOST...]",
-	"trueseal": "ADDR[,ADDR]",
+	"trueseal": "ADDR[,ADDR]", "trueseal-key": "FILE",
 }
 
 func valueName(f *flag.Flag) string {

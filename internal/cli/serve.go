@@ -42,6 +42,7 @@ func runServe(args []string, stdio IO) int {
 	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
 	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
 	truesealAddr := fs.String("trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
+	truesealKey := fs.String("trueseal-key", "", "the trueseal relay's static key `FILE` (64 hex digits, owner-only), which must exist: on a bus with --nats-relays, the same file on every broker with --trueseal, so a trueseal client may use any of them (default <data>/trueseal.key, created on first start; docs/trueseal.md#on-a-bus)")
 	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
@@ -107,6 +108,10 @@ func runServe(args []string, stdio IO) int {
 		if w := natsExposure(bus.URLs, bus.CredsFile, bus.TLSCA, bus.BusKey != nil, bus.SealPayloads); w != "" {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: WARNING:", w)
 		}
+	}
+	if err := truesealOnBus(*truesealAddr, *truesealKey, bus.Relays); err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		return exitUsage
 	}
 	if bus.SealPayloads && bus.BusKey == nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: --nats-bus-seal needs --nats-bus-key")
@@ -178,7 +183,7 @@ func runServe(args []string, stdio IO) int {
 		return exitFail
 	}
 	defer cx.close()
-	ts, err := listenTrueseal(*truesealAddr, dir, bus.Relays, b)
+	ts, err := listenTrueseal(*truesealAddr, dir, *truesealKey, bus.Relays, b)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		cx.close()

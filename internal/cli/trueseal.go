@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flynn/noise"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"busbar/broker"
@@ -21,9 +22,20 @@ import (
 // the broker's relay store, and `busbar trueseal key`, the relay's public
 // key as trueseal clients are configured with it (docs/trueseal.md).
 
-// errTruesealOnBus: trueseal inboxes are the local store's; on a bus
-// whose inboxes live on home brokers they would not be the bus's.
-var errTruesealOnBus = errors.New("--trueseal with --nats-relays: trueseal inboxes are kept in this broker's own store and are not reachable through the other brokers of the bus yet (docs/trueseal.md#on-a-bus)")
+// errTruesealKeyOnBus: on a bus whose inboxes live on home brokers, a
+// trueseal client may reach its inbox through any broker with --trueseal,
+// but only if each one holds the relay key the client pins: one key file,
+// given to each, rather than a key each broker creates for itself.
+var errTruesealKeyOnBus = errors.New("--trueseal with --nats-relays needs --trueseal-key FILE, the same key file on every broker with --trueseal (trueseal clients pin the relay's key; `busbar trueseal key --trueseal-key FILE` creates one): docs/trueseal.md#on-a-bus")
+
+// truesealOnBus refuses --trueseal on a bus with relay brokers without
+// --trueseal-key.
+func truesealOnBus(addrs, keyFile string, busRelays []string) error {
+	if addrs != "" && addrs != "off" && len(busRelays) > 0 && keyFile == "" {
+		return errTruesealKeyOnBus
+	}
+	return nil
+}
 
 type truesealListener struct {
 	lns     []net.Listener
@@ -34,28 +46,36 @@ type truesealListener struct {
 
 // listenTrueseal opens the trueseal listeners on addrs (a comma list;
 // "" or "off": none), each serving push and receive sessions alike, over
-// b's relay store, with the relay key of data directory dir. Two
-// addresses are for an SDK that dials trueseal-relay's two ports.
-func listenTrueseal(addrs, dir string, busRelays []string, b *broker.Broker) (*truesealListener, error) {
+// b's inboxes (on a bus with relay brokers, each on its home), with the
+// relay key in keyFile, or else in data directory dir. Two addresses are
+// for an SDK that dials trueseal-relay's two ports.
+func listenTrueseal(addrs, dir, keyFile string, busRelays []string, b *broker.Broker) (*truesealListener, error) {
 	if addrs == "" || addrs == "off" {
 		return &truesealListener{}, nil
 	}
-	if len(busRelays) > 0 {
-		return nil, errTruesealOnBus
+	if err := truesealOnBus(addrs, keyFile, busRelays); err != nil {
+		return nil, err
 	}
-	st := b.RelayStore()
-	if st == nil {
-		return nil, errors.New("--trueseal: this broker keeps no relay store")
+	inboxes, err := trueseal.BusInboxes(b)
+	if err != nil {
+		return nil, fmt.Errorf("--trueseal: %w", err)
 	}
-	key, created, err := trueseal.LoadOrCreateKey(dir)
+	var key noise.DHKey
+	created, keyPath := false, keyFile
+	if keyFile != "" {
+		key, err = trueseal.LoadKeyFile(keyFile) // never created here: each broker would make its own
+	} else {
+		key, created, err = trueseal.LoadOrCreateKey(dir)
+		keyPath = trueseal.KeyPath(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--trueseal: the relay key: %w", err)
 	}
-	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: st})
+	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: b.RelayStore(), Inboxes: inboxes})
 	if err != nil {
 		return nil, err
 	}
-	t := &truesealListener{srv: srv, keyPath: trueseal.KeyPath(dir), created: created}
+	t := &truesealListener{srv: srv, keyPath: keyPath, created: created}
 	for _, addr := range strings.Split(addrs, ",") {
 		ln, err := net.Listen("tcp", strings.TrimSpace(addr))
 		if err != nil {
@@ -115,17 +135,27 @@ func runTrueseal(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("busbar trueseal key", flag.ContinueOnError)
 	data := new(string)
 	fs.Var(dirFlag{data}, "data", "data directory of the broker (env "+envData+"; default ~/.local/state/busbar)")
+	keyFile := fs.String("trueseal-key", "", "the key `FILE` to print (created if missing, in an existing directory), as serve --trueseal-key takes it (default <data>/trueseal.key)")
 	if !parseNoArgs(stdio, "trueseal key", fs, args[1:]) {
 		return exitUsage
 	}
 	dir := cmp.Or(*data, defaultDataDir())
-	key, created, err := trueseal.LoadOrCreateKey(dir)
+	path := trueseal.KeyPath(dir)
+	var key noise.DHKey
+	var created bool
+	var err error
+	if *keyFile != "" {
+		path = *keyFile
+		key, created, err = trueseal.LoadOrCreateKeyFile(path)
+	} else {
+		key, created, err = trueseal.LoadOrCreateKey(dir)
+	}
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar trueseal key:", err)
 		return exitFail
 	}
 	if created {
-		fmt.Fprintf(stdio.Stderr, "busbar trueseal key: created %s\n", trueseal.KeyPath(dir))
+		fmt.Fprintf(stdio.Stderr, "busbar trueseal key: created %s\n", path)
 	}
 	fmt.Fprintln(stdio.Stdout, trueseal.PublicKeyText(key.Public))
 	return exitOK

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/flynn/noise"
 
 	"busbar/internal/testbroker"
+	"busbar/internal/testnats"
 	"busbar/ops"
 	"busbar/trueseal"
 )
@@ -104,9 +107,9 @@ func (s *tsConn) expect(want trueseal.Type) []byte {
 
 var truesealLine = regexp.MustCompile(`busbar: trueseal relay on tcp://(\S+) \(push and receive sessions\), relay public key ([0-9a-f]{64})`)
 
-func startTrueseal(t *testing.T, data string) (s *server, addr string, key []byte) {
+func startTrueseal(t *testing.T, data string, args ...string) (s *server, addr string, key []byte) {
 	t.Helper()
-	s = startServe(t, data, "--trueseal", "127.0.0.1:0")
+	s = startServe(t, data, append([]string{"--trueseal", "127.0.0.1:0"}, args...)...)
 	var m []string
 	testbroker.Eventually(t, 10*time.Second, "serve to print the trueseal line", func() bool {
 		m = truesealLine.FindStringSubmatch(s.stdout.String())
@@ -200,14 +203,6 @@ func TestServeTruesealStoresAPushAcrossACrashAndDeliversIt(t *testing.T) {
 	}
 }
 
-func TestServeTruesealIsRefusedWithBusRelays(t *testing.T) {
-	code, _, errOut := runEnv(t, nil, "", "serve", "--data", filepath.Join(t.TempDir(), "state"), "--tcp", "127.0.0.1:0", "--http", "off",
-		"--name", "b1", "--nats-relays", "b1", "--trueseal", "127.0.0.1:0")
-	if code != exitFail || !strings.Contains(errOut, "--nats-relays") {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-}
-
 func TestServeTruesealOnTwoAddressesServesBothSessionsOnEach(t *testing.T) {
 	// An SDK that dials trueseal-relay's two ports (receive, push) gets
 	// both from one relay.
@@ -231,5 +226,55 @@ func TestServeTruesealOnTwoAddressesServesBothSessionsOnEach(t *testing.T) {
 	p.expect(trueseal.Ack)
 	if _, env, _ := trueseal.ParseBlobID(r.expect(trueseal.Deliver)); string(env) != "two ports" {
 		t.Fatalf("got %q", env)
+	}
+}
+
+// TestServeTruesealOnABusSharesOneKeyFile: on a bus with relay brokers,
+// --trueseal needs --trueseal-key, one key file every broker is given
+// (`busbar trueseal key --trueseal-key FILE` makes it), so a client pinned
+// to that key may push through one broker and receive through another.
+func TestServeTruesealOnABusSharesOneKeyFile(t *testing.T) {
+	nats := testnats.Start(t, 2)
+	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "3s", "--nats-relays", "b2"}
+	code, _, errOut := run(t, "", append([]string{"serve", "--data", filepath.Join(t.TempDir(), "x"), "--trueseal", "127.0.0.1:0", "--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	if code != exitUsage || !strings.Contains(errOut, "needs --trueseal-key FILE") {
+		t.Fatalf("--trueseal on a bus without a key file: exit %d %q", code, errOut)
+	}
+	keyFile := filepath.Join(t.TempDir(), "relay.key")
+	code, out, errOut := run(t, "", "trueseal", "key", "--trueseal-key", keyFile)
+	if code != 0 || !strings.Contains(errOut, "created "+keyFile) {
+		t.Fatalf("busbar trueseal key --trueseal-key: exit %d %q %q", code, out, errOut)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v %v", fi, err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.key")
+	code, _, errOut = run(t, "", append([]string{"serve", "--data", filepath.Join(t.TempDir(), "y"), "--trueseal", "127.0.0.1:0", "--trueseal-key", missing, "--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	if code == 0 || !strings.Contains(errOut, missing) {
+		t.Fatalf("--trueseal-key of a missing file: exit %d %q (serve must not create a key of its own)", code, errOut)
+	}
+
+	b1, addr1, key1 := startTrueseal(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--trueseal-key", keyFile, "--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	b2, addr2, key2 := startTrueseal(t, filepath.Join(t.TempDir(), "b2"), append([]string{"--trueseal-key", keyFile, "--name", "b2", "--nats", nats.URL(1)}, bus...)...)
+	if !bytes.Equal(key1, key2) || hex.EncodeToString(key1) != strings.TrimSpace(out) {
+		t.Fatalf("the brokers serve keys %x and %x, the file holds %s", key1, key2, out)
+	}
+	b2.background(t, "sub", "news", "--name", "on-b2")
+	testbroker.AwaitEvery(t, 20*time.Second, 100*time.Millisecond, "b1 to know b2", func() error {
+		if code, out, _ := b1.busbar(t, "", "ls"); code != 0 || !strings.Contains(out, "on-b2") {
+			return fmt.Errorf("b1 lists %s", out)
+		}
+		return nil
+	})
+	dev, err := noise.DH25519.GenerateKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tsDial(t, addr1, key1, nil)
+	p.write(trueseal.Push, append(append([]byte(nil), dev.Public...), "through b1"...))
+	p.expect(trueseal.Ack) // on b2's disk: b2 is the home of every inbox
+	r := tsDial(t, addr2, key2, &dev)
+	if _, env, err := trueseal.ParseBlobID(r.expect(trueseal.Deliver)); err != nil || string(env) != "through b1" {
+		t.Fatalf("deliver through b2: %q %v", env, err)
 	}
 }
