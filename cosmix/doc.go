@@ -36,7 +36,9 @@
 // broker's own OS user (CheckPeer, on the kernel's peer credentials) and
 // log in as Config.Owner; noded.ping then advertises the native-session
 // profile ("native-session": "1" and the socket's path) on both
-// listeners. No frame an app receives carries a PrincipalHeader.
+// listeners. A frame an app receives carries a PrincipalHeader only when
+// the broker vouches for its sender: another native connection (a call,
+// its reply, an event).
 //
 // The whole contract (what a cosmix user sets, what differs from noded,
 // the limits) is docs/cosmix.md.

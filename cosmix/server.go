@@ -87,6 +87,10 @@ type Server struct {
 	dropped atomic.Uint64 // frames for apps their full queues refused
 	refused atomic.Uint64 // Unix socket peers of another OS user
 
+	epoch    string              // broker_epoch of the principals stamped
+	vmu      sync.Mutex          // guards vouchers and each session's vouched
+	vouchers map[string]*session // unredeemed vouchers, by token
+
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the sessions
@@ -119,8 +123,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var epoch [16]byte
+	_, _ = rand.Read(epoch[:])
 	return &Server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns),
-		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel}, nil
+		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel,
+		epoch: hex.EncodeToString(epoch[:]), vouchers: map[string]*session{}}, nil
 }
 
 // Dropped is how many frames for cosmix apps were dropped because the
@@ -212,8 +219,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.wg.Done()
 	peer, native := peerOf(r)
 	cred, err := credential(r)
+	var stamp string
 	if native {
 		cred, err = s.cfg.Owner, nil // the kernel vouched for the user: the owner
+		if stamp, err = s.stampFor(peer); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
 	}
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="busbar"`)
@@ -230,7 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := newSession(s, bc)
-	sess.native = native
+	sess.native, sess.stamp = native, stamp
 	if err := sess.setup(); err != nil {
 		sess.end()
 		http.Error(w, "cosmix: the node may not take calls: "+err.Error(), http.StatusForbidden)

@@ -9,7 +9,8 @@ package cosmix
 // UnsupportedVersion). After that it is the WebSocket protocol of the
 // loopback listener, with two rules of the verified profile: a binary
 // message ends the connection, and a broker_principal header the client
-// receives is believed, so busbar never passes one on.
+// receives is believed, so busbar passes none on and stamps one only
+// where it knows the sender (vouch.go).
 
 import (
 	"context"
@@ -35,9 +36,9 @@ const NativeSessionVersion = "1"
 
 // PrincipalHeader is the header in which noded stamps the sender's
 // kernel-verified principal on a delivery to a verified Unix client.
-// busbar stamps none and removes every spelling of it from what it
-// forwards, so no peer can put one in front of a client that would
-// believe it.
+// busbar removes every spelling of it from what it forwards, so no peer
+// can put one in front of a client that would believe it, and stamps it
+// only on what one native connection sends another (vouch.go).
 const PrincipalHeader = "broker_principal"
 
 // Errors of the Unix ingress.

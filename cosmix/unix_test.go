@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 
 	"busbar/auth"
+	"busbar/internal/testbroker"
 )
 
 // socketDir is a fresh directory for a socket, owner-only, with a path
@@ -117,8 +118,18 @@ func TestUnixSocketSpeaksTheNativeSessionProfileFrameForFrame(t *testing.T) {
 		t.Fatalf("B received %v", call)
 	}
 	// respond_parts: command, from, to the caller, type response, rc, id.
+	// Between native apps each frame carries the sender's principal, its
+	// one broker_principal line first (the keys are in order).
 	b.send("---\ncommand: greet\nfrom: service-b\nid: " + call.Value("id") + "\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
-	a.expect("---\ncommand: greet\nfrom: service-b\nid: 3\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
+	reply := a.recv()
+	stamp, ok := strings.CutPrefix(reply, "---\nbroker_principal: ")
+	if !ok || principalOf(t, reply)["connection_id"] == principalOf(t, string(Encode(call)))["connection_id"] {
+		t.Fatalf("the reply %q", reply)
+	}
+	_, rest, _ := strings.Cut(stamp, "\n")
+	if want := "command: greet\nfrom: service-b\nid: 3\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n"; rest != want {
+		t.Fatalf("the reply %q, want the principal and %q", reply, want)
+	}
 
 	a.send("---\ncommand: noded.list\nfrom: service-a\nid: 4\nto: noded\ntype: request\n---\n")
 	m := a.recvMsg()
@@ -332,4 +343,141 @@ func (a *app) recvFrameID(frame string) string {
 		a.t.Fatal(err)
 	}
 	return m.Value("id")
+}
+
+// principalOf is the broker_principal of a received frame, decoded as
+// cosmix-lib-bus reads it; nil when there is none.
+func principalOf(t *testing.T, frame string) map[string]any {
+	t.Helper()
+	m, err := Decode([]byte(frame))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := m.Get(PrincipalHeader)
+	if !ok {
+		return nil
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		t.Fatalf("%s: %v", v, err)
+	}
+	return p
+}
+
+// Between two native connections the broker vouches, as noded does, for
+// the sender of a call, of its reply and of an event: a local-unix
+// principal of the sending connection (the broker's user, the peer's pid,
+// a connection id of its own).
+func TestNativeAppsGetTheSendersPrincipalFromEachOther(t *testing.T) {
+	u := startUnix(t)
+	a, b := u.dialUnix(), u.dialUnix()
+	a.register("service-a", 1)
+	b.register("service-b", 1)
+	a.send("---\ncommand: greet\nfrom: service-a\nid: 2\nto: service-b\ntype: request\n---\n{}\n")
+	call := b.recv()
+	pa := principalOf(t, call)
+	if pa == nil {
+		t.Fatalf("the call came unstamped: %q", call)
+	}
+	if pa["version"] != 1.0 || pa["assurance"] != "local-unix" || pa["owner_node"] != u.bus.Broker.Name() ||
+		pa["unix_uid"] != float64(os.Geteuid()) || pa["unix_gid"] != float64(os.Getegid()) || pa["session"] != nil ||
+		len(pa["broker_epoch"].(string)) != 32 || len(pa["connection_id"].(string)) != 32 {
+		t.Fatalf("principal %v", pa)
+	}
+	if _, ok := pa["session"]; !ok {
+		t.Fatalf("principal %v: session must be present (null)", pa)
+	}
+	if pid := pa["peer_pid"]; pid != float64(os.Getpid()) && pid != 0.0 {
+		t.Fatalf("peer_pid %v, want %d", pid, os.Getpid())
+	}
+	b.send("---\ncommand: greet\nfrom: service-b\nid: " + b.recvFrameID(call) + "\nrc: 0\nto: service-a\ntype: response\n---\n{}\n")
+	reply := a.recv()
+	pb := principalOf(t, reply)
+	if pb == nil || pb["connection_id"] == pa["connection_id"] || pb["broker_epoch"] != pa["broker_epoch"] {
+		t.Fatalf("the reply %q: principal %v (the caller's %v)", reply, pb, pa)
+	}
+	if strings.Contains(reply, vouchHeader) {
+		t.Fatalf("the reply shows the voucher: %q", reply)
+	}
+	a.send("---\ncommand: note\nfrom: service-a\nto: service-b\ntype: request\n---\n")
+	if p := principalOf(t, b.recv()); p == nil || p["connection_id"] != pa["connection_id"] {
+		t.Fatalf("the event: principal %v", p)
+	}
+}
+
+// Nothing is vouched for over the loopback listener, nor for a sender
+// that came that way.
+func TestOnlyNativeToNativeDeliveriesAreStamped(t *testing.T) {
+	u := startUnix(t)
+	native, tcp := u.dialUnix(), u.dial()
+	native.register("service-n", 1)
+	tcp.register("service-t", 1)
+	tcp.send("---\ncommand: greet\nfrom: service-t\nid: 2\nto: service-n\ntype: request\n---\n")
+	call := native.recv()
+	if p := principalOf(t, call); p != nil {
+		t.Fatalf("a call from the loopback listener came stamped %v", p)
+	}
+	native.send("---\ncommand: greet\nfrom: service-n\nid: " + native.recvFrameID(call) + "\nrc: 0\nto: service-t\ntype: response\n---\n")
+	if p := principalOf(t, tcp.recv()); p != nil {
+		t.Fatalf("a loopback app got %v", p)
+	}
+	native.send("---\ncommand: greet\nfrom: service-n\nid: 3\nto: service-t\ntype: request\n---\n")
+	if p := principalOf(t, tcp.recv()); p != nil {
+		t.Fatalf("a loopback app got %v", p)
+	}
+}
+
+// A voucher is good once, from its own connection's node, while that
+// connection lasts.
+func TestAVoucherIsRedeemedOnceFromItsOwnNodeOnly(t *testing.T) {
+	u := startUnix(t)
+	u.dialUnix().register("service-a", 1)
+	var sess *session
+	testbroker.Eventually(t, wait, "the native session", func() bool {
+		u.srv.mu.Lock()
+		defer u.srv.mu.Unlock()
+		for s := range u.srv.sessions {
+			if s.native {
+				sess = s
+			}
+		}
+		return sess != nil
+	})
+	from := sess.bc.Node() + ".bus"
+	v := u.srv.vouch(sess)
+	if got := u.srv.redeem(v, "alpha.bus"); got != "" {
+		t.Fatalf("redeemed from another node: %s", got)
+	}
+	v = u.srv.vouch(sess)
+	if got := u.srv.redeem(v, from); got != sess.stamp {
+		t.Fatalf("redeemed %q, want %q", got, sess.stamp)
+	}
+	if got := u.srv.redeem(v, from); got != "" {
+		t.Fatalf("redeemed twice: %s", got)
+	}
+	for range MaxVouchers + 1 {
+		u.srv.vouch(sess)
+	}
+	u.srv.vmu.Lock()
+	n := len(sess.vouched)
+	u.srv.vmu.Unlock()
+	if n != MaxVouchers {
+		t.Fatalf("%d vouchers kept, want MaxVouchers (%d)", n, MaxVouchers)
+	}
+}
+
+func TestANativePrincipalOfMaxPrincipalBytesIsStampedAndOneByteMoreRefused(t *testing.T) {
+	peer := PeerCred{UID: 1000, GID: 1000, PID: 4242}
+	base, err := (&Server{cfg: Config{BrokerName: "x"}, epoch: strings.Repeat("0", 32)}).stampFor(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("x", MaxPrincipalBytes-len(base)+1)
+	p, err := (&Server{cfg: Config{BrokerName: name}, epoch: strings.Repeat("0", 32)}).stampFor(peer)
+	if err != nil || len(p) != MaxPrincipalBytes {
+		t.Fatalf("at the limit: %d bytes, %v", len(p), err)
+	}
+	if _, err := (&Server{cfg: Config{BrokerName: name + "x"}, epoch: strings.Repeat("0", 32)}).stampFor(peer); err == nil {
+		t.Fatal("one byte past the limit was stamped")
+	}
 }
