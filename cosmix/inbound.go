@@ -46,7 +46,7 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 		}
 		if whole {
 			r.Del(vouchHeader) // only the session's own
-			if stamp != "" { // a native caller: vouch for the answer
+			if stamp != "" {   // a native caller: vouch for the answer
 				if v := s.srv.vouch(s); v != "" {
 					r.Set(vouchHeader, v)
 				}
