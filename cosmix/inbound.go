@@ -45,8 +45,9 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 			return nil, &client.HandlerError{RC: rc, Text: text}
 		}
 		if whole {
-			r.Del(vouchHeader) // only the session's own
-			if stamp != "" {   // a native caller: vouch for the answer
+			// Only the session's own voucher, and only for a native caller.
+			r.Del(vouchHeader)
+			if stamp != "" {
 				if v := s.srv.vouch(s); v != "" {
 					r.Set(vouchHeader, v)
 				}
