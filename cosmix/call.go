@@ -43,6 +43,10 @@ type CallRequest struct {
 	Args    json.RawMessage   `json:"args,omitempty"`
 	Body    *string           `json:"body,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// Native is the calling native connection's voucher (vouch.go): the
+	// callee's session, native too, stamps the caller's broker_principal
+	// when it redeems it.
+	Native string `json:"native,omitempty"`
 }
 
 // replyFrame is CallRequest.Reply asking for the whole response frame.
@@ -135,7 +139,14 @@ func (s *session) call(m *wire.Message, r route) {
 		return
 	}
 	resp := response(id, wire.RCSuccess, "")
+	var stamp string
 	if f, err := wire.Parse(reply.Payload()); ch == CallChannel && err == nil {
+		if v := f.Value(vouchHeader); v != "" {
+			f.Del(vouchHeader)
+			if s.native {
+				stamp = s.srv.redeem(v, reply.From())
+			}
+		}
 		resp = response(id, wire.ResponseRC(f), f.Value(wire.HeaderError))
 		for k, v := range f.Headers() {
 			if !slices.Contains(routing, k) {
@@ -147,7 +158,7 @@ func (s *session) call(m *wire.Message, r route) {
 		resp.SetBody(reply.Payload())
 	}
 	s.address(resp, command, r)
-	s.enqueue(resp)
+	s.enqueueAs(resp, stamp)
 }
 
 // address sets a routed reply's command, from and to, as noded sets them.
@@ -270,7 +281,8 @@ func portChannel(channels []string) string {
 
 // callPayload is m as a CallRequest from this connection's service.
 func (s *session) callPayload(m *wire.Message) ([]byte, error) {
-	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo), Reply: replyFrame}
+	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo), Reply: replyFrame,
+		Native: s.srv.vouch(s)}
 	if body := m.Body(); len(body) > 0 {
 		if json.Valid(body) {
 			req.Args = json.RawMessage(body)

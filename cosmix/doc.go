@@ -29,6 +29,17 @@
 // publications on TopicNamespace channels, the last frame retained, and
 // topic.list / subscriber_count / clear answer from them.
 //
+// # The native Unix socket
+//
+// Server.ListenUnix and ServeUnix serve cosmix-lib-client's connect_unix:
+// an owner-only socket whose connections are admitted only from the
+// broker's own OS user (CheckPeer, on the kernel's peer credentials) and
+// log in as Config.Owner; noded.ping then advertises the native-session
+// profile ("native-session": "1" and the socket's path) on both
+// listeners. A frame an app receives carries a PrincipalHeader only when
+// the broker vouches for its sender: another native connection (a call,
+// its reply, an event).
+//
 // The whole contract (what a cosmix user sets, what differs from noded,
 // the limits) is docs/cosmix.md.
 package cosmix

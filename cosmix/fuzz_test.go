@@ -6,6 +6,7 @@ package cosmix
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -33,6 +34,41 @@ func FuzzDecode(f *testing.F) {
 		}
 		if again.Len() != m.Len() || string(again.Body()) != string(m.Body()) {
 			t.Fatalf("%q: read back as %v, was %v", data, again, m)
+		}
+	})
+}
+
+// What an app on the verified profile receives never holds a
+// broker_principal line in any spelling: cosmix-lib-client scans the
+// header block for one (before its parser, up to the first "\n---\n")
+// and believes it. Whatever frame a peer writes, stripped and encoded as
+// the adapter forwards it (always with a header or more: type, topic), or
+// published as a topic frame by a busbar node, has none.
+func FuzzForwardedFramesCarryNoPrincipal(f *testing.F) {
+	for _, s := range []string{
+		callFrame, "---\nbroker_principal: {}\n---\n", "---\nBROKER_PRINCIPAL: x\nbroker_principal: {}\n---\nbroker_principal: body\n",
+		"---\nbRoKeR_pRiNcIpAl: {\"version\":1}\ncommand: greet\n---\n", "---\nbroker_principal : x\n---\n", "---\nbroker_principal:x",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		outs := []string{string(topicDelivery("news", data))}
+		if m, err := Decode(data); err == nil {
+			stripPrincipal(m)
+			m.Set("type", "request")
+			outs = append(outs, string(Encode(m)))
+		}
+		for _, out := range outs {
+			content, ok := strings.CutPrefix(out, "---\n")
+			if !ok {
+				t.Fatalf("%q is forwarded as %q", data, out)
+			}
+			headers, _, _ := strings.Cut(content, "\n---\n")
+			for line := range strings.Lines(headers) {
+				if k, _, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), PrincipalHeader) {
+					t.Fatalf("%q is forwarded as %q", data, out)
+				}
+			}
 		}
 	})
 }

@@ -22,7 +22,7 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 	if name == "" {
 		return nil, &client.HandlerError{RC: wire.RCError, Text: "no cosmix service is registered on this connection"}
 	}
-	frame, whole, err := s.incoming(ctx, bm, name)
+	frame, whole, stamp, err := s.incoming(ctx, bm, name)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 	}
 	defer s.forget(id)
 	frame.Set(wire.HeaderID, id)
-	if !s.enqueue(frame) {
+	if !s.enqueueAs(frame, stamp) {
 		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' overloaded (outbound buffer full)", name)}
 	}
 	select {
@@ -45,6 +45,13 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 			return nil, &client.HandlerError{RC: rc, Text: text}
 		}
 		if whole {
+			// Only the session's own voucher, and only for a native caller.
+			r.Del(vouchHeader)
+			if stamp != "" {
+				if v := s.srv.vouch(s); v != "" {
+					r.Set(vouchHeader, v)
+				}
+			}
 			return Encode(r), nil
 		}
 		return r.Body(), nil
@@ -61,17 +68,19 @@ func (s *session) takeEvent(ctx context.Context, bm *client.Message) {
 	if name == "" {
 		return
 	}
-	if frame, _, err := s.incoming(ctx, bm, name); err == nil {
-		s.enqueue(frame)
+	if frame, _, stamp, err := s.incoming(ctx, bm, name); err == nil {
+		s.enqueueAs(frame, stamp)
 	}
 }
 
-// incoming is the cosmix request frame for a CallRequest payload, and
-// whether the caller wants the whole response frame back.
-func (s *session) incoming(ctx context.Context, bm *client.Message, name string) (*wire.Message, bool, error) {
+// incoming is the cosmix request frame for a CallRequest payload,
+// whether the caller wants the whole response frame back, and, for a
+// native connection, the caller's principal when the caller is a native
+// connection too (its voucher redeemed).
+func (s *session) incoming(ctx context.Context, bm *client.Message, name string) (*wire.Message, bool, string, error) {
 	var req CallRequest
 	if err := json.Unmarshal(bm.Payload(), &req); err != nil || req.Command == "" {
-		return nil, false, &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
+		return nil, false, "", &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
 	}
 	m := wire.Empty()
 	for k, v := range req.Headers {
@@ -92,7 +101,11 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 	case req.Body != nil:
 		m.SetBody([]byte(*req.Body))
 	}
-	return m, req.Reply == replyFrame, nil
+	var stamp string
+	if s.native {
+		stamp = s.srv.redeem(req.Native, bm.From())
+	}
+	return m, req.Reply == replyFrame, stamp, nil
 }
 
 // caller names who called: the cosmix service it claims when its node

@@ -25,10 +25,25 @@ const (
 // nodedTimeout bounds the broker round trips of one noded command.
 const nodedTimeout = DefaultCallTimeout
 
-// pingBody is noded.ping's answer: the extensions busbar provides of
-// noded's: core, and topic (publish, subscribe, unsubscribe); no observe,
-// no native session.
+// pingBody is noded.ping's answer while no Unix socket is served: the
+// extensions busbar provides of noded's: core, and topic (publish,
+// subscribe, unsubscribe); no observe.
 const pingBody = `{"pong": true, "extensions": {"core": "1.0", "topic": "1.0"}}`
+
+// ping is noded.ping's answer: pingBody, and while the Unix socket is
+// served the native-session profile and its endpoint, which
+// cosmix-lib-client's connect_unix discovers over either transport and
+// requires on the socket.
+func (s *Server) ping() []byte {
+	s.mu.Lock()
+	ep := s.endpoint
+	s.mu.Unlock()
+	if ep == "" {
+		return []byte(pingBody)
+	}
+	path, _ := wire.JSON(ep)
+	return fmt.Appendf(nil, `{"pong": true, "extensions": {"core": "1.0", "native-session": %q, "native-session-endpoint": %s, "topic": "1.0"}}`, NativeSessionVersion, path)
+}
 
 // noded answers a frame addressed to the broker.
 func (s *session) noded(m *wire.Message) {
@@ -54,7 +69,7 @@ func (s *session) noded(m *wire.Message) {
 		resp = s.uiSubscription(m)
 	case "noded.ping":
 		resp = nodedReply(id, cmd, wire.RCSuccess, "")
-		resp.SetBody([]byte(pingBody))
+		resp.SetBody(s.srv.ping())
 	default:
 		resp = nodedReply(id, "", wire.RCError, fmt.Sprintf("Unknown noded command: '%s'", cmd))
 	}

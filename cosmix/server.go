@@ -57,6 +57,10 @@ type Config struct {
 	// suffix makes it unique (default "cosmix-"). The principal must be
 	// allowed that name (its "nodes" patterns).
 	NodePrefix string
+	// Owner is the credential a connection on the Unix socket
+	// (ListenUnix) logs in with: the broker owner's, whose OS user alone
+	// may connect there. Unused by the loopback listener.
+	Owner auth.Credential
 	// MaxConns, MaxCalls, CallTimeout, LoginTimeout and WriteTimeout are
 	// limits (zero: DefaultMaxConns and so on).
 	MaxConns, MaxCalls                      int
@@ -73,12 +77,19 @@ type Server struct {
 	regMu  sync.Mutex // serialises noded.register's check and announce
 	topics retained   // the topics' last frames
 
-	mu       sync.Mutex // guards closed, sessions, hsrv
+	mu       sync.Mutex // guards closed, sessions, hsrvs, endpoint
 	closed   bool
 	sessions map[*session]struct{}
-	hsrv     *http.Server
+	hsrvs    []*http.Server
+	endpoint string // the Unix socket noded.ping advertises; "" for none
+	unixLns  []*UnixListener
 
 	dropped atomic.Uint64 // frames for apps their full queues refused
+	refused atomic.Uint64 // Unix socket peers of another OS user
+
+	epoch    string              // broker_epoch of the principals stamped
+	vmu      sync.Mutex          // guards vouchers and each session's vouched
+	vouchers map[string]*session // unredeemed vouchers, by token
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -112,8 +123,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var epoch [16]byte
+	_, _ = rand.Read(epoch[:])
 	return &Server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns),
-		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel}, nil
+		sessions: map[*session]struct{}{}, topics: retained{topics: map[string]*topicState{}}, ctx: ctx, cancel: cancel,
+		epoch: hex.EncodeToString(epoch[:]), vouchers: map[string]*session{}}, nil
 }
 
 // Dropped is how many frames for cosmix apps were dropped because the
@@ -142,17 +156,21 @@ func Listen(addr string) (net.Listener, error) {
 const httpReadHeaderTimeout = 5 * time.Second
 
 // Serve answers cosmix clients on ln until Close.
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// serve answers cosmix clients on ln until Close; connCtx, when set, is
+// the HTTP server's ConnContext.
+func (s *Server) serve(ln net.Listener, connCtx func(context.Context, net.Conn) context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, s)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout, ConnContext: connCtx}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = ln.Close()
 		return ErrServerClosed
 	}
-	s.hsrv = hs
+	s.hsrvs = append(s.hsrvs, hs)
 	s.mu.Unlock()
 	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -160,16 +178,20 @@ func (s *Server) Serve(ln net.Listener) error {
 	return ErrServerClosed
 }
 
-// Close stops Serve, closes every cosmix connection (their busbar nodes
+// Close stops Serve and ServeUnix, closes the Unix socket of ListenUnix
+// (removing its file), closes every cosmix connection (their busbar nodes
 // log out) and waits for them to end.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	hs := s.hsrv
+	hsrvs, unixLns := s.hsrvs, s.unixLns
 	s.mu.Unlock()
 	s.cancel()
-	if hs != nil {
+	for _, hs := range hsrvs {
 		_ = hs.Close()
+	}
+	for _, ln := range unixLns { // served or not, its file goes now
+		_ = ln.Close()
 	}
 	s.wg.Wait()
 	return nil
@@ -195,7 +217,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
+	peer, native := peerOf(r)
 	cred, err := credential(r)
+	var stamp string
+	if native {
+		cred, err = s.cfg.Owner, nil // the kernel vouched for the user: the owner
+		if stamp, err = s.stampFor(peer); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+	}
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="busbar"`)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -211,6 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := newSession(s, bc)
+	sess.native, sess.stamp = native, stamp
 	if err := sess.setup(); err != nil {
 		sess.end()
 		http.Error(w, "cosmix: the node may not take calls: "+err.Error(), http.StatusForbidden)
@@ -228,7 +260,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.end()
 		return
 	}
-	s.cfg.Logger.Debug("cosmix: connection", "node", bc.Node(), "principal", cred.Principal, "remote", r.RemoteAddr)
+	if native {
+		s.cfg.Logger.Debug("cosmix: native connection", "node", bc.Node(), "principal", cred.Principal, "uid", peer.UID, "pid", peer.PID)
+	} else {
+		s.cfg.Logger.Debug("cosmix: connection", "node", bc.Node(), "principal", cred.Principal, "remote", r.RemoteAddr)
+	}
 	sess.run()
 	s.untrack(sess)
 	s.cfg.Logger.Debug("cosmix: connection ended", "node", bc.Node(), "dropped", sess.dropped.Load())

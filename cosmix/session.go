@@ -24,6 +24,14 @@ type session struct {
 	ws    *websocket.Conn
 	bc    *client.Client
 	scope *client.Scope
+	// native: the connection came over the Unix socket, the verified
+	// profile of cosmix-lib-client, which ends a connection that sends a
+	// binary message; busbar ends it too.
+	native bool
+	// stamp is the connection's broker_principal, for what it sends to
+	// other native connections (vouch.go); "" unless native.
+	stamp   string
+	vouched []string // its unredeemed vouchers, oldest first; under srv.vmu
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -69,6 +77,10 @@ func (s *session) run() {
 			return
 		}
 		if typ != websocket.MessageText {
+			if s.native {
+				_ = s.ws.Close(websocket.StatusUnsupportedData, "cosmix: text frames only")
+				return
+			}
 			continue // noded reads text messages only
 		}
 		s.take(data)
@@ -78,6 +90,7 @@ func (s *session) run() {
 // end closes the connection and its node and joins the goroutines.
 func (s *session) end() {
 	s.cancel()
+	s.srv.withdraw(s)
 	_ = s.bc.Close()
 	s.wg.Wait()
 	if s.ws != nil {
@@ -113,8 +126,19 @@ func (s *session) writeLoop() {
 }
 
 // enqueue queues m for the writer, or drops it (counted) when the queue
-// is full.
-func (s *session) enqueue(m *wire.Message) bool { return s.enqueueRaw(Encode(m)) }
+// is full. Whatever m carries, it goes without a PrincipalHeader: busbar
+// vouches for no sender that way.
+func (s *session) enqueue(m *wire.Message) bool { return s.enqueueAs(m, "") }
+
+// enqueueAs is enqueue, stamping m with the sender's principal when there
+// is one (a redeemed voucher's).
+func (s *session) enqueueAs(m *wire.Message, stamp string) bool {
+	stripPrincipal(m)
+	if stamp != "" {
+		m.Set(PrincipalHeader, stamp)
+	}
+	return s.enqueueRaw(Encode(m))
+}
 
 // take handles one text message from the app.
 func (s *session) take(data []byte) {
@@ -126,6 +150,7 @@ func (s *session) take(data []byte) {
 	if m.IsHeartbeat() {
 		return
 	}
+	stripPrincipal(m) // an app's own claim travels nowhere
 	if m.Value(wire.HeaderType) == wire.TypeResponse {
 		s.answered(m)
 		return

@@ -238,6 +238,9 @@ func (s *session) unsubscribeTopic(id, name string) *wire.Message {
 // else a busbar node's payload as the body of an event frame.
 func topicDelivery(name string, payload []byte) []byte {
 	if m, err := wire.Parse(payload); err == nil && m.Value("topic") == name {
+		if stripPrincipal(m) { // a busbar node's frame may carry a claim
+			return Encode(m)
+		}
 		return payload
 	}
 	m := wire.Empty().WithHeader(wire.HeaderType, wire.TypeEvent).WithHeader(wire.HeaderCommand, name).

@@ -566,7 +566,7 @@ var valueNames = map[string]string{
 	"handle": "PATTERN[,...]", "tap": "PATTERN[,...]", "state-read": "PATTERN[,...]", "state-write": "PATTERN[,...]",
 	"state-admin": "PATTERN[,...]", "nats-bus-key": "FILE", "group": "GROUP", "queue": "QUEUE",
 	"moonbridge": "ADDR", "moonbridge-proxy": "NODE", "moonbridge-allow-hosts": "HOST[,HOST...]",
-	"trueseal": "ADDR[,ADDR]", "trueseal-key": "FILE",
+	"trueseal": "ADDR[,ADDR]", "trueseal-key": "FILE", "cosmix-socket": "PATH",
 }
 
 func valueName(f *flag.Flag) string {

@@ -44,6 +44,7 @@ func runServe(args []string, stdio IO) int {
 	truesealAddr := fs.String("trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
 	truesealKey := fs.String("trueseal-key", "", "the trueseal relay's static key `FILE` (64 hex digits, owner-only), which must exist: on a bus with --nats-relays, the same file on every broker with --trueseal, so a trueseal client may use any of them (default <data>/trueseal.key, created on first start; docs/trueseal.md#on-a-bus)")
 	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
+	cosmixSock := fs.String("cosmix-socket", "", "Unix socket for cosmix apps' native connect_unix, owner-only (0600; every directory above it the broker user's or root's and writable by nobody else), each connection of the broker's own OS user a node of the principal in <data>/credentials.json (docs/cosmix.md#the-native-unix-socket; Linux, macOS, FreeBSD; default off)")
 	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
 	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
 	name := fs.String("name", broker.DefaultName, "the broker's own node name")
@@ -173,11 +174,11 @@ func runServe(args []string, stdio IO) int {
 		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
-	cx, err := listenCosmix(*cosmixAddr, b, log)
+	cx, err := listenCosmix(*cosmixAddr, *cosmixSock, dir, b, log)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		_ = b.Shutdown(context.Background())
-		if errors.Is(err, cosmix.ErrNotLoopback) {
+		if errors.Is(err, cosmix.ErrNotLoopback) || errors.Is(err, cosmix.ErrUnsafeSocketPath) || errors.Is(err, cosmix.ErrUnixUnsupported) {
 			return exitUsage
 		}
 		return exitFail
