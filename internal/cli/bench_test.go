@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -181,4 +182,50 @@ func TestProgressBarFollowsTheNearerLimitAndEndsItsLine(t *testing.T) {
 			t.Fatalf("end twice: %q", buf.String())
 		}
 	})
+}
+
+// On a terminal (script(1) gives bench one), a run ended by --duration
+// long before its --msgs
+// draws its bar to 100 % and ends the bar's line, so the table's header
+// starts a line of its own.
+func TestBenchOnATerminalEndsItsBarBeforeTheTable(t *testing.T) {
+	scriptCmd, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) is not installed")
+	}
+	s := startServe(t, filepath.Join(t.TempDir(), "d"))
+	cmd := exec.Command(scriptCmd, "-qec", binPath+" bench pub --msgs 1000000000 --duration 2s", "/dev/null")
+	cmd.Env = append(cmd.Environ(), "BUSBAR_DATA="+s.data)
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench on a terminal: %v\n%q", err, raw)
+	}
+	out := strings.ReplaceAll(string(raw), "\r\n", "\n")
+	bar := out[:max(0, strings.Index(out, "NAME"))]
+	if !strings.Contains(bar, "100%") || !strings.HasSuffix(strings.TrimRight(bar, " "), "\n") {
+		t.Fatalf("the bar before the table: %q", bar)
+	}
+	if !strings.Contains(out, "\n") || !regexp.MustCompile(`(?m)^\s*NAME\s+MSGS`).MatchString(out) {
+		t.Fatalf("the table's header is not on a line of its own:\n%q", out)
+	}
+}
+
+// A run too short to measure prints no rate, and says why on stderr.
+func TestBenchTooShortARunReportsNoRate(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "d"))
+	code, out, errOut := s.busbar(t, "", "bench", "pub", "--msgs", "3", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rs []loadgen.Result
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	r := rs[0]
+	if r.TooShort != (r.Duration < loadgen.MinRateWindow) || r.TooShort != (r.MsgsPerS == 0) {
+		t.Fatalf("%+v", r)
+	}
+	if r.TooShort != strings.Contains(errOut, "too few to measure a rate") {
+		t.Fatalf("too short %v, stderr %q", r.TooShort, errOut)
+	}
 }
