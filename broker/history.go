@@ -86,7 +86,7 @@ func (b *Broker) sampleHistory() {
 }
 
 func (b *Broker) takeSample(now time.Time) {
-	t := b.Traffic()
+	t := b.trafficSansChannels()
 	st := b.Stats()
 	s := Sample{Time: now, Connections: b.Connections(), Queued: t.Queued}
 	for k := range numMsgKinds {

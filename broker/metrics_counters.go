@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"busbar/auth"
 	"busbar/internal/hotpath"
 	"busbar/wire"
 )
@@ -153,7 +154,7 @@ func (c *conn) countIn(v *hotpath.View, n int) {
 	if k <= MsgResponse {
 		m.n++
 		m.timed = m.n&(SampleEvery-1) == 1
-		m.chans.count(v.Value(wire.HeaderCommand))
+		m.chans.count(v.Value(wire.HeaderCommand), &c.b.traffic.channels)
 	}
 }
 
@@ -187,6 +188,7 @@ func (c *conn) dispatched() {
 		m.out[k] = tally{}
 	}
 	m.dirtyIn, m.dirtyOut = 0, 0
+	m.chans.publish()
 }
 
 // requestStamp is when a sampled request was forwarded, in ns after
@@ -304,11 +306,15 @@ func (r *resultCounts) snapshot() map[string]int64 {
 	return out
 }
 
-// channelRates is the retired connections' messages per channel, kept
-// for MaxChannelRates channels and OtherChannels.
+// channelRates is the retired connections' messages per channel, and
+// the names admitted to be counted apart: the first MaxChannelRates
+// valid channel names any connection counts, for the broker's life
+// (first come, so a scrape never trades one channel's row for another's);
+// the rest are counted under OtherChannels.
 type channelRates struct {
-	mu sync.Mutex
-	n  map[string]int64
+	mu       sync.Mutex
+	n        map[string]int64
+	admitted map[string]bool
 }
 
 func (r *channelRates) add(ch string, n int64) {
@@ -316,62 +322,73 @@ func (r *channelRates) add(ch string, n int64) {
 	if r.n == nil {
 		r.n = map[string]int64{}
 	}
-	addChannel(r.n, ch, n)
+	r.n[ch] += n
 	r.mu.Unlock()
 }
 
-// addChannel adds n messages on ch to m, under OtherChannels once m
-// holds MaxChannelRates other channels. ch must not alias a read buffer
-// (connChannels' names are clones).
-func addChannel(m map[string]int64, ch string, n int64) {
-	if _, ok := m[ch]; !ok && ch != OtherChannels {
-		if len(m)-btoi(m[OtherChannels] != 0) >= MaxChannelRates {
-			ch = OtherChannels
-		}
+// admit reports whether ch is counted apart: admitted before, or now,
+// while fewer than MaxChannelRates are.
+func (r *channelRates) admit(ch string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.admitted[ch] {
+		return true
 	}
-	m[ch] += n
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
+	if len(r.admitted) >= MaxChannelRates {
+		return false
 	}
-	return 0
+	if r.admitted == nil {
+		r.admitted = map[string]bool{}
+	}
+	r.admitted[ch] = true
+	return true
 }
 
 // connChannels counts one connection's routed messages by channel,
-// exactly. Its reader counts: a run on one channel costs a comparison
-// and an atomic add on its own counter, a new channel a map lookup;
-// Traffic and retire read under mu, which the reader takes only to add
-// a channel to the map.
+// exactly. Its reader counts in plain fields (a run on one channel costs
+// a comparison and an increment, a new channel a map lookup) and
+// publishes them to atomics at the end of each read batch, as the
+// meter does its counts; Traffic and retire read the published ones
+// under mu, which the reader takes only to add a channel to the map.
 type connChannels struct {
-	mu   sync.Mutex
-	n    map[string]*chanCount // by name: at most maxConnChannels and OtherChannels
-	last *chanCount            // the last counted; reader-owned
+	mu    sync.Mutex
+	n     map[string]*chanCount // by name: at most maxConnChannels and OtherChannels
+	last  *chanCount            // the last counted; reader-owned
+	dirty []*chanCount          // counted since the last publish; reader-owned
 }
 
 type chanCount struct {
 	name string // a clone: the channel of a frame aliases its read buffer
-	n    atomic.Int64
+	n    int64  // counted, not yet published; reader-owned
+	pub  atomic.Int64
 }
 
-func (cc *connChannels) count(ch string) {
+// count counts a message on ch; admit decides which names the broker
+// counts apart.
+func (cc *connChannels) count(ch string, admit *channelRates) {
 	p := cc.last
 	if p == nil || p.name != ch {
 		if p = cc.n[ch]; p == nil {
-			p = cc.insert(ch)
+			p = cc.insert(ch, admit)
 		}
 		cc.last = p
 	}
-	p.n.Add(1)
+	if p.n == 0 {
+		cc.dirty = append(cc.dirty, p)
+	}
+	p.n++
 }
 
-// insert adds ch's counter, or returns OtherChannels' once the
-// connection counts maxConnChannels channels.
-func (cc *connChannels) insert(ch string) *chanCount {
+// insert adds ch's counter, or returns OtherChannels' for a name that is
+// not a valid channel (the frame is refused after it is counted: its
+// name must not be kept), once the connection counts maxConnChannels
+// channels, or once the broker does MaxChannelRates.
+func (cc *connChannels) insert(ch string, admit *channelRates) *chanCount {
 	name := OtherChannels
-	if len(cc.n)-btoi(cc.n[OtherChannels] != nil) < maxConnChannels {
-		name = strings.Clone(ch)
+	if len(cc.n)-btoi(cc.n[OtherChannels] != nil) < maxConnChannels && auth.ValidChannel(ch) == nil {
+		if c := strings.Clone(ch); admit.admit(c) {
+			name = c
+		}
 	}
 	if p := cc.n[name]; p != nil {
 		return p
@@ -386,13 +403,30 @@ func (cc *connChannels) insert(ch string) *chanCount {
 	return p
 }
 
-// each calls f with every channel's count so far.
+// publish makes the counts since the last publish readable.
+func (cc *connChannels) publish() {
+	for _, p := range cc.dirty {
+		p.pub.Add(p.n)
+		p.n = 0
+	}
+	clear(cc.dirty)
+	cc.dirty = cc.dirty[:0]
+}
+
+// each calls f with every channel's published count.
 func (cc *connChannels) each(f func(ch string, n int64)) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for name, p := range cc.n {
-		f(name, p.n.Load())
+		f(name, p.pub.Load())
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // histogram counts observations in fixed buckets, safe for concurrent
@@ -512,7 +546,7 @@ func (b *Broker) channelCounts() map[string]int64 {
 	out := map[string]int64{}
 	add := func(ch string, n int64) {
 		if n > 0 {
-			addChannel(out, ch, n)
+			out[ch] += n // at most MaxChannelRates names and OtherChannels: channelRates.admit
 		}
 	}
 	if cl := b.cl; cl != nil {
@@ -538,6 +572,14 @@ func (b *Broker) channelCounts() map[string]int64 {
 // Traffic returns the per-message metrics, summed over the connections
 // at the time of the call.
 func (b *Broker) Traffic() Traffic {
+	s := b.trafficSansChannels()
+	s.Channels = b.channelCounts()
+	return s
+}
+
+// trafficSansChannels is Traffic without the per-channel counts (the
+// history sampler's, every second, which does not use them).
+func (b *Broker) trafficSansChannels() Traffic {
 	t := &b.traffic
 	var s Traffic
 	if cl := b.cl; cl != nil { // links to other brokers route what those send here
@@ -566,6 +608,5 @@ func (b *Broker) Traffic() Traffic {
 	s.StateWrites = t.stateWrites.Load()
 	s.Routing, s.RoundTrip = t.routing.snapshot(latencyBounds), t.rtt.snapshot(latencyBounds)
 	s.RelayInbox, s.RelayBatch = t.relay.inbox.snapshot(sizeBounds), t.relay.batch.snapshot(sizeBounds)
-	s.Channels = b.channelCounts()
 	return s
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -52,39 +53,73 @@ func TestTrafficIsPublishedOncePerReadBatch(t *testing.T) {
 func TestChannelCountsKeepAtMostMaxChannelRates(t *testing.T) {
 	b, _ := newTestBroker(t, Options{})
 	t.Cleanup(func() { _ = b.Shutdown(t.Context()) })
-	r := &b.traffic.channels
-	for i := range MaxChannelRates {
-		r.add("ch"+strconv.Itoa(i), 1)
+	admit := &b.traffic.channels
+	// Names are admitted first come: every scrape counts the same ones
+	// apart, whatever order it reads the connections in.
+	conns := make([]connChannels, MaxChannelRates/maxConnChannels+1)
+	for i := range MaxChannelRates - 1 { // maxConnChannels a connection
+		conns[i/maxConnChannels].count("ch"+strconv.Itoa(i), admit)
 	}
-	if got := b.Traffic().Channels; len(got) != MaxChannelRates || got[OtherChannels] != 0 {
-		t.Fatalf("%d channels kept, other %d", len(got), got[OtherChannels])
+	second := &conns[len(conns)-1]
+	second.count("ch0", admit)
+	second.count("late-1", admit) // the 256th name: admitted
+	second.count("late-2", admit) // past MaxChannelRates: (other)
+	conns[0].count("late-2", admit)
+	got := map[string]int64{}
+	for i := range conns {
+		conns[i].publish()
+		conns[i].each(func(ch string, n int64) { got[ch] += n })
 	}
-	r.add("one-too-many", 2)
-	r.add("ch0", 1)
-	got := b.Traffic().Channels
-	if len(got) != MaxChannelRates+1 || got[OtherChannels] != 2 || got["ch0"] != 2 || got["one-too-many"] != 0 {
-		t.Fatalf("past the limit: %d kept, other %d, ch0 %d", len(got), got[OtherChannels], got["ch0"])
+	if got["ch0"] != 2 || got["late-1"] != 1 || got["late-2"] != 0 || got[OtherChannels] != 2 {
+		t.Fatalf("ch0 %d, late-1 %d, late-2 %d, other %d", got["ch0"], got["late-1"], got["late-2"], got[OtherChannels])
+	}
+	names := 0
+	for ch := range got {
+		if ch != OtherChannels {
+			names++
+		}
+	}
+	if names != MaxChannelRates {
+		t.Fatalf("%d names counted apart, want %d", names, MaxChannelRates)
 	}
 }
 
 // A connection counts every message by channel, keeps maxConnChannels
-// apart and the rest under OtherChannels, and never keeps a name that
-// aliases the frame it was read from.
+// apart and the rest under OtherChannels, never keeps a name that
+// aliases the frame it was read from or is not a channel (such a frame
+// is refused after it is counted), and its counts are read once
+// published, at the end of a read batch.
 func TestConnectionChannelCountsAreExactAndBounded(t *testing.T) {
 	var cc connChannels
+	admit := &channelRates{}
 	buf := []byte("ch0")
 	for range 3 {
-		cc.count(unsafe.String(&buf[0], len(buf)))
+		cc.count(unsafe.String(&buf[0], len(buf)), admit)
 	}
 	copy(buf, "xyz") // the read buffer reused
-	for i := range maxConnChannels + 2 {
-		cc.count("c" + strconv.Itoa(i))
+	got := func() map[string]int64 {
+		m := map[string]int64{}
+		cc.each(func(ch string, n int64) { m[ch] += n })
+		return m
 	}
-	cc.count("c1")
-	got := map[string]int64{}
-	cc.each(func(ch string, n int64) { got[ch] += n })
-	if got["ch0"] != 3 || got["xyz"] != 0 || got["c1"] != 2 || got[OtherChannels] != 3 || len(got) != maxConnChannels+1 {
-		t.Fatalf("%d kept: ch0 %d, c1 %d, other %d", len(got), got["ch0"], got["c1"], got[OtherChannels])
+	if got()["ch0"] != 0 {
+		t.Fatal("counts read before they were published")
+	}
+	cc.publish()
+	for i := range maxConnChannels + 2 {
+		cc.count("c"+strconv.Itoa(i), admit)
+	}
+	cc.count("c1", admit)
+	long := strings.Repeat("x", 64<<10) // a header as long as a frame may carry
+	cc.count(long, admit)
+	cc.count("bad channel", admit)
+	cc.publish()
+	m := got()
+	if m["ch0"] != 3 || m["xyz"] != 0 || m["c1"] != 2 || m[OtherChannels] != 5 || len(m) != maxConnChannels+1 {
+		t.Fatalf("%d kept: ch0 %d, c1 %d, other %d", len(m), m["ch0"], m["c1"], m[OtherChannels])
+	}
+	if _, kept := m[long]; kept {
+		t.Fatal("a name that is no channel was kept")
 	}
 }
 
@@ -199,13 +234,17 @@ func BenchmarkConnChannelCount(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(strconv.Itoa(n)+"-channels", func(b *testing.B) {
 			var cc connChannels
+			admit := &channelRates{}
 			names := make([]string, n)
 			for i := range names {
 				names[i] = "telemetry.sensor-" + strconv.Itoa(i)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				cc.count(names[i%n])
+				cc.count(names[i%n], admit)
+				if i%64 == 63 {
+					cc.publish() // a read batch's end
+				}
 			}
 		})
 	}

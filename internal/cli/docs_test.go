@@ -245,7 +245,10 @@ func TestReadmeQuickstartRunsAsPrinted(t *testing.T) {
 			bg = append(bg, out)
 			// What it registers must be in place before the next command,
 			// as the reader's pause gives it time to.
-			if name := flagValue(st.args, "--name"); name != "" {
+			if name := flagValue(st.args, "--name"); name != "" && st.args[0] == "reply" {
+				// Connected first, then its handler: wait for the handler.
+				s.waitLs(t, what, hasNode(name, "handlers", st.args[1]))
+			} else if name != "" {
 				s.waitLs(t, what, func(n []map[string]any) bool { return hasAny(n, name) })
 			} else {
 				s.waitLs(t, what, func(n []map[string]any) bool {

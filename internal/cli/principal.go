@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -288,14 +290,23 @@ func (f *principalFlags) tellBroker(stdio IO, done, path string) int {
 	}
 	data := cmp.Or(f.v.conn.data, defaultDataDir())
 	tok, err := os.ReadFile(filepath.Join(data, ops.TokenFile))
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !brokerListening(data):
 		say("no broker has run on %s: the next start loads it", data)
 		return exitOK
+	case err != nil:
+		say("the running broker could not be told (its HTTP token: %v): send it SIGHUP", err)
+		return exitFail
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
 	defer cancel()
-	resp, body, err := askBroker(ctx, http.MethodPost, localHTTP(data), ops.ReloadPath, strings.TrimSpace(string(tok)))
+	resp, body, err := askBroker(ctx, http.MethodPost, localHTTP(data), ops.ReloadPath, strings.TrimSpace(string(tok)), nil)
 	if errors.Is(err, errNoBrokerHTTP) {
+		if brokerListening(data) {
+			// Its HTTP socket is off or elsewhere (--http-unix).
+			say("a broker is running on %s but not its HTTP socket %s: send it SIGHUP", data, strings.TrimPrefix(localHTTP(data), "unix://"))
+			return exitFail
+		}
 		say("no broker is running on %s: the next start loads it", data)
 		return exitOK
 	}
@@ -318,6 +329,16 @@ func (f *principalFlags) tellBroker(stdio IO, done, path string) int {
 	}
 	say("the running broker took it at once")
 	return exitOK
+}
+
+// brokerListening reports whether a broker answers on data's bus socket.
+func brokerListening(data string) bool {
+	c, err := net.DialTimeout("unix", filepath.Join(data, socketName), reloadTimeout)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // sameFile reports whether a and b name one file.

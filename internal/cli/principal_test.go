@@ -179,3 +179,14 @@ func TestServeLimitFlagsAtTheirEdges(t *testing.T) {
 		return nil
 	})
 }
+
+// A broker running without its HTTP socket (--http-unix off) cannot be
+// told: principal add says so and to send SIGHUP, exit 1, never that no
+// broker runs.
+func TestPrincipalAddSaysWhenTheRunningBrokerCannotBeTold(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--http-unix", "off")
+	code, _, errOut := s.busbar(t, "", "principal", "add", "frank", "--all", "--out", filepath.Join(t.TempDir(), "frank.json"))
+	if code != exitFail || !strings.Contains(errOut, "a broker is running on "+s.data) || !strings.Contains(errOut, "send it SIGHUP") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

@@ -359,10 +359,16 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, store *auth.Store
 	}
 }
 
+// reloadMu serialises reloadPrincipals.
+var reloadMu sync.Mutex
+
 // reloadPrincipals reloads path into store and logs the outcome; on
 // error the previous principals stay in force. why is what asked
 // (SIGHUP, or busbar principal over the HTTP API).
 func reloadPrincipals(store *auth.Store, path string, log *slog.Logger, why string) error {
+	// One at a time: two reloads racing could swap in the older read last.
+	reloadMu.Lock()
+	defer reloadMu.Unlock()
 	if err := store.Reload(path); err != nil {
 		log.Error("principals not reloaded; the previous ones stay in force", "file", path, "by", why, "err", err)
 		return err

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,8 +40,13 @@ func runStatus(args []string, stdio IO) int {
 	tokenFile := flags.String("token-file", "", "`FILE` holding the broker's HTTP token (default <data>/"+ops.TokenFile+")")
 	asJSON := flags.Bool("json", false, "print the status as one JSON object (the fields of the text, named as in the status API)")
 	timeout := flags.Duration("timeout", 10*time.Second, "deadline of the status request")
+	ca := flags.String("ca", os.Getenv(envCA), "PEM `FILE` of the certificate authorities trusted for an https:// --http, instead of the system's (env "+envCA+")")
 	if !parseNoArgs(stdio, "status", flags, args) {
 		return exitUsage
+	}
+	if *httpURL != "" && *tokenFile == "" {
+		// The local token is for the local broker only: never sent elsewhere.
+		return usageError(stdio, "status", "--http needs --token-file: the token of that broker (its <data>/%s)", ops.TokenFile)
 	}
 	data = cmp.Or(data, defaultDataDir())
 	fail := func(err error) int {
@@ -60,7 +66,11 @@ func runStatus(args []string, stdio IO) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	where := cmp.Or(*httpURL, localHTTP(data))
-	st, err := fetchStatus(ctx, where, strings.TrimSpace(string(tok)))
+	tc, err := (&connFlags{ca: *ca}).tlsConfig()
+	if err != nil {
+		return fail(err)
+	}
+	st, err := fetchStatus(ctx, where, strings.TrimSpace(string(tok)), tc)
 	if err != nil {
 		return fail(err)
 	}
@@ -78,8 +88,8 @@ func runStatus(args []string, stdio IO) int {
 
 // fetchStatus GETs the status API at where (an http(s) base URL or
 // unix:///PATH) with the token.
-func fetchStatus(ctx context.Context, where, token string) (*ops.Status, error) {
-	resp, body, err := askBroker(ctx, http.MethodGet, where, ops.StatusPath, token)
+func fetchStatus(ctx context.Context, where, token string, tc *tls.Config) (*ops.Status, error) {
+	resp, body, err := askBroker(ctx, http.MethodGet, where, ops.StatusPath, token, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +115,12 @@ func localHTTP(data string) string {
 }
 
 // askBroker sends method path with the token to the broker's HTTP
-// listener at where (an http(s) base URL or unix:///PATH) and returns
+// listener at where (an http(s) base URL, trusting tc's roots, or
+// unix:///PATH) and returns
 // the response and its body (up to maxStatusBytes). Nothing listening
 // there is errNoBrokerHTTP.
-func askBroker(ctx context.Context, method, where, path, token string) (*http.Response, []byte, error) {
-	hc, base := &http.Client{}, strings.TrimSuffix(where, "/")
+func askBroker(ctx context.Context, method, where, path, token string, tc *tls.Config) (*http.Response, []byte, error) {
+	hc, base := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, strings.TrimSuffix(where, "/")
 	if sock, ok := strings.CutPrefix(where, "unix://"); ok {
 		var d net.Dialer
 		hc.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -107,9 +107,14 @@ func TestStatusWithoutABrokerSaysStartOne(t *testing.T) {
 		t.Errorf("stopped: exit %d", code)
 	}
 	oneLine(t, "stopped", errOut, "no broker is listening at unix://", "busbar serve")
-	code, _, errOut = s.busbar(t, "", "status", "--http", "ftp://x")
+	code, _, errOut = s.busbar(t, "", "status", "--http", "ftp://x", "--token-file", filepath.Join(s.data, "http-token"))
 	if code != exitUsage {
 		t.Errorf("bad --http: exit %d (%q)", code, errOut)
+	}
+	// The local token is never sent to another address.
+	code, _, errOut = s.busbar(t, "", "status", "--http", "http://127.0.0.1:1")
+	if code != exitUsage || !strings.Contains(errOut, "--http needs --token-file") {
+		t.Errorf("--http without --token-file: exit %d (%q)", code, errOut)
 	}
 }
 
@@ -136,7 +141,7 @@ func TestStatusChannelCountsMatchTheTrafficSent(t *testing.T) {
 	// Each request and its response count on the channel: 3 + 3.
 	want := map[string]int64{"telemetry.temp": 1, "orders.new": 5, "upper": 6}
 	testbroker.Await(t, 30*time.Second, "the counts", func() error {
-		st, err := fetchStatus(t.Context(), localHTTP(s.data), strings.TrimSpace(string(tok)))
+		st, err := fetchStatus(t.Context(), localHTTP(s.data), strings.TrimSpace(string(tok)), nil)
 		if err != nil {
 			return err
 		}
