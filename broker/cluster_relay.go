@@ -92,6 +92,22 @@ type relayForwards struct {
 	sessions map[string]*delivery // by sid
 }
 
+// addSession numbers d (its sid) and keeps it, before the home is asked:
+// the deliveries follow the answer at once. The boot's prefix (iid) keeps
+// a session id from meaning two sessions at the home across a restart of
+// this broker: the home may still hold the one from before, and must not
+// take the new one for it.
+func (fw *relayForwards) addSession(iid string, d *delivery) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.sessions == nil {
+		fw.sessions = map[string]*delivery{}
+	}
+	fw.next++
+	d.sid = iid + "-" + strconv.FormatUint(fw.next, 10)
+	fw.sessions[d.sid] = d
+}
+
 // relayCall is a command forwarded to home, answered by then.
 type relayCall struct {
 	home string
@@ -258,18 +274,7 @@ func (b *Broker) forwardReceive(c *conn, s *subject, device, home, rid string) *
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	d := &delivery{c: c, device: device, home: home, rid: rid, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{})}
-	fw := &cl.relay
-	fw.mu.Lock()
-	if fw.sessions == nil {
-		fw.sessions = map[string]*delivery{}
-	}
-	fw.next++
-	// The boot's prefix keeps a session id from meaning two sessions at
-	// the home across a restart of this broker: the home may still hold
-	// the one from before, and must not take the new one for it.
-	d.sid = cl.iid + "-" + strconv.FormatUint(fw.next, 10)
-	fw.sessions[d.sid] = d // before asking: the deliveries follow the answer at once
-	fw.mu.Unlock()
+	cl.relay.addSession(cl.iid, d)
 	reply := answered(b, c, *s)
 	r := cl.forward(home, relayMsg(ropReceive, nil, rhDevice, device, rhSid, d.sid), func(rc wire.Result, text string, body []byte) {
 		reply(rc, text, body)

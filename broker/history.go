@@ -71,18 +71,8 @@ func (h *sampleRing) add(s Sample) {
 
 // sampleHistory samples every HistoryInterval until Shutdown.
 func (b *Broker) sampleHistory() {
-	defer b.sweeper.Done()
 	b.takeSample(time.Now())
-	t := time.NewTicker(HistoryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case now := <-t.C:
-			b.takeSample(now)
-		}
-	}
+	b.every(HistoryInterval, b.takeSample)
 }
 
 func (b *Broker) takeSample(now time.Time) {

@@ -12,16 +12,20 @@ import (
 // expired, sends heartbeats on idle connections and closes calls whose
 // deadline passed. A dead peer is therefore removed within LeaseTimeout +
 // sweepPeriod.
-func (b *Broker) sweep() {
+func (b *Broker) sweep() { b.every(b.sweepPeriod(), b.sweepOnce) }
+
+// every calls f every d until Shutdown: the body of the broker's periodic
+// goroutines, which b.sweeper joins.
+func (b *Broker) every(d time.Duration, f func(now time.Time)) {
 	defer b.sweeper.Done()
-	t := time.NewTicker(b.sweepPeriod())
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case now := <-t.C:
-			b.sweepOnce(now)
+			f(now)
 		}
 	}
 }

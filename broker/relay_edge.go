@@ -190,15 +190,7 @@ func (x *EdgeInboxes) Receive(ctx context.Context, device string) (*EdgeSession,
 	dctx, cancel := context.WithCancel(b.ctx)
 	d := &delivery{device: device, home: home, in: make(chan relayedBlob, wire.DurableWindow), cancel: cancel, done: make(chan struct{}), edge: true}
 	close(d.done) // no goroutine of the broker's delivers it: the edge reads d.in
-	fw := &cl.relay
-	fw.mu.Lock()
-	if fw.sessions == nil {
-		fw.sessions = map[string]*delivery{}
-	}
-	fw.next++
-	d.sid = cl.iid + "-" + strconv.FormatUint(fw.next, 10)
-	fw.sessions[d.sid] = d // before asking: the deliveries follow the answer at once
-	fw.mu.Unlock()
+	cl.relay.addSession(cl.iid, d)
 	s := &EdgeSession{x: x, device: device, d: d, ctx: dctx}
 	answer := make(chan error, 1)
 	r := cl.forward(home, relayMsg(ropEdgeReceive, nil, rhProto, x.proto, rhDevice, device, rhSid, d.sid), func(rc wire.Result, text string, _ []byte) {
