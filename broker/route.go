@@ -156,36 +156,67 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 		return r
 	}
 	defer fw.release()
-	deliver := func(d *conn) {
+	deliver := func(d *conn, fw *forward) {
 		if !d.allows(auth.ActionSubscribe, channel) {
 			return
 		}
-		n, reason, ok := d.enqueueStream(&fw, deadline, h)
+		n, reason, ok := d.enqueueStream(fw, deadline, h)
 		if !ok {
 			b.stats.drop(reason)
 			return
 		}
 		c.countOut(MsgStream, n)
 	}
-	if !hasTo {
-		for _, d := range b.shareQueues(channel, b.dir.subscribers(channel)) {
-			deliver(d)
+	if hasTo {
+		if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
+			deliver(t.dest, &fw)
 		}
-		if !c.peer { // what came from another broker is that broker's to fan out
-			for _, name := range b.cl.subscribedBrokers(channel) {
-				switch l := b.cl.link(name); {
-				case l == nil:
-				case !b.cl.frameFits(fw.frame()):
-					b.stats.drop(DropStreamTooLarge)
-				default:
-					deliver(l)
-				}
-			}
+		return nil
+	}
+	subs := b.dir.subscribers(channel)
+	if c.peer { // another broker's to fan out: its choice of this broker's queue members holds
+		if anyQueued(subs) {
+			subs = chosenHere(channel, subs, takeChosen(fw.frame()))
+			fw.size = 0 // every node takes the shared frame, the header cut off
 		}
-	} else if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
-		deliver(t.dest)
+		for _, d := range subs {
+			deliver(d, &fw)
+		}
+		return nil
+	}
+	brokers := b.cl.subscribedBrokers(channel)
+	subs, choice := b.shareQueues(channel, subs, len(brokers) > 0)
+	var lf linkFrames
+	if len(brokers) > 0 {
+		if lf, r = newLinkFrames(fw.frame(), choice); r != nil {
+			return r
+		}
+		defer lf.release()
+	}
+	for _, d := range subs {
+		deliver(d, &fw)
+	}
+	link := forward{v: v, from: fw.from, ttl: true} // each broker's frame, made
+	for _, name := range brokers {
+		if _, told := choice[name]; told && choice[name] == "" && !b.cl.plainSubscribers(name, channel) {
+			continue // only queue members there, none of them chosen
+		}
+		link.f = lf.frame(name)
+		switch l := b.cl.link(name); {
+		case l == nil:
+		case !b.linkFits(link.f):
+			b.stats.drop(DropStreamTooLarge)
+		default:
+			deliver(l, &link)
+		}
 	}
 	return nil
+}
+
+// linkFits reports whether f, forwarded, can cross to another broker and
+// be read there.
+func (b *Broker) linkFits(f *sendq.Frame) bool {
+	return b.cl.frameFits(f) && hotpath.FrameLen(f.B) <= wire.MaxMessageBytes
 }
 
 // forward is a message read from a connection on its way to its
@@ -578,8 +609,20 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 			subscribed = append(subscribed, d)
 		}
 	}
-	deliver := b.shareQueues(s.command, subscribed) // a queue's other members read NO_SUBSCRIBER
-	var given map[*conn]bool                        // when queues left some out
+	// A queue's members not given the event read NO_SUBSCRIBER.
+	var f *sendq.Frame
+	deliver, choice := subscribed, queueChoice(nil)
+	switch {
+	case c.peer && anyQueued(subscribed): // the publisher's broker chose
+		if f, r = frameFrom(c, v, true); r != nil {
+			return r
+		}
+		defer f.Release()
+		deliver = chosenHere(s.command, subscribed, takeChosen(f))
+	case !c.peer:
+		deliver, choice = b.shareQueues(s.command, subscribed, len(remote) > 0)
+	}
+	var given map[*conn]bool // when queues left some out
 	if len(deliver) != len(subscribed) {
 		given = make(map[*conn]bool, len(deliver))
 		for _, d := range deliver {
@@ -604,13 +647,24 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		b.sendPublished(pub)
 		return nil
 	}
-	f, r := frameFrom(c, v, true)
-	if r != nil {
-		return r
+	if f == nil {
+		if f, r = frameFrom(c, v, true); r != nil {
+			return r
+		}
+		defer f.Release()
+		if c.peer {
+			takeChosen(f) // a choice made before this broker's members left: its nodes never see it
+		}
 	}
-	defer f.Release()
+	var lf linkFrames
+	if len(remote) > 0 {
+		if lf, r = newLinkFrames(f, choice); r != nil {
+			return r
+		}
+		defer lf.release()
+	}
 	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
-	b.scatter(c, pub, remote, f)
+	b.scatter(c, pub, remote, &lf)
 	for _, d := range deliver {
 		switch {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
