@@ -52,7 +52,7 @@ type groups struct {
 	mu     sync.Mutex
 	turns  map[string]*atomic.Uint64 // whose turn it is, per service group or queue group
 	remote map[string]*atomic.Int64  // by broker "/" service: this broker's requests open there
-	sent   map[GroupMember]int64     // requests sent to each member, by this broker
+	sent   map[GroupMember]*int64    // requests sent to each member, by this broker
 }
 
 // GroupMember names a member of a service group.
@@ -90,10 +90,19 @@ func (g *groups) turn(key string) uint64 {
 func (g *groups) chose(m GroupMember) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.sent == nil {
-		g.sent = map[GroupMember]int64{}
+	n := g.sent[m]
+	if n == nil {
+		if g.sent == nil {
+			g.sent = map[GroupMember]*int64{}
+		}
+		// Stored once, with a key of its own: the service is the
+		// request's target, which aliases the read buffer (and a map
+		// assignment would store the key it is given again).
+		m.Service = strings.Clone(m.Service)
+		n = new(int64)
+		g.sent[m] = n
 	}
-	g.sent[m]++
+	*n++
 }
 
 // GroupRequests returns, for every live member of a service group on the
@@ -111,7 +120,11 @@ func (b *Broker) GroupRequests() []GroupRequests {
 	defer g.mu.Unlock()
 	out := make([]GroupRequests, 0, len(live))
 	for m := range live {
-		out = append(out, GroupRequests{m, g.sent[m]})
+		var n int64
+		if p := g.sent[m]; p != nil {
+			n = *p
+		}
+		out = append(out, GroupRequests{m, n})
 	}
 	for m := range g.sent {
 		if !live[m] {
