@@ -430,7 +430,7 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *ref
 	case !dest.hasSub(s.command):
 		return refuse(wire.NoSubscriber, "")
 	}
-	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil)
+	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil, nil)
 }
 
 // deliverRequest forwards a request to the one handler of its channel on
@@ -464,13 +464,17 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 	if load == nil && !dest.peer {
 		load = &dest.openRequests
 	}
-	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load)
+	var keep func(*sendq.Frame) *chooseAgain
+	if t.remoteMember {
+		keep = func(f *sendq.Frame) *chooseAgain { return keepForAgain(t, to, s.command, f) }
+	}
+	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load, keep)
 }
 
 // forwardCall opens the call dest must answer and queues v for dest; the
 // call counts in load (if not nil) while open. A send's answer maps
 // OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64) *refusal {
+func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64, keep func(*sendq.Frame) *chooseAgain) *refusal {
 	// A link carries the calls of all the other broker's nodes, each
 	// bounded there.
 	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
@@ -484,7 +488,11 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if dest.peer && !b.cl.frameFits(fw.frame()) {
 		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.maxPayload())
 	}
-	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load}) {
+	var again *chooseAgain
+	if keep != nil {
+		again = keep(fw.frame())
+	}
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load, again: again}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
 	n, ok := h.put(dest, &fw, deadline, false)
@@ -534,7 +542,7 @@ func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 			node = remote[0].node
 		default:
 			if g := groupOf(locals, remote); g != "" {
-				return b.pickMember(t.Service, g, locals, remote, n)
+				return b.pickMember(t.Service, g, locals, remote, n, nil)
 			}
 			nodes := make([]string, 0, len(locals)+len(remote))
 			for _, m := range remote {
@@ -696,6 +704,14 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	if cl == nil {
 		b.stats.drop(DropUnmatchedAnswer)
 		return
+	}
+	if cl.again != nil {
+		// Refused unsent by the broker of the group's member chosen
+		// (groups.go): another member may take it.
+		if c.peer && v.Value(wire.HeaderFrom) == c.addr && v.Value(wire.HeaderResult) == string(wire.ResultNoHandler) && b.sendAgain(cl, id, c.node) {
+			return
+		}
+		cl.again.f.Release()
 	}
 	// What the origin is told if the reply cannot pass; built only then
 	// (its strings are clones of the read buffer's).
