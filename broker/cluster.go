@@ -203,6 +203,9 @@ type cluster struct {
 	nodes   map[string]shareNode
 	svcs    map[string][]member // by service
 	subbers *subIndex[string]
+	// The other brokers' queue members (cluster_publish.go): nil when
+	// none of their nodes is a queue's member.
+	queues *remoteQueues
 
 	view    hotpath.View       // owned by onLink, the links' one reader
 	in      map[string]*linkIn // owned by onLink: each sender's link (cluster_credit.go)

@@ -283,6 +283,7 @@ func (cl *cluster) indexLocked() {
 			cl.subbers.add(ch, n.Broker)
 		}
 	}
+	cl.queues = indexQueues(cl.nodes)
 	for _, pr := range cl.peers {
 		for _, s := range pr.services {
 			if n, ok := cl.nodes[s.Provenance.Node]; ok && n.Broker == s.Provenance.Broker {

@@ -116,6 +116,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 	if c == nil {
 		return // leaving
 	}
+	c.readAt.Store(0) // this message's frames arrived now: their ttls count from here (conn.now)
 	in, fresh := cl.received(from, epoch, off, seq)
 	n := 0
 	cl.verdict.reset()

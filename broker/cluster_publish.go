@@ -15,7 +15,6 @@ import (
 
 	"busbar/auth"
 	"busbar/internal/hotpath"
-	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
@@ -47,16 +46,19 @@ func (cl *cluster) publishCandidates(channel string) map[string][]string {
 }
 
 // scatter sends a publication's frame to every other broker with
-// candidates, each as one call answered by routePeerPublished.
-func (b *Broker) scatter(c *conn, pub *publication, remote map[string][]string, f *sendq.Frame) {
+// candidates, each as one call answered by routePeerPublished; a broker
+// with queue members gets the frame that names those chosen there
+// (queues.go).
+func (b *Broker) scatter(c *conn, pub *publication, remote map[string][]string, lf *linkFrames) {
 	for broker, nodes := range remote {
 		l := b.cl.link(broker)
 		cl := &call{kind: callPublish, origin: c, deadline: pub.deadline, pub: pub, nodes: nodes}
+		f := lf.frame(broker)
 		var r wire.Result
 		switch {
 		case l == nil:
 			r = wire.Failed
-		case !b.cl.frameFits(f):
+		case !b.linkFits(f):
 			r = wire.Rejected
 		case !b.pend.add(l, pub.id, cl):
 			r = wire.Rejected

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 
 	"busbar/auth"
+	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
@@ -44,6 +45,9 @@ type target struct {
 	node string
 	dest *conn
 	load *atomic.Int64
+	// A group's member on another broker: that broker may still refuse
+	// it unsent (chooseAgain).
+	remoteMember bool
 }
 
 // groups keeps what the choice among members needs between messages,
@@ -52,7 +56,7 @@ type groups struct {
 	mu     sync.Mutex
 	turns  map[string]*atomic.Uint64 // whose turn it is, per service group or queue group
 	remote map[string]*atomic.Int64  // by broker "/" service: this broker's requests open there
-	sent   map[GroupMember]int64     // requests sent to each member, by this broker
+	sent   map[GroupMember]*int64    // requests sent to each member, by this broker
 }
 
 // GroupMember names a member of a service group.
@@ -90,10 +94,19 @@ func (g *groups) turn(key string) uint64 {
 func (g *groups) chose(m GroupMember) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.sent == nil {
-		g.sent = map[GroupMember]int64{}
+	n := g.sent[m]
+	if n == nil {
+		if g.sent == nil {
+			g.sent = map[GroupMember]*int64{}
+		}
+		// Stored once, with a key of its own: the service is the
+		// request's target, which aliases the read buffer (and a map
+		// assignment would store the key it is given again).
+		m.Service = strings.Clone(m.Service)
+		n = new(int64)
+		g.sent[m] = n
 	}
-	g.sent[m]++
+	*n++
 }
 
 // GroupRequests returns, for every live member of a service group on the
@@ -111,7 +124,11 @@ func (b *Broker) GroupRequests() []GroupRequests {
 	defer g.mu.Unlock()
 	out := make([]GroupRequests, 0, len(live))
 	for m := range live {
-		out = append(out, GroupRequests{m, g.sent[m]})
+		var n int64
+		if p := g.sent[m]; p != nil {
+			n = *p
+		}
+		out = append(out, GroupRequests{m, n})
 	}
 	for m := range g.sent {
 		if !live[m] {
@@ -183,7 +200,7 @@ func groupOf(locals []*instance, remote []member) string {
 
 // pickMember chooses the member of group that takes a message of n:
 // the fewest outstanding, ties in turn. It refuses when none can take it.
-func (b *Broker) pickMember(service, group string, locals []*instance, remote []member, n need) (target, *refusal) {
+func (b *Broker) pickMember(service, group string, locals []*instance, remote []member, n need, tried []string) (target, *refusal) {
 	type cand struct {
 		t       target
 		members int64 // the load is shared by this many (a broker's members)
@@ -203,6 +220,10 @@ func (b *Broker) pickMember(service, group string, locals []*instance, remote []
 		perBroker[m.broker]++
 	}
 	for _, m := range remote {
+		if slices.Contains(tried, m.broker) {
+			skipped["refused by its broker"] += " " + m.node
+			continue
+		}
 		l := b.cl.link(m.broker)
 		if l == nil {
 			skipped["gone"] += " " + m.node
@@ -215,7 +236,7 @@ func (b *Broker) pickMember(service, group string, locals []*instance, remote []
 			skipped["no handler for "+n.channel] += " " + m.node
 			continue
 		}
-		cands = append(cands, cand{target{node: m.node, dest: l, load: b.groups.remoteLoad(m.broker, service)}, perBroker[m.broker]})
+		cands = append(cands, cand{target{node: m.node, dest: l, load: b.groups.remoteLoad(m.broker, service), remoteMember: true}, perBroker[m.broker]})
 	}
 	if len(cands) == 0 {
 		text := "no member of group " + group + " of service " + service + " can take it:"
@@ -265,4 +286,74 @@ func (b *Broker) cannotTake(c *conn, n need) string {
 		return "overloaded"
 	}
 	return ""
+}
+
+// maxChooseAgain bounds how many brokers a group's request is sent to when
+// each in turn refuses it unsent.
+const maxChooseAgain = 2
+
+// chooseAgain is what a group's request sent to a member on another
+// broker keeps, so the member can be chosen again if that broker refuses
+// it before any member saw it: its own members were gone (it knew before
+// this broker did), it answers NO_HANDLER from itself. The request was
+// never sent to a member, so sending it to another is no replay (seed
+// 003). The frame is this broker's copy of what it forwarded.
+type chooseAgain struct {
+	service, channel string
+	tried            []string // the brokers that refused it
+	f                *sendq.Frame
+}
+
+// keepForAgain returns what a request forwarded as f to t, a group's
+// member on another broker, keeps; nil for any other target.
+func keepForAgain(t target, service, channel string, f *sendq.Frame) *chooseAgain {
+	if !t.remoteMember {
+		return nil
+	}
+	g := sendq.NewFrame() // pooled: nothing allocated in steady state
+	g.B, g.TTLOff = append(g.B, f.B...), f.TTLOff
+	return &chooseAgain{service: strings.Clone(service), channel: strings.Clone(channel), f: g}
+}
+
+// sendAgain tries, once another broker (peer) refused the group's request
+// cl unsent, another member; it reports whether the request is on its way
+// again (then the refusal is not passed on). The kept frame goes with the
+// new call, or is released.
+func (b *Broker) sendAgain(cl *call, id, peer string) bool {
+	ag := cl.again
+	ag.tried = append(ag.tried, peer)
+	if len(ag.tried) > maxChooseAgain {
+		return false
+	}
+	locals := b.reg.instances(ag.service)
+	remote := b.cl.serviceMembers(ag.service)
+	g := groupOf(locals, remote)
+	if g == "" {
+		return false
+	}
+	t, r := b.pickMember(ag.service, g, locals, remote, need{channel: ag.channel, request: true}, ag.tried)
+	if r != nil || t.dest == nil {
+		return false
+	}
+	load := t.load
+	if load == nil && !t.dest.peer {
+		load = &t.dest.openRequests
+	}
+	next := &call{kind: callRequest, origin: cl.origin, deadline: cl.deadline, sent: cl.sent, load: load}
+	if t.remoteMember {
+		next.again = ag
+	}
+	id = strings.Clone(id)
+	if !b.pend.add(t.dest, id, next) {
+		return false
+	}
+	if !t.dest.out.EnqueueFrame(ag.f, cl.deadline) {
+		b.pend.cancel(t.dest, id, callRequest)
+		return false
+	}
+	if next.again == nil {
+		ag.f.Release() // the queue holds its own reference
+	}
+	b.log.Debug("group request refused unsent by the member's broker; sent to another member", "service", ag.service, "refused_by", peer, "member", t.node)
+	return true
 }

@@ -36,6 +36,7 @@ type call struct {
 	nodes    []string      // callPublish on a link: the other broker's candidates it answers for
 	sent     int64         // a sampled request's forwarding, ns after Broker.started; 0: not sampled (metrics_counters.go)
 	load     *atomic.Int64 // counts this call while it is open, or nil (groups.go)
+	again    *chooseAgain  // a group's request sent to a member on another broker (groups.go)
 }
 
 // MaxPublishAnswerLead bounds how long before its deadline a publication

@@ -12,14 +12,25 @@ package broker
 // publication's results stay one per candidate node: a member that was
 // not given the event reads NO_SUBSCRIBER.
 //
-// Only on a lone broker for now: the choice across the brokers of a bus
-// is not built, so a queue subscription on a bus is refused.
+// On a bus the broker where a message enters chooses for every queue,
+// whichever broker its members are on: it knows the other brokers'
+// members from their shares of the directory (NodeInfo.Queues), and
+// tells each broker with members which of them it chose, in a header on
+// the message it forwards (wire.HeaderQueueChosen). That broker gives the
+// message to those members only, and to its subscribers outside any
+// queue; it chooses nothing itself, so no two brokers choose for one
+// queue. A member the publisher's broker does not know of yet (the
+// directory is shared within a snapshot's gap) is not chosen.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"slices"
 	"strings"
 
 	"busbar/auth"
+	"busbar/internal/hotpath"
+	"busbar/internal/sendq"
 	"busbar/wire"
 )
 
@@ -28,8 +39,6 @@ func (b *Broker) checkQueue(cmd, queue string) *refusal {
 	switch {
 	case cmd != wire.CmdSubscribe:
 		return rejectf("only a subscription may name a queue")
-	case b.cl != nil:
-		return rejectf("queue subscriptions are not built for a bus of brokers yet (docs/messaging.md#queue-subscriptions)")
 	}
 	if err := wire.ValidLabel(queue); err != nil {
 		return rejectf("queue name: %v", err)
@@ -82,16 +91,36 @@ func (c *conn) queueKeys(channel string, keys []string) (plain bool, _ []string)
 	return plain, keys
 }
 
-// shareQueues returns, of ds (subscribers of channel), those the message
-// goes to: every one with a plain subscription matching channel, and one
-// member of each queue group, in turn. ds is returned as it is when none
-// of them is a queue's member.
-func (b *Broker) shareQueues(channel string, ds []*conn) []*conn {
-	if !slices.ContainsFunc(ds, func(d *conn) bool { return d.queued.Load() > 0 }) {
-		return ds
+// queueMember is a member of a queue group that may be chosen: a node of
+// this broker (d) or of another broker.
+type queueMember struct {
+	node   string
+	broker string // another broker's; "" with d
+	d      *conn
+}
+
+// queueChoice is what the publisher's broker chose on the other brokers
+// for one message: for each broker with a member of a queue of the
+// channel, its members chosen, joined by commas ("": none, and it still
+// tells that broker so). Nil when no other broker has a member.
+type queueChoice map[string]string
+
+// shareQueues returns, of ds (this broker's subscribers of channel), those
+// the message goes to: every one with a plain subscription matching
+// channel, and the member of each queue group chosen, in turn among the
+// members of the whole bus when bus is set (then the choice on the other
+// brokers is returned too). ds is returned as it is, with nothing
+// allocated, when no member of any queue matches.
+func (b *Broker) shareQueues(channel string, ds []*conn, bus bool) ([]*conn, queueChoice) {
+	var remote []remoteMember
+	if bus {
+		remote = b.cl.queueMembers(channel)
+	}
+	if len(remote) == 0 && !slices.ContainsFunc(ds, func(d *conn) bool { return d.queued.Load() > 0 }) {
+		return ds, nil
 	}
 	keep := make([]*conn, 0, len(ds))
-	groups := map[string][]*conn{}
+	groups := map[string][]queueMember{}
 	served := map[string]bool{} // queue groups with a member that gets it anyway
 	var keys []string
 	for _, d := range ds {
@@ -101,26 +130,299 @@ func (b *Broker) shareQueues(channel string, ds []*conn) []*conn {
 		}
 		var plain bool
 		plain, keys = d.queueKeys(channel, keys[:0])
-		for _, k := range keys {
-			if plain {
-				served[k] = true
-			} else {
-				groups[k] = append(groups[k], d)
-			}
-		}
 		if plain {
 			keep = append(keep, d)
+		}
+		for _, k := range keys {
+			switch {
+			case plain:
+				served[k] = true
+			case d.allows(auth.ActionSubscribe, channel):
+				groups[k] = append(groups[k], queueMember{node: d.node, d: d})
+			}
+		}
+	}
+	var choice queueChoice
+	if len(remote) > 0 {
+		choice = queueChoice{}
+	}
+	for _, m := range remote {
+		choice[m.broker] += "" // told, even if none of its members is chosen
+		for _, k := range m.keys {
+			if m.plain {
+				served[k] = true
+			} else {
+				groups[k] = append(groups[k], queueMember{node: m.node, broker: m.broker})
+			}
 		}
 	}
 	for key, members := range groups {
 		if served[key] {
 			continue
 		}
-		slices.SortFunc(members, func(x, y *conn) int { return strings.Compare(x.node, y.node) })
+		slices.SortFunc(members, func(x, y queueMember) int { return strings.Compare(x.node, y.node) })
 		chosen := members[b.groups.turn("q\x00"+key)%uint64(len(members))]
-		if !slices.Contains(keep, chosen) { // a member of two queues may be chosen twice: once
-			keep = append(keep, chosen)
+		switch {
+		case chosen.d != nil:
+			if !slices.Contains(keep, chosen.d) { // a member of two queues may be chosen twice: once
+				keep = append(keep, chosen.d)
+			}
+		case !listed(choice[chosen.broker], chosen.node):
+			if choice[chosen.broker] != "" {
+				choice[chosen.broker] += ","
+			}
+			choice[chosen.broker] += chosen.node
 		}
 	}
+	return keep, choice
+}
+
+// chosenHere returns, of ds (this broker's subscribers of channel), those
+// a message another broker forwarded goes to: every one outside a queue
+// or with a plain subscription matching channel, and the queue members
+// the publisher's broker chose (chosen, the value of
+// wire.HeaderQueueChosen; none without it).
+func chosenHere(channel string, ds []*conn, chosen string) []*conn {
+	keep := make([]*conn, 0, len(ds))
+	var keys []string
+	for _, d := range ds {
+		if d.queued.Load() > 0 {
+			var plain bool
+			plain, keys = d.queueKeys(channel, keys[:0])
+			if !plain && len(keys) > 0 && !listed(chosen, d.node) {
+				continue
+			}
+		}
+		keep = append(keep, d)
+	}
 	return keep
+}
+
+// anyQueued reports whether one of ds is a queue's member.
+func anyQueued(ds []*conn) bool {
+	return slices.ContainsFunc(ds, func(d *conn) bool { return d.queued.Load() > 0 })
+}
+
+// listed reports whether node is in list, names joined by commas.
+func listed(list, node string) bool {
+	for list != "" {
+		var name string
+		name, list, _ = strings.Cut(list, ",")
+		if name == node {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteMember is a node of another broker that is a member of a queue
+// matching a channel: whether it has a plain subscription matching it
+// too, and its queue groups (subscription and queue) for it.
+type remoteMember struct {
+	node, broker string
+	plain        bool
+	keys         []string
+}
+
+// remoteQueues indexes the other brokers' queue members, for a choice
+// that costs a lookup when none of them matches the channel.
+type remoteQueues struct {
+	members *subIndex[string] // the nodes with queues, by each of their subscriptions
+	plain   *subIndex[string] // every broker, by its nodes' subscriptions outside a queue
+}
+
+// indexQueues indexes the queue members of nodes (the other brokers'),
+// or returns nil when none is a queue's member.
+func indexQueues(nodes map[string]shareNode) *remoteQueues {
+	var q *remoteQueues
+	for name, n := range nodes {
+		if len(n.Queues) == 0 {
+			continue
+		}
+		if q == nil {
+			q = &remoteQueues{members: newSubIndex[string](), plain: newSubIndex[string]()}
+		}
+		for _, sub := range n.Subscriptions {
+			q.members.add(sub, name)
+		}
+	}
+	if q == nil {
+		return nil
+	}
+	for _, n := range nodes {
+		for _, sub := range n.Subscriptions {
+			if _, ok := n.Queues[sub]; !ok {
+				q.plain.add(sub, n.Broker)
+			}
+		}
+	}
+	return q
+}
+
+// queueMembers returns the other brokers' nodes permitted to receive
+// channel that are members of a queue matching it. Safe on nil; nil,
+// without allocating, when there are none.
+func (cl *cluster) queueMembers(channel string) []remoteMember {
+	if cl == nil {
+		return nil
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if cl.queues == nil {
+		return nil
+	}
+	var out []remoteMember
+	for _, name := range cl.queues.members.match(channel) {
+		n, ok := cl.nodes[name]
+		if !ok || cl.b.dir.lookup(name) != nil || !(n.ReceiveAll || n.recv.Allows(auth.ActionSubscribe, channel)) {
+			continue // a name held here is this broker's
+		}
+		m := remoteMember{node: name, broker: n.Broker}
+		for _, sub := range n.Subscriptions {
+			if sub != channel && !(auth.IsPattern(sub) && auth.Pattern(sub).Match(channel)) {
+				continue
+			}
+			if q, ok := n.Queues[sub]; ok {
+				m.keys = append(m.keys, sub+"\x00"+q)
+			} else {
+				m.plain = true
+			}
+		}
+		if len(m.keys) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// plainSubscribers reports whether broker has a node with a subscription
+// outside any queue matching channel. Only asked with queues about.
+func (cl *cluster) plainSubscribers(broker, channel string) bool {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	return cl.queues == nil || slices.Contains(cl.queues.plain.match(channel), broker)
+}
+
+// The header block of a forwarded frame (hotpath.AppendForward's output:
+// the length prefix, the opening delimiter, sorted header lines, the
+// closing delimiter, the body).
+const frameHeaders = hotpath.PrefixLen + len("---\n")
+
+var closingDelim = []byte("\n---\n")
+
+// headerLine finds the line of header key in forwarded frame b: its span
+// [start, end) when found, else start == end where it goes in key order.
+func headerLine(b []byte, key string) (start, end int, found bool) {
+	i := bytes.Index(b[frameHeaders-1:], closingDelim)
+	if i < 0 {
+		return frameHeaders, frameHeaders, false // cannot happen: AppendForward wrote it
+	}
+	hdrEnd := frameHeaders + i
+	start = -1
+	for p := frameHeaders; p < hdrEnd; {
+		n := bytes.IndexByte(b[p:hdrEnd], '\n') + 1
+		k, _, _ := bytes.Cut(b[p:p+n], []byte(": "))
+		switch {
+		case string(k) == key:
+			return p, p + n, true
+		case start < 0 && string(k) > key:
+			start = p
+		}
+		p += n
+	}
+	if start < 0 {
+		start = hdrEnd
+	}
+	return start, start, false
+}
+
+// headerValue is the value of the header line b[start:end].
+func headerValue(b []byte, start, end int, key string) string {
+	return string(b[start+len(key)+len(": ") : end-1])
+}
+
+// withHeader returns a copy of forwarded frame f with the line key: value
+// inserted at at (headerLine's place for it).
+func withHeader(f *sendq.Frame, at int, key, value string) *sendq.Frame {
+	g := sendq.NewFrame()
+	g.B = append(g.B, f.B[:at]...)
+	g.B = append(g.B, key...)
+	g.B = append(g.B, ": "...)
+	g.B = append(g.B, value...)
+	g.B = append(g.B, '\n')
+	g.B = append(g.B, f.B[at:]...)
+	binary.BigEndian.PutUint32(g.B, uint32(len(g.B)-hotpath.PrefixLen))
+	g.TTLOff = f.TTLOff
+	if f.TTLOff >= at {
+		g.TTLOff += len(g.B) - len(f.B)
+	}
+	return g
+}
+
+// cutLine removes the line b[start:end] from forwarded frame f, which
+// nothing else holds yet.
+func cutLine(f *sendq.Frame, start, end int) {
+	f.B = append(f.B[:start], f.B[end:]...)
+	binary.BigEndian.PutUint32(f.B, uint32(len(f.B)-hotpath.PrefixLen))
+	if f.TTLOff >= end {
+		f.TTLOff -= end - start
+	}
+}
+
+// takeChosen reads and removes HeaderQueueChosen from a frame another
+// broker forwarded (its nodes never see it): the members chosen here.
+func takeChosen(f *sendq.Frame) string {
+	start, end, found := headerLine(f.B, wire.HeaderQueueChosen)
+	if !found {
+		return ""
+	}
+	chosen := headerValue(f.B, start, end, wire.HeaderQueueChosen)
+	cutLine(f, start, end)
+	return chosen
+}
+
+// errQueueChosenHeader refuses a node's message that carries the brokers'
+// own header.
+var errQueueChosenHeader = rejectf("the %s header is for brokers: a node may not send it", wire.HeaderQueueChosen)
+
+// linkFrames makes, for a message f forwarded to other brokers, the
+// frame of each broker choice tells (f with its choice in
+// HeaderQueueChosen); the others take f. It refuses f when its sender set
+// that header itself. Release the frames with release.
+type linkFrames struct {
+	f      *sendq.Frame
+	choice queueChoice
+	at     int
+	made   map[string]*sendq.Frame
+}
+
+func newLinkFrames(f *sendq.Frame, choice queueChoice) (linkFrames, *refusal) {
+	at, _, found := headerLine(f.B, wire.HeaderQueueChosen)
+	if found {
+		return linkFrames{}, errQueueChosenHeader
+	}
+	return linkFrames{f: f, choice: choice, at: at}, nil
+}
+
+// frame is broker's frame.
+func (lf *linkFrames) frame(broker string) *sendq.Frame {
+	chosen, ok := lf.choice[broker]
+	if !ok {
+		return lf.f
+	}
+	if g := lf.made[broker]; g != nil {
+		return g
+	}
+	if lf.made == nil {
+		lf.made = map[string]*sendq.Frame{}
+	}
+	g := withHeader(lf.f, lf.at, wire.HeaderQueueChosen, chosen)
+	lf.made[broker] = g
+	return g
+}
+
+func (lf *linkFrames) release() {
+	for _, g := range lf.made {
+		g.Release()
+	}
 }

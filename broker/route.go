@@ -156,36 +156,67 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 		return r
 	}
 	defer fw.release()
-	deliver := func(d *conn) {
+	deliver := func(d *conn, fw *forward) {
 		if !d.allows(auth.ActionSubscribe, channel) {
 			return
 		}
-		n, reason, ok := d.enqueueStream(&fw, deadline, h)
+		n, reason, ok := d.enqueueStream(fw, deadline, h)
 		if !ok {
 			b.stats.drop(reason)
 			return
 		}
 		c.countOut(MsgStream, n)
 	}
-	if !hasTo {
-		for _, d := range b.shareQueues(channel, b.dir.subscribers(channel)) {
-			deliver(d)
+	if hasTo {
+		if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
+			deliver(t.dest, &fw)
 		}
-		if !c.peer { // what came from another broker is that broker's to fan out
-			for _, name := range b.cl.subscribedBrokers(channel) {
-				switch l := b.cl.link(name); {
-				case l == nil:
-				case !b.cl.frameFits(fw.frame()):
-					b.stats.drop(DropStreamTooLarge)
-				default:
-					deliver(l)
-				}
-			}
+		return nil
+	}
+	subs := b.dir.subscribers(channel)
+	if c.peer { // another broker's to fan out: its choice of this broker's queue members holds
+		if anyQueued(subs) {
+			subs = chosenHere(channel, subs, takeChosen(fw.frame()))
+			fw.size = 0 // every node takes the shared frame, the header cut off
 		}
-	} else if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
-		deliver(t.dest)
+		for _, d := range subs {
+			deliver(d, &fw)
+		}
+		return nil
+	}
+	brokers := b.cl.subscribedBrokers(channel)
+	subs, choice := b.shareQueues(channel, subs, len(brokers) > 0)
+	var lf linkFrames
+	if len(brokers) > 0 {
+		if lf, r = newLinkFrames(fw.frame(), choice); r != nil {
+			return r
+		}
+		defer lf.release()
+	}
+	for _, d := range subs {
+		deliver(d, &fw)
+	}
+	link := forward{v: v, from: fw.from, ttl: true} // each broker's frame, made
+	for _, name := range brokers {
+		if _, told := choice[name]; told && choice[name] == "" && !b.cl.plainSubscribers(name, channel) {
+			continue // only queue members there, none of them chosen
+		}
+		link.f = lf.frame(name)
+		switch l := b.cl.link(name); {
+		case l == nil:
+		case !b.linkFits(link.f):
+			b.stats.drop(DropStreamTooLarge)
+		default:
+			deliver(l, &link)
+		}
 	}
 	return nil
+}
+
+// linkFits reports whether f, forwarded, can cross to another broker and
+// be read there.
+func (b *Broker) linkFits(f *sendq.Frame) bool {
+	return b.cl.frameFits(f) && hotpath.FrameLen(f.B) <= wire.MaxMessageBytes
 }
 
 // forward is a message read from a connection on its way to its
@@ -399,7 +430,7 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *ref
 	case !dest.hasSub(s.command):
 		return refuse(wire.NoSubscriber, "")
 	}
-	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil)
+	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil, nil)
 }
 
 // deliverRequest forwards a request to the one handler of its channel on
@@ -433,13 +464,17 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 	if load == nil && !dest.peer {
 		load = &dest.openRequests
 	}
-	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load)
+	var keep func(*sendq.Frame) *chooseAgain
+	if t.remoteMember {
+		keep = func(f *sendq.Frame) *chooseAgain { return keepForAgain(t, to, s.command, f) }
+	}
+	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load, keep)
 }
 
 // forwardCall opens the call dest must answer and queues v for dest; the
 // call counts in load (if not nil) while open. A send's answer maps
 // OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64) *refusal {
+func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64, keep func(*sendq.Frame) *chooseAgain) *refusal {
 	// A link carries the calls of all the other broker's nodes, each
 	// bounded there.
 	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
@@ -453,7 +488,11 @@ func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callK
 	if dest.peer && !b.cl.frameFits(fw.frame()) {
 		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.maxPayload())
 	}
-	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load}) {
+	var again *chooseAgain
+	if keep != nil {
+		again = keep(fw.frame())
+	}
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load, again: again}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
 	n, ok := h.put(dest, &fw, deadline, false)
@@ -503,7 +542,7 @@ func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 			node = remote[0].node
 		default:
 			if g := groupOf(locals, remote); g != "" {
-				return b.pickMember(t.Service, g, locals, remote, n)
+				return b.pickMember(t.Service, g, locals, remote, n, nil)
 			}
 			nodes := make([]string, 0, len(locals)+len(remote))
 			for _, m := range remote {
@@ -578,8 +617,20 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 			subscribed = append(subscribed, d)
 		}
 	}
-	deliver := b.shareQueues(s.command, subscribed) // a queue's other members read NO_SUBSCRIBER
-	var given map[*conn]bool                        // when queues left some out
+	// A queue's members not given the event read NO_SUBSCRIBER.
+	var f *sendq.Frame
+	deliver, choice := subscribed, queueChoice(nil)
+	switch {
+	case c.peer && anyQueued(subscribed): // the publisher's broker chose
+		if f, r = frameFrom(c, v, true); r != nil {
+			return r
+		}
+		defer f.Release()
+		deliver = chosenHere(s.command, subscribed, takeChosen(f))
+	case !c.peer:
+		deliver, choice = b.shareQueues(s.command, subscribed, len(remote) > 0)
+	}
+	var given map[*conn]bool // when queues left some out
 	if len(deliver) != len(subscribed) {
 		given = make(map[*conn]bool, len(deliver))
 		for _, d := range deliver {
@@ -604,13 +655,24 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		b.sendPublished(pub)
 		return nil
 	}
-	f, r := frameFrom(c, v, true)
-	if r != nil {
-		return r
+	if f == nil {
+		if f, r = frameFrom(c, v, true); r != nil {
+			return r
+		}
+		defer f.Release()
+		if c.peer {
+			takeChosen(f) // a choice made before this broker's members left: its nodes never see it
+		}
 	}
-	defer f.Release()
+	var lf linkFrames
+	if len(remote) > 0 {
+		if lf, r = newLinkFrames(f, choice); r != nil {
+			return r
+		}
+		defer lf.release()
+	}
 	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
-	b.scatter(c, pub, remote, f)
+	b.scatter(c, pub, remote, &lf)
 	for _, d := range deliver {
 		switch {
 		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
@@ -642,6 +704,14 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	if cl == nil {
 		b.stats.drop(DropUnmatchedAnswer)
 		return
+	}
+	if cl.again != nil {
+		// Refused unsent by the broker of the group's member chosen
+		// (groups.go): another member may take it.
+		if c.peer && v.Value(wire.HeaderFrom) == c.addr && v.Value(wire.HeaderResult) == string(wire.ResultNoHandler) && b.sendAgain(cl, id, c.node) {
+			return
+		}
+		cl.again.f.Release()
 	}
 	// What the origin is told if the reply cannot pass; built only then
 	// (its strings are clones of the read buffer's).

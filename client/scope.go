@@ -138,8 +138,8 @@ func (ch *Channel) Subscribe(ctx context.Context, h EventHandler) (*Subscription
 // (docs/messaging.md#queue-subscriptions). A publication still has one
 // result per candidate node; a member not given the event reads
 // NO_SUBSCRIBER. On one node every subscription of a channel belongs to
-// the same queue, or to none. Refused (REJECTED) on a bus of brokers, for
-// now.
+// the same queue, or to none. On a bus of brokers one member of each
+// queue is chosen across every broker.
 func (ch *Channel) QueueSubscribe(ctx context.Context, queue string, h EventHandler) (*Subscription, error) {
 	if err := wire.ValidLabel(queue); err != nil {
 		return nil, fmt.Errorf("client: queue name: %w", err)

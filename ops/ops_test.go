@@ -265,7 +265,8 @@ func TestLoadTokenCreatesAPrivateFileOnceAndRefusesAShortOne(t *testing.T) {
 
 // TestMetricsCountRequestsPerGroupMember: busbar_group_requests_total
 // counts the requests the broker sent each member of a service group
-// through the bare name, one series per live member.
+// through the bare name, one series per live member; the status lists
+// the group with its members, the same counts, and each service's group.
 func TestMetricsCountRequestsPerGroupMember(t *testing.T) {
 	e := testbroker.Start(t, "tcp", broker.Options{})
 	srv := opsServer(t, e, "")
@@ -292,6 +293,31 @@ func TestMetricsCountRequestsPerGroupMember(t *testing.T) {
 		if got := metric(body, series); got != "2" {
 			t.Errorf("%s = %q, want 2", series, got)
 		}
+	}
+	// A service outside any group is no group's; and the counts outlive
+	// the buffers the requests were read into.
+	if _, err := caller.Announce(ctx, wire.Announcement{Service: "alone", Channels: []string{"c"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, js, _ := get(t, srv, ops.StatusPath, "Bearer "+testToken)
+	var st ops.Status
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []ops.GroupStatus{{Service: "echoer", Group: "pool", Members: []ops.GroupMemberStatus{{Node: "w1", Broker: "broker", Requests: 2}, {Node: "w2", Broker: "broker", Requests: 2}}}}
+	if fmt.Sprint(st.Groups) != fmt.Sprint(want) {
+		t.Fatalf("status groups: %+v, want %+v", st.Groups, want)
+	}
+	for _, sv := range st.Services {
+		if (sv.Service == "echoer") != (sv.Group == "pool") {
+			t.Fatalf("status service %s in group %q", sv.Service, sv.Group)
+		}
+	}
+	var raw struct {
+		Groups []map[string]any `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(js), &raw); err != nil || len(raw.Groups) != 1 || fmt.Sprint(raw.Groups[0]["members"]) != "[map[broker:broker node:w1 requests:2] map[broker:broker node:w2 requests:2]]" {
+		t.Fatalf("status JSON's groups: %v %v", raw.Groups, err)
 	}
 }
 

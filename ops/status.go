@@ -3,6 +3,8 @@ package ops
 import (
 	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	"busbar/broker"
 	"busbar/relay"
@@ -27,7 +29,10 @@ type Status struct {
 	// Nodes are what `busbar ls --json` prints: every node of the bus.
 	Nodes []wire.NodeInfo `json:"nodes"`
 	// Services are what `busbar ls --services --json` prints.
-	Services   []wire.ServiceInfo     `json:"services"`
+	Services []wire.ServiceInfo `json:"services"`
+	// Groups are the service groups among Services, each with its
+	// members (docs/discovery.md#service-groups).
+	Groups     []GroupStatus          `json:"groups"`
 	Namespaces []broker.NamespaceInfo `json:"namespaces"`
 	// Counters are the broker's counters by metric name, less the
 	// busbar_ prefix and _total suffix (docs/operations.md#metrics).
@@ -43,6 +48,50 @@ type Status struct {
 	RelayProtocols map[string]ProtocolInboxes `json:"relay_protocols,omitempty"`
 	// Traffic is the per-message metrics (docs/operations.md#the-status-api).
 	Traffic TrafficStatus `json:"traffic"`
+}
+
+// GroupStatus is a service group: the live instances of a service that
+// declare one group, sharing the requests to its bare name.
+type GroupStatus struct {
+	Service string              `json:"service"`
+	Group   string              `json:"group"`
+	Members []GroupMemberStatus `json:"members"` // sorted by node
+}
+
+// GroupMemberStatus is a member of a service group, with the requests
+// this broker sent it through the group: busbar_group_requests_total
+// (broker.GroupRequests). A broker counts only what it sent; each broker
+// of a bus has its own count.
+type GroupMemberStatus struct {
+	Node     string `json:"node"`
+	Broker   string `json:"broker,omitempty"` // on a bus, the broker it is connected to
+	Requests int64  `json:"requests"`
+}
+
+// groups gathers the service groups of services (sorted by service and
+// node, as Broker.Services returns them) with the requests sent.
+func groups(services []wire.ServiceInfo, sent []broker.GroupRequests) []GroupStatus {
+	requests := map[broker.GroupMember]int64{}
+	for _, g := range sent {
+		requests[g.GroupMember] = g.Requests
+	}
+	out := []GroupStatus{}
+	for _, s := range services {
+		if s.Group == "" {
+			continue
+		}
+		i := slices.IndexFunc(out, func(g GroupStatus) bool { return g.Service == s.Service && g.Group == s.Group })
+		if i < 0 {
+			out = append(out, GroupStatus{Service: s.Service, Group: s.Group})
+			i = len(out) - 1
+		}
+		out[i].Members = append(out[i].Members, GroupMemberStatus{Node: s.Provenance.Node, Broker: s.Provenance.Broker,
+			Requests: requests[broker.GroupMember{Service: s.Service, Group: s.Group, Node: s.Provenance.Node}]})
+	}
+	for _, g := range out {
+		slices.SortFunc(g.Members, func(a, b GroupMemberStatus) int { return strings.Compare(a.Node, b.Node) })
+	}
+	return out
 }
 
 // ProtocolInboxes are one protocol's durable inboxes: those holding a
@@ -118,6 +167,7 @@ func (o Options) readStatus(notReady error) Status {
 	st := b.Stats()
 	s := Status{Broker: b.Name(), Version: o.Version, Protocol: wire.ProtocolVersion, UptimeSeconds: b.Uptime().Seconds(), Ready: true, Connections: b.Connections(), Nodes: b.Directory(), Services: b.Services(),
 		Namespaces: b.Namespaces(), Counters: map[string]int64{}, Dropped: map[string]int64{}}
+	s.Groups = groups(s.Services, b.GroupRequests())
 	if notReady != nil {
 		s.Ready, s.NotReady = false, notReady.Error()
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -700,4 +701,47 @@ func TestBrowserPageJoinsAServiceGroup(t *testing.T) {
 			t.Fatalf("after the page withdrew: %v %v", m, err)
 		}
 	}
+}
+
+// TestBrowserPageJoinsAQueue: a page and a Go node in one queue share 10
+// publications, 5 each, every one once; a plain subscription beside the
+// queue's, a second queue on the channel and a queue name that is no
+// label are refused.
+func TestBrowserPageJoinsAQueue(t *testing.T) {
+	b, goNode, ctx := pageAndGoNode(t, "gonode")
+	b.mustJS(t, nil, `window.jobs = []; await bus.channel("page.jobs").queueSubscribe("crew", (m) => jobs.push(m.text())); return null;`)
+	var goJobs []string
+	var mu sync.Mutex
+	if _, err := goNode.Scope("t").Channel("page.jobs").QueueSubscribe(ctx, "crew", func(_ context.Context, m *client.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		goJobs = append(goJobs, string(m.Payload()))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var refused map[string]any
+	for _, call := range []string{`bus.channel("page.jobs").subscribe(() => {})`, `bus.channel("page.jobs").queueSubscribe("other", () => {})`, `bus.channel("page.more").queueSubscribe("Not A Label", () => {})`} {
+		b.mustJS(t, &refused, `try { await %s; return {}; } catch (e) { return {kind: e.kind}; }`, call)
+		if refused["kind"] != "REJECTED" {
+			t.Errorf("%s: %v", call, refused)
+		}
+	}
+	pub := testclient.Connect(t, b.bus, "pub").Scope("t").Channel("page.jobs")
+	for i := range 10 {
+		if _, err := pub.Publish(ctx, []byte(fmt.Sprint("j", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitJS(t, b, "the page's share", `return jobs;`, func(page []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]int{}
+		for _, j := range append(slices.Clone(page), goJobs...) {
+			seen[j]++
+		}
+		if len(page) != 5 || len(goJobs) != 5 || len(seen) != 10 {
+			return fmt.Errorf("the page got %v, the Go node %v", page, goJobs)
+		}
+		return nil
+	})
 }

@@ -344,8 +344,8 @@ export class Client {
     });
   }
 
-  async _control(command, body) {
-    const f = await this._call({ type: "request", command }, typeof body === "string" ? enc.encode(body) : body);
+  async _control(command, body, extra) {
+    const f = await this._call({ type: "request", command, ...extra }, typeof body === "string" ? enc.encode(body) : body);
     if (isError(f.headers)) throw requestError(f.headers);
     return f;
   }
@@ -353,10 +353,10 @@ export class Client {
   // _register keeps value in table under channel while the broker is
   // asked to register it (so what arrives at once finds it), and takes it
   // back when the broker refuses.
-  async _register(table, channel, value, command) {
+  async _register(table, channel, value, command, extra) {
     table.set(channel, value);
     try {
-      await this._control(command, channel);
+      await this._control(command, channel, extra);
     } catch (e) {
       table.delete(channel);
       throw e;
@@ -545,12 +545,32 @@ export class Channel {
 
   // subscribe registers cb for this channel's events; it resolves once the
   // broker took the subscription, with { close() }.
-  async subscribe(cb) {
+  async subscribe(cb) { return this._subscribe("", cb); }
+
+  // queueSubscribe registers cb for this channel's events as a member of
+  // queue (a label): each event or stream message goes to one member of
+  // each queue, on one broker or across the brokers of a bus, and to every
+  // subscriber outside a queue as before (docs/messaging.md#queue-subscriptions).
+  // A page's subscriptions of one channel all belong to one queue, or to
+  // none. It resolves with { close() }.
+  async queueSubscribe(queue, cb) {
+    if (typeof queue !== "string" || !/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(queue)) {
+      throw new RequestError(Result.REJECTED, RC.FAILURE, `queue name ${JSON.stringify(queue)} is not a label`);
+    }
+    return this._subscribe(queue, cb);
+  }
+
+  async _subscribe(queue, cb) {
     const c = this.client;
     let set = c._subs.get(this.name);
+    if (set && set.queue !== queue) {
+      const was = set.queue ? "in queue " + set.queue : "outside any queue";
+      throw new RequestError(Result.REJECTED, RC.FAILURE, `${this.name} is subscribed ${was} on this node already; close that subscription first`);
+    }
     if (!set) {
       set = new Set();
-      await c._register(c._subs, this.name, set, "bus.sub");
+      set.queue = queue;
+      await c._register(c._subs, this.name, set, "bus.sub", queue ? { queue } : undefined);
     }
     set.add(cb);
     return {

@@ -27,6 +27,7 @@ import (
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
 	"busbar/ops"
+	"busbar/wire"
 )
 
 const dashToken = "dashboard-test-token-0123456789abcdef0123456789"
@@ -100,6 +101,31 @@ func TestDashboardShowsTheBusLive(t *testing.T) {
 	}
 	await("the node", "#nodes tbody", "gonode")
 	await("its subscription", "#nodes tbody", "orders.new")
+
+	// A service group: the services show the group, and the groups its
+	// members with the requests sent to each; a queue member's
+	// subscription says its queue.
+	for _, node := range []string{"worker-a", "worker-b"} {
+		w := testclient.Connect(t, e, node)
+		if _, err := w.Scope("p").Channel("work").Handle(cctx, func(context.Context, *client.Message) ([]byte, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Announce(cctx, wire.Announcement{Service: "echoer", Group: "pool", Channels: []string{"work"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Scope("p").Channel("jobs").QueueSubscribe(cctx, "crew", func(context.Context, *client.Message) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		if _, err := c.Scope("p").Channel("work").Request(cctx, "echoer", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await("the service's group", "#services tbody", "pool")
+	await("a member's requests", "#groups tbody", "echoerpoolworker-abroker2")
+	await("the other member's", "#groups tbody", "echoerpoolworker-bbroker2")
+	await("a queue member", "#nodes tbody", "jobs (queue crew)")
 
 	// Streams flow: the page shows a stream rate above 0, the channel,
 	// and draws the rate chart.

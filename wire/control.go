@@ -107,6 +107,15 @@ type Welcome struct {
 // (docs/messaging.md#queue-subscriptions). A label.
 const HeaderQueue = "queue"
 
+// HeaderQueueChosen is a header between the brokers of a bus, on the
+// publications and stream messages one forwards to another that has
+// queue members: the members of that broker the publisher's broker chose,
+// node names joined by commas (empty: none of them). The receiving broker
+// gives the message to those of its queue members only, and takes the
+// header off before its nodes see it; a node may not send it
+// (docs/messaging.md#queue-subscriptions).
+const HeaderQueueChosen = "queue-chosen"
+
 // NodeInfo describes one registered node in the broker's directory (the
 // body of a bus.directory answer is a JSON array of them).
 type NodeInfo struct {
