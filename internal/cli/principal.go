@@ -18,6 +18,26 @@ import (
 	"busbar/ops"
 )
 
+func init() {
+	addVerb(runPrincipal, []helpPage{
+		{path: "principal", summary: "the broker's principals: add, list, remove (edits principals.json)",
+			text: `Edits the broker's principals file (--principals, else
+<data>/principals.json): checked before and after the change, written
+atomically, other entries untouched. A running busbar serve reloads it on
+SIGHUP without dropping connections.`,
+			exit:    "0  done\n1  the file could not be read or written, or NAME does not exist\n2  usage",
+			example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>' --out sensor.json\n$ kill -HUP $(pidof busbar)"},
+		{path: "principal add", args: "NAME", summary: "add a principal and print its credentials file",
+			text: `Adds principal NAME with a fresh secret and the permissions the flags give,
+and prints the credentials file a client presents (or writes it, 0600, with
+--out).`, example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>'"},
+		{path: "principal list", summary: "list the principals and their permissions",
+			text: "Prints one principal a line (--json: a JSON array); secrets are never shown.", example: "$ busbar principal list"},
+		{path: "principal remove", args: "NAME", summary: "remove a principal",
+			text: "Removes principal NAME. After SIGHUP a running broker refuses its new logins;\nconnections already open keep going until they end (a reload drops no connection).", example: "$ busbar principal remove sensor"},
+	})
+}
+
 // runPrincipal is `busbar principal add|list|remove`: the broker's
 // principals file, edited in place (auth.AddPrincipal). The broker running
 // on the data directory takes the change at once (tellBroker).

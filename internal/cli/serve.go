@@ -26,6 +26,26 @@ import (
 	"busbar/transport"
 )
 
+func init() {
+	addVerb(runServe, []helpPage{
+		{path: "serve", summary: "run the broker (data ~/.local/state/busbar, a unix socket, tcp 127.0.0.1:7474)",
+			text: `Runs the broker until SIGINT or SIGTERM, then stops gracefully. The first
+start creates the data directory (0700), a principal allowed everything
+(principals.json) and the matching credentials.json for clients of this OS
+user; it prints their paths. Each endpoint it listens on is printed as
+"busbar: listening on URL"; logs go to stderr.
+
+Only one broker may use a data directory at a time. A port already in use
+is refused: pick another with --tcp 127.0.0.1:0 (a free port, printed) or
+turn TCP off with --tcp off.`,
+			exit: `0  stopped cleanly after a signal
+1  could not start (data directory in use, port in use, bad principals) or the stop was not clean
+2  usage: a bad flag or value`,
+			example: `$ busbar serve
+$ busbar serve --data /tmp/b2 --tcp 127.0.0.1:0 --log-level debug`},
+	})
+}
+
 // shutdownTimeout bounds the whole graceful stop after a signal.
 const shutdownTimeout = 15 * time.Second
 
