@@ -21,6 +21,16 @@ type crossMeshOutput struct {
 	Mesh      string `json:"mesh"`
 }
 
+func init() {
+	addVerb(runAddr, []helpPage{
+		{path: "addr", args: "ADDRESS", summary: "parse a bus address or target and print it as JSON",
+			text: `Prints {"sub","service","node","display"} (absent parts are empty); a
+cross-mesh target prints {"cross_mesh","local","mesh"}.`,
+			exit:    "0  a valid address\n2  an invalid address",
+			example: "$ busbar addr noded.alpha\n{\"sub\":\"\",\"service\":\"noded\",\"node\":\"alpha\",\"display\":\"noded.alpha.bus\"}"},
+	})
+}
+
 // runAddr prints a target as JSON. A bare service prints with only
 // "service" set (its display is the bare name: the registry resolves it).
 func runAddr(args []string, stdio IO) int {

@@ -9,6 +9,19 @@ import (
 	"busbar/bedrock/bridge"
 )
 
+func init() {
+	addVerb(runBedrock, []helpPage{
+		{path: "bedrock", summary: "join a bedrock add-on world on stdin/stdout to the broker",
+			text: `The bedrock bus over a size-capped broadcast medium, bridged to busbar
+(docs/bedrock.md). stdout is the medium; logs go to stderr.`,
+			exit:    exitCommon,
+			example: "$ busbar bedrock bridge --medium stdio --export-state home"},
+		{path: "bedrock bridge", summary: "run the bridge until the medium closes or a signal",
+			text:    "Reads the medium's lines on stdin, writes them on stdout, and joins them to the broker.",
+			example: "$ busbar bedrock bridge --medium stdio --export-events news"},
+	})
+}
+
 // runBedrock is `busbar bedrock bridge`: join a bedrock world on a medium
 // to the broker (package bedrock/bridge).
 func runBedrock(args []string, stdio IO) int {

@@ -19,6 +19,27 @@ import (
 // before reporting what arrived.
 const benchIdle = 2 * time.Second
 
+func init() {
+	addVerb(runBench, []helpPage{
+		{path: "bench", summary: "generate load on a running broker and measure it: pub, sub, pubsub, req",
+			text: `Load generators in the spirit of nats bench. Every run is bounded by
+--msgs and --duration (at most 10m) and stops by itself. Publishers write
+the send time in the payload, so latency is measured per message. The
+table has one row per role: messages, seconds, rate, errors and latency
+percentiles in µs (--json, --csv for scripts).`,
+			exit:    "0  the run completed\n1  an operation failed (the first failure is named on stderr), a subscriber\n   received fewer messages than were sent (or, for sub, than --msgs), or\n   the run could not start\n2  usage",
+			example: "$ busbar bench pubsub --subs 2 --msgs 20000\n$ busbar bench req --clients 2 --concurrency 8"},
+		{path: "bench pub", args: "[CHANNEL]", summary: "publishers emit stream messages (fire and forget)",
+			text: "--clients publishers send --msgs messages of --size bytes on CHANNEL (default bench).", example: "$ busbar bench pub --msgs 50000"},
+		{path: "bench sub", args: "[CHANNEL]", summary: "one subscriber counts and times what arrives",
+			text: "Waits for the first message, then reports after --msgs messages or 2 s of silence.\nFewer than --msgs messages is a shortfall: it is named on stderr and the exit status is 1.", example: "$ busbar bench sub"},
+		{path: "bench pubsub", args: "[CHANNEL]", summary: "--subs subscribers, then the publishers, in one command",
+			text: "Starts --subs subscribers, then --clients publishers, and reports both sides.\nA subscriber that received fewer messages than were sent is named on stderr\nand the exit status is 1: a stream is best effort, and a lossy run must not\nread as a clean one.", example: "$ busbar bench pubsub --subs 4"},
+		{path: "bench req", args: "[CHANNEL]", summary: "requesters against --target's handler, or an echo replier it starts",
+			text: "--clients × --concurrency requests in flight; each round trip is timed.", example: "$ busbar bench req --concurrency 8"},
+	})
+}
+
 func runBench(args []string, stdio IO) int {
 	if code, ok := pickSubcommand(stdio, "bench", args); !ok {
 		return code

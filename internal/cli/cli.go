@@ -5,6 +5,7 @@ package cli
 
 import (
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -23,18 +24,36 @@ type IO struct {
 	ctl *control // set by Main: help shown, flags captured
 }
 
-// verbs are the commands' entry points; their summaries and help are in
-// helpPages (help.go).
-var verbs map[string]func(args []string, io IO) int
+// verbOrder is the order `busbar help` lists the verbs in. Each verb's
+// flags, help pages and run function are in one file named after it,
+// whose init registers them (addVerb).
+var verbOrder = []string{
+	"serve", "pub", "sub", "send", "req", "reply", "ls", "tap", "status", "state", "principal", "bench", "bedrock",
+	"group", "port", "frame", "addr", "id", "durable", "trueseal", "completion", "version", "man", "help",
+}
 
-func init() {
-	verbs = map[string]func([]string, IO) int{
-		"serve": runServe, "pub": runPub, "sub": runSub, "send": runSend, "req": runReq,
-		"reply": runReply, "ls": runLs, "status": runStatus, "tap": runTap, "state": runState, "principal": runPrincipal, "bench": runBench, "bedrock": runBedrock,
-		"group": runGroup, "port": runPort, "frame": runFrame, "addr": runAddr, "id": runID,
-		"durable": runDurable, "completion": runCompletion, "version": runVersion, "man": runMan, "help": runHelp,
+// verbs are the commands' entry points, by name.
+var verbs = map[string]func(args []string, io IO) int{}
+
+// addVerb registers a verb from its file's init: run is its entry point,
+// pages its help, the verb's own page first, then its subcommands' in the
+// order its help lists them. helpPages stays in verbOrder, whatever order
+// the files' inits run in.
+func addVerb(run func([]string, IO) int, pages []helpPage) {
+	name := pages[0].path
+	rank := slices.Index(verbOrder, name)
+	if rank < 0 || verbs[name] != nil {
+		panic("busbar: verb " + name + " is not in verbOrder, or registered twice")
 	}
-	verbs["trueseal"] = runTrueseal
+	verbs[name] = run
+	at := slices.IndexFunc(helpPages, func(p helpPage) bool {
+		verb, _, _ := strings.Cut(p.path, " ")
+		return slices.Index(verbOrder, verb) > rank
+	})
+	if at < 0 {
+		at = len(helpPages)
+	}
+	helpPages = slices.Insert(helpPages, at, pages...)
 }
 
 // Main runs the command line with args (without the program name) and
@@ -68,27 +87,4 @@ func dispatch(args []string, stdio IO) int {
 		return exitOK
 	}
 	return code
-}
-
-// runHelp is `busbar help [COMMAND [SUBCOMMAND]]`: the command's own
-// --help.
-func runHelp(args []string, stdio IO) int {
-	if len(args) == 0 {
-		writeOverview(stdio.Stdout)
-		return exitOK
-	}
-	if helpArg(args[0]) {
-		showHelp(stdio, "help", nil)
-		return exitOK
-	}
-	if args[0] == "--man" { // the same page as roff
-		return runMan(args[1:], stdio)
-	}
-	if _, ok := verbs[args[0]]; !ok {
-		return usageError(stdio, "help", "unknown verb %q%s", args[0], suggestWord(args[0], verbNames()))
-	}
-	if len(args) > 2 || len(args) == 2 && len(subcommands(args[0])) == 0 {
-		return usageError(stdio, "help", "unexpected argument %q", args[len(args)-1])
-	}
-	return dispatch(append(append([]string(nil), args...), "--help"), stdio)
 }

@@ -15,6 +15,16 @@ import (
 // completionShells are the shells `busbar completion` writes for.
 var completionShells = []string{"bash", "zsh", "fish"}
 
+func init() {
+	addVerb(runCompletion, []helpPage{
+		{path: "completion", args: "SHELL", summary: "print a shell completion script (bash, zsh or fish)",
+			text: `Prints a script that completes busbar's commands, subcommands and flags.
+Load it from your shell's start-up file.`,
+			exit:    "0  printed\n2  an unknown shell",
+			example: "$ source <(busbar completion bash)\n$ busbar completion fish > ~/.config/fish/completions/busbar.fish"},
+	})
+}
+
 func runCompletion(args []string, stdio IO) int {
 	fs := flag.NewFlagSet("completion", flag.ContinueOnError)
 	if !parseFlags(stdio, "completion", fs, args) {

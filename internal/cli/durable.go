@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 
 	"busbar/client"
 	"busbar/durable"
-	"busbar/seal"
 	"busbar/wire"
 )
 
@@ -59,48 +57,67 @@ func openDevice(dir string) (*durable.Device, error) {
 	}
 	return d, err
 }
+func init() {
+	addVerb(runDurable, []helpPage{
+		{path: "durable", summary: "durable, end-to-end-sealed delivery: send, listen, status, events",
+			text: `What a device sends reaches every other member of the group at least
+once, in its order, sealed to each, across crashes (docs/durable.md).`,
+			exit:    "0  done\n1  no device, no such group, a failure\n2  usage\n7  a send the device refused (not a member, payload over 61,440 bytes)",
+			example: "$ busbar durable send home hello\n$ busbar durable listen home"},
+		{path: "durable send", args: "GROUP [BODY|-]", summary: "queue a message for the group and push it",
+			text: `Prints the message's id once it is in the outbox (fsynced): from then on it
+is delivered, whatever happens to this process. It then pushes what the
+device has queued, once. When the relay cannot be reached (or refuses for
+now), stderr says the message stays queued: a running ` + "`busbar durable listen`" + `
+of this device pushes it as soon as it reaches the relay (within about
+0.2 s of the send, or at once when its connection comes back), otherwise
+the next send or listen of the device does.`,
+			example: "$ busbar durable send home hello"},
+		{path: "durable listen", args: "GROUP", summary: "the device's long-running process: receive, push, report, until interrupted",
+			text: `The device's long-running process. It receives the device's messages, one
+line each on stdout: ID SENDER BODY (--json: one object; --exec CMD runs
+CMD per message instead, the body on its stdin, a non-zero exit being a
+handler failure: retried, 5 attempts in all, then dropped with
+handlerGaveUp). It pushes the device's outbox: at once, whenever another
+process of the device queues a message, and every queued entry at once
+when the connection comes back. It prints each delivery event as it is
+raised (sendFailed, heldForUpgrade, unreadable, deliveryIssue,
+handlerGaveUp), on stderr as "busbar durable listen: KIND message ID
+...", with --json as one object a line on stdout with a "kind" field;
+events raised while no listener ran are printed when one starts.
 
-func runID(args []string, stdio IO) int {
-	if code, ok := pickSubcommand(stdio, "id", args); !ok {
-		return code
-	}
-	v := newVerb("id "+args[0], func(n int) bool { return n == 0 }, stdio)
-	dev := registerDevice(v)
-	asJSON := v.fs.Bool("json", false, "print the device as a JSON object")
-	if !v.parse(args[1:]) {
-		return exitUsage
-	}
-	dir := deviceDir(*dev, v.conn.data)
-	var d *durable.Device
-	var err error
-	if args[0] == "init" {
-		var opts durable.Options
-		if opts, err = deviceOptions(); err == nil {
-			d, err = durable.Init(dir, opts)
-		}
-		if err != nil && errors.Is(err, seal.ErrKeyExists) {
-			fmt.Fprintf(stdio.Stderr, "busbar id init: %s already holds a device\n", dir)
-			d, err = openDevice(dir)
-		}
-	} else {
-		d, err = openDevice(dir)
-	}
-	if err != nil {
-		return v.fail(stdio, err, exitFail)
-	}
-	defer d.Close()
-	if !*asJSON {
-		fmt.Fprintln(stdio.Stdout, d.ID())
-		return exitOK
-	}
-	groups, _ := d.Groups()
-	_ = json.NewEncoder(stdio.Stdout).Encode(struct {
-		ID     string   `json:"id"`
-		Dir    string   `json:"dir"`
-		Public string   `json:"public"`
-		Groups []string `json:"groups"`
-	}{d.ID().String(), d.Dir(), base64.StdEncoding.EncodeToString(d.Identity().Public().Bytes()), groups})
-	return exitOK
+It survives its broker: when the connection is lost it says "connection
+lost (...); reconnecting" on stderr, reconnects for ever with backoff,
+says "reconnected to ...", and goes on with a new receive session and its
+sender. Started before its broker, it waits for one. One listener
+receives for a device at a time: a newer listen of the same device takes
+the receive session over, and the older one says so and exits (status 9).
+--count N ends it after N messages were handled or given up.`,
+			exit: `0  interrupted (SIGINT, SIGTERM), or --count messages handled or given up
+1  a failure it cannot recover from: no device or group, the device's
+   store unreadable, the credentials refused, the relay refusing the
+   receive session (this broker is no relay, or not permitted)
+2  usage
+9  a newer listener of the same device took over the receive session
+10 relayVersionUnsupported: the relay speaks no protocol version of this
+   busbar's; the outbox stays queued until one of them is upgraded`,
+			example: "$ busbar durable listen home --count 1\n$ busbar durable listen home --exec 'cat >> inbox.txt'"},
+		{path: "durable status", summary: "the outbox, held blobs, the relay's inbox and delivery events",
+			text: `The outbox depth, the blobs held for an upgrade, the manifests kept until
+their signer is known, the relay's inbox for this device (or
+relayVersionUnsupported with the versions the relay speaks), and the
+buffered delivery events. Reading them does not remove them: ` + "`busbar\ndurable events --ack`" + ` does.`,
+			example: "$ busbar durable status --json"},
+		{path: "durable events", summary: "the buffered delivery events (--follow: then each as it is raised)",
+			text: `Prints the device's buffered delivery events, oldest first, one a line:
+TIME KIND [message ID] [group G] [peer P] [reason R] [version V][: ERROR]
+(--json: one object a line, with a "kind" field). They stay buffered
+(the newest 1,000) unless --ack removes those printed. --follow then
+prints each new event as any process of the device raises it, until
+interrupted. It needs no broker.`,
+			exit:    "0  done, or interrupted while following\n1  no device, or its store could not be read\n2  usage",
+			example: "$ busbar durable events --follow --json"},
+	})
 }
 
 func runDurable(args []string, stdio IO) int {

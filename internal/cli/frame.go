@@ -9,6 +9,22 @@ import (
 	"busbar/wire"
 )
 
+func init() {
+	addVerb(runFrame, []helpPage{
+		{path: "frame", summary: "parse or validate a text frame read on stdin",
+			text:    "Tools for the cosmix text frame (docs/protocol.md): parse prints it as JSON, validate lists its defects.",
+			exit:    "0  a frame without defects\n1  defects found (validate, parse --strict), or not a frame (parse)\n2  usage, or not a frame (validate)",
+			example: "$ printf -- '---\\ntype: event\\n---\\nhi' | busbar frame parse"},
+		{path: "frame parse", summary: "print a frame read on stdin as JSON",
+			text: `Prints {"headers":{…},"body":"…","report":[…]}: the headers kept, the body,
+and one string per defect. Lenient by default; --strict refuses a defect.`,
+			example: "$ printf -- '---\\ntype: event\\n---\\nhi' | busbar frame parse\n{\"headers\":{\"type\":\"event\"},\"body\":\"hi\",\"report\":[]}"},
+		{path: "frame validate", summary: "print a frame's defects and warnings, one a line",
+			text:    "Parse defects first (prefixed parse:), then unknown headers and bad values.",
+			example: "$ printf -- '---\\nx-trace: 1\\n---\\n' | busbar frame validate\nx-trace: unknown header"},
+	})
+}
+
 func runFrame(args []string, stdio IO) int {
 	if code, ok := pickSubcommand(stdio, "frame", args); !ok {
 		return code

@@ -19,7 +19,7 @@ import (
 
 // groupOps are the operations of `busbar group`: the positional
 // arguments each takes and what runs it (their usage and help are the
-// help pages', help.go).
+// help pages in this file's init).
 var groupOps = []struct {
 	name  string
 	nargs int
@@ -39,6 +39,30 @@ type groupVerb struct {
 	device, label string
 	ttl           time.Duration
 	asJSON        bool
+}
+
+func init() {
+	addVerb(runGroup, []helpPage{
+		{path: "group", summary: "durable groups of this device: create, invite, join, show, leave, revoke",
+			text: `A device's groups for durable delivery (docs/durable.md). The device is
+the directory --device, else $BUSBAR_DEVICE, else <data>/device. join,
+leave and revoke write to the outbox, then push it once: an unreachable
+relay leaves the change queued (stderr says so; exit 0).`,
+			exit:    "0  done\n1  the device or the group refused (no device, no such group, a locked device.db)\n2  usage: an invalid group name, label, token, device id or --ttl",
+			example: "$ busbar group create home --label laptop\n$ busbar group invite home --ttl 1h > token.txt"},
+		{path: "group create", args: "NAME", summary: "start a group with this device its only member",
+			text: "Starts group NAME (epoch 1); makes the device if the directory has none.", example: "$ busbar group create home"},
+		{path: "group invite", args: "NAME", summary: "print an invitation token for one device to join NAME",
+			text: "Prints a one-line token (busbar-invite:…) on stdout, valid for --ttl.", example: "$ busbar group invite home > token.txt"},
+		{path: "group join", args: "TOKEN|-", summary: "ask to join with a token",
+			text: "Queues a Pair to the inviter and pushes it; - reads the token on stdin.", example: "$ busbar group join - --device ~/phone < token.txt"},
+		{path: "group show", args: "NAME", summary: "print the members and the epoch of NAME",
+			text: "One row per member (device id, label); a pending join says so.", example: "$ busbar group show home --json"},
+		{path: "group leave", args: "NAME", summary: "leave NAME; the last member deletes it",
+			text: "Tells the other members through the relay.", example: "$ busbar group leave home"},
+		{path: "group revoke", args: "NAME DEVICE", summary: "remove DEVICE from NAME",
+			text: "Removes the device (its id) and tells it and the members.", example: "$ busbar group revoke home hgvihxujug6l3e2jdu2yyiqfcpnwjasm"},
+	})
 }
 
 // runGroup is `busbar group`: the device's groups, over the durable path.

@@ -14,6 +14,19 @@ import (
 // singleDashFlag finds a flag written -name instead of --name.
 var singleDashFlag = regexp.MustCompile(`(^|[\s(\[,])-[a-z][a-z-]+`)
 
+// TestVerbOrderIsRegistered: every verb of verbOrder registered itself
+// (addVerb), so `busbar help` lists each, in that order.
+func TestVerbOrderIsRegistered(t *testing.T) {
+	if got := strings.Join(verbNames(), " "); got != strings.Join(verbOrder, " ") {
+		t.Errorf("verbs in help order:\n%s\nwant verbOrder:\n%s", got, strings.Join(verbOrder, " "))
+	}
+	for _, name := range verbOrder {
+		if verbs[name] == nil {
+			t.Errorf("verb %q has no run function", name)
+		}
+	}
+}
+
 func TestEveryVerbAndSubcommandHasHelp(t *testing.T) {
 	for name := range verbs {
 		if _, ok := page(name); !ok {

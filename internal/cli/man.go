@@ -16,6 +16,17 @@ import (
 // man` alone prints busbar(1), the overview. `busbar man --dir DIR`
 // writes every page, busbar.1 and busbar-VERB.1, which scripts/release
 // packs into each archive's man/man1.
+func init() {
+	addVerb(runMan, []helpPage{
+		{path: "man", args: "[VERB]", summary: "print a manual page in roff (also: busbar help --man VERB)",
+			text: `Prints VERB's manual page, its subcommands included, in roff for man(1),
+made from the same text as "busbar help VERB"; without VERB, busbar(1),
+the overview. --dir writes every page (busbar.1, busbar-VERB.1) into a
+directory instead: release archives carry them in man/man1.`,
+			exit:    "0  printed or written\n1  a page could not be written\n2  an unknown verb",
+			example: "$ busbar man pub | man -l -\n$ busbar man --dir ~/.local/share/man/man1"},
+	})
+}
 
 // runMan is `busbar man [VERB] | --dir DIR`.
 func runMan(args []string, stdio IO) int {

@@ -23,6 +23,32 @@ import (
 // portLsTimeout bounds each port's info answer in `busbar port ls`.
 const portLsTimeout = 2 * time.Second
 
+func init() {
+	addVerb(runPort, []helpPage{
+		{path: "port", summary: "cosmix-style ports: serve, call, ls",
+			text: `Small Unix-socket command servers, one request per connection
+(docs/ports.md), in $BUSBAR_PORTS, else $XDG_RUNTIME_DIR/busbar/ports.`,
+			exit:    exitCommon,
+			example: "$ busbar port call notes count"},
+		{path: "port serve", args: "NAME --exec CMD", summary: "serve port NAME, running CMD per command",
+			text: `Serves NAME until interrupted. Each command runs "sh -c CMD" with the
+command in $BUSBAR_PORT_COMMAND and its JSON arguments on stdin; stdout is
+the reply. Exit 0 is rc 0, 5 a warning, any other an error.`,
+			example: "$ busbar port serve notes --exec 'echo 3' --command count=\"Count the notes\""},
+		{path: "port call", args: "NAME|PATH COMMAND [ARGS|-]", summary: "call a port and print the reply body",
+			text: "ARGS is JSON (- reads stdin). The exit status is the floor of the reply's rc band.",
+			exit: `0   rc 0-4: success
+5   rc 5-9: a warning (its text on stderr)
+10  rc 10-19: an application error
+20  rc 20 or more: a severe failure
+1   no reply: no such port, the connection failed, the deadline passed
+2   usage: bad arguments, ARGS not JSON, a bad port name`,
+			example: "$ busbar port call notes count\n{\"notes\":3}"},
+		{path: "port ls", summary: "list the ports with what their info answers",
+			text: "One row per socket in both directories (--json: one array).", example: "$ busbar port ls"},
+	})
+}
+
 func runPort(args []string, stdio IO) int {
 	ops := map[string]func([]string, IO) int{"serve": runPortServe, "call": runPortCall, "ls": runPortLs}
 	if code, ok := pickSubcommand(stdio, "port", args); !ok {

@@ -20,6 +20,28 @@ import (
 	"busbar/ops"
 )
 
+func init() {
+	addVerb(runPrincipal, []helpPage{
+		{path: "principal", summary: "the broker's principals: add, list, remove (edits principals.json)",
+			text: `Edits the broker's principals file (--principals, else
+<data>/principals.json): checked before and after the change, written
+atomically, other entries untouched. add and remove have the broker
+running on the data directory reload it before they return (over its
+owner-only HTTP socket), without dropping connections, and say so; after
+an edit by hand, SIGHUP does the same.`,
+			exit:    "0  done (and the running broker, if any, took it)\n1  the file could not be read or written, NAME does not exist, or a running\n   broker refused the file or could not be told (send it SIGHUP)\n2  usage",
+			example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>' --out sensor.json"},
+		{path: "principal add", args: "NAME", summary: "add a principal and print its credentials file",
+			text: `Adds principal NAME with a fresh secret and the permissions the flags give,
+and prints the credentials file a client presents (or writes it, 0600, with
+--out).`, example: "$ busbar principal add sensor --nodes 'sensor-*' --publish 'metrics.>'"},
+		{path: "principal list", summary: "list the principals and their permissions",
+			text: "Prints one principal a line (--json: a JSON array); secrets are never shown.", example: "$ busbar principal list"},
+		{path: "principal remove", args: "NAME", summary: "remove a principal",
+			text: "Removes principal NAME. The running broker refuses its new logins once remove\nreturns; connections already open keep going until they end (a reload drops no connection).", example: "$ busbar principal remove sensor"},
+	})
+}
+
 // runPrincipal is `busbar principal add|list|remove`: the broker's
 // principals file, edited in place (auth.AddPrincipal). The broker running
 // on the data directory takes the change at once (tellBroker).

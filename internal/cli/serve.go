@@ -22,37 +22,74 @@ import (
 	"busbar/cosmix"
 	"busbar/moonbridge"
 	"busbar/ops"
-	"busbar/relay"
 	"busbar/transport"
 )
+
+func init() {
+	addVerb(runServe, []helpPage{
+		{path: "serve", summary: "run the broker (data ~/.local/state/busbar, a unix socket, tcp 127.0.0.1:7474)",
+			text: `Runs the broker until SIGINT or SIGTERM, then stops gracefully. The first
+start creates the data directory (0700), a principal allowed everything
+(principals.json) and the matching credentials.json for clients of this OS
+user; it prints their paths. Each endpoint it listens on is printed as
+"busbar: listening on URL"; logs go to stderr.
+
+Only one broker may use a data directory at a time. A port already in use
+is refused: pick another with --tcp 127.0.0.1:0 (a free port, printed) or
+turn TCP off with --tcp off.`,
+			exit: `0  stopped cleanly after a signal
+1  could not start (data directory in use, port in use, bad principals) or the stop was not clean
+2  usage: a bad flag or value`,
+			example: `$ busbar serve
+$ busbar serve --data /tmp/b2 --tcp 127.0.0.1:0 --log-level debug`},
+	})
+}
 
 // shutdownTimeout bounds the whole graceful stop after a signal.
 const shutdownTimeout = 15 * time.Second
 
-func runServe(args []string, stdio IO) int {
+// serveOptions are serve's flags (registered by serveFlags), checked by
+// parseServe.
+type serveOptions struct {
+	data, unixPath, tcpAddr, tlsAddr, tlsCert, tlsKey string
+	httpAddr, httpsAddr, httpUnix, wsOrigins          string
+	truesealAddr, truesealKey                         string
+	cosmixAddr, cosmixSock                            string
+	principals, logLevel                              string
+	// broker: the name, limits, relay and cluster flags; parseServe adds
+	// the cluster's URLs, relays and bus key from the strings below.
+	broker                           broker.Options
+	natsURLs, busKeyFile, natsRelays string
+	mbAddr, mbProxy, mbHosts         string
+	configPath                       string
+	printCfg                         bool
+	level                            slog.Level // of logLevel
+}
+
+// serveFlags registers serve's flags into o.
+func serveFlags(o *serveOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("busbar serve", flag.ContinueOnError)
-	data := new(string)
-	fs.Var(dirFlag{data}, "data", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
-	unixPath := fs.String("unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
-	tcpAddr := fs.String("tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
-	tlsAddr := fs.String("tls", "", "TLS address (needs --tls-cert and --tls-key)")
-	tlsCert := fs.String("tls-cert", "", "TLS certificate file (PEM)")
-	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
-	httpAddr := fs.String("http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
-	httpsAddr := fs.String("https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
-	httpUnix := fs.String("http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
-	truesealAddr := fs.String("trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
-	truesealKey := fs.String("trueseal-key", "", "the trueseal relay's static key `FILE` (64 hex digits, owner-only), which must exist: on a bus with --nats-relays, the same file on every broker with --trueseal, so a trueseal client may use any of them (default <data>/trueseal.key, created on first start; docs/trueseal.md#on-a-bus)")
-	cosmixAddr := fs.String("cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
-	cosmixSock := fs.String("cosmix-socket", "", "Unix socket for cosmix apps' native connect_unix, owner-only (0600; every directory above it the broker user's or root's and writable by nobody else), each connection of the broker's own OS user a node of the principal in <data>/credentials.json (docs/cosmix.md#the-native-unix-socket; Linux, macOS, FreeBSD; default off)")
-	wsOrigins := fs.String("ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
-	principals := fs.String("principals", "", "principals file (default <data>/principals.json, created on first start)")
-	name := fs.String("name", broker.DefaultName, "the broker's own node name")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	pushRate := fs.Float64("relay-push-rate", 0, "durable pushes a second into one device's inbox (0: the default, 100; negative: no limit)")
-	pushBurst := fs.Int("relay-push-burst", 0, "durable pushes one device's inbox takes at once before --relay-push-rate applies (0: the default, 1000)")
-	var bus broker.ClusterOptions
-	natsURLs := fs.String("nats", "", "join a bus of brokers through these NATS servers (URL[,URL...]; docs/cluster.md); needs --name")
+	fs.Var(dirFlag{&o.data}, "data", "data directory: socket, credentials (env "+envData+"; default ~/.local/state/busbar)")
+	fs.StringVar(&o.unixPath, "unix", "", `Unix socket path (default <data>/busbar.sock; "off" to disable)`)
+	fs.StringVar(&o.tcpAddr, "tcp", defaultTCP, `loopback TCP address ("off" to disable)`)
+	fs.StringVar(&o.tlsAddr, "tls", "", "TLS address (needs --tls-cert and --tls-key)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	fs.StringVar(&o.httpAddr, "http", defaultHTTP, `loopback HTTP address: WebSocket at /bus, the browser client at /busbar.js ("off" to disable)`)
+	fs.StringVar(&o.httpsAddr, "https", "", "HTTPS address, as --http over TLS (needs --tls-cert and --tls-key)")
+	fs.StringVar(&o.httpUnix, "http-unix", "", `Unix socket for the HTTP endpoint, owner-only (default NAME-http.sock beside the --unix socket NAME.sock; "off" to disable)`)
+	fs.StringVar(&o.truesealAddr, "trueseal", "", "TCP `ADDR[,ADDR]` of a trueseal relay over the broker's relay store: trueseal clients' push (Noise NK) and receive (Noise XX) sessions, both on each ADDR (docs/trueseal.md; default off)")
+	fs.StringVar(&o.truesealKey, "trueseal-key", "", "the trueseal relay's static key `FILE` (64 hex digits, owner-only), which must exist: on a bus with --nats-relays, the same file on every broker with --trueseal, so a trueseal client may use any of them (default <data>/trueseal.key, created on first start; docs/trueseal.md#on-a-bus)")
+	fs.StringVar(&o.cosmixAddr, "cosmix", "", "loopback `ADDR` for cosmix apps: cosmix-noded's client protocol at ws://ADDR/ws, each connection a node of the principal in its ?token=PRINCIPAL:SECRET (docs/cosmix.md; default off)")
+	fs.StringVar(&o.cosmixSock, "cosmix-socket", "", "Unix socket for cosmix apps' native connect_unix, owner-only (0600; every directory above it the broker user's or root's and writable by nobody else), each connection of the broker's own OS user a node of the principal in <data>/credentials.json (docs/cosmix.md#the-native-unix-socket; Linux, macOS, FreeBSD; default off)")
+	fs.StringVar(&o.wsOrigins, "ws-origin", "", "comma list of extra browser origins allowed on /bus (host:port patterns; docs/browser.md#origins)")
+	fs.StringVar(&o.principals, "principals", "", "principals file (default <data>/principals.json, created on first start)")
+	fs.StringVar(&o.broker.Name, "name", broker.DefaultName, "the broker's own node name")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Float64Var(&o.broker.Relay.MaxPushRate, "relay-push-rate", 0, "durable pushes a second into one device's inbox (0: the default, 100; negative: no limit)")
+	fs.IntVar(&o.broker.Relay.PushBurst, "relay-push-burst", 0, "durable pushes one device's inbox takes at once before --relay-push-rate applies (0: the default, 1000)")
+	bus := &o.broker.Cluster
+	fs.StringVar(&o.natsURLs, "nats", "", "join a bus of brokers through these NATS servers (URL[,URL...]; docs/cluster.md); needs --name")
 	fs.StringVar(&bus.CredsFile, "nats-creds", "", "NATS credentials file (JWT and nkey seed) the broker presents to NATS")
 	fs.StringVar(&bus.TLSCA, "nats-tls-ca", "", "PEM file of the CAs that sign the NATS servers' certificates")
 	fs.StringVar(&bus.TLSCert, "nats-tls-cert", "", "client certificate (PEM) for NATS servers that verify clients (with --nats-tls-key)")
@@ -62,47 +99,57 @@ func runServe(args []string, stdio IO) int {
 	fs.DurationVar(&bus.Lease, "nats-lease", broker.DefaultClusterLease, "how long the other brokers keep this broker's nodes without hearing from it (at least 2 heartbeats)")
 	fs.IntVar(&bus.LinkWindow, "nats-link-window", broker.DefaultClusterLinkWindow, "bytes each other broker may send this one ahead of what it took in (flow control; docs/cluster.md#flow-control)")
 	fs.IntVar(&bus.LinkPendingBytes, "nats-link-pending", broker.DefaultClusterLinkPendingBytes, "bytes of the other brokers' traffic the NATS client keeps for this broker; past it NATS drops (counted: link_lost)")
-	busKeyFile := fs.String("nats-bus-key", "", "file of the key the brokers of this bus share, and nobody else (32 bytes or more, owner-only): every message between brokers is authenticated and stamped, so NATS access alone forges nothing (docs/cluster.md#bus-key)")
+	fs.StringVar(&o.busKeyFile, "nats-bus-key", "", "file of the key the brokers of this bus share, and nobody else (32 bytes or more, owner-only): every message between brokers is authenticated and stamped, so NATS access alone forges nothing (docs/cluster.md#bus-key)")
 	fs.BoolVar(&bus.SealPayloads, "nats-bus-seal", false, "encrypt every message between brokers with --nats-bus-key too, so NATS access alone reads nothing")
-	natsRelays := fs.String("nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
-	var limits broker.Options
+	fs.StringVar(&o.natsRelays, "nats-relays", "", "the brokers of the bus that keep the durable relay's inboxes (name[,name...]), the same list on every broker")
+	limits := &o.broker
 	fs.IntVar(&limits.MaxPayload, "max-payload", broker.DefaultMaxPayload, "bytes of body in one message; past it the message is refused")
 	fs.IntVar(&limits.MaxQueueBytes, "max-queue-bytes", broker.DefaultMaxQueueBytes, "outbound bytes queued per connection (at least --max-payload)")
 	fs.IntVar(&limits.MaxQueueMessages, "max-queue-messages", broker.DefaultMaxQueueMessages, "outbound messages queued per connection")
 	fs.IntVar(&limits.MaxConnections, "max-connections", broker.DefaultMaxConnections, "connections served at once, logging-in ones included")
 	fs.IntVar(&limits.MaxNodesPerPrincipal, "max-nodes-per-principal", broker.DefaultMaxNodesPerPrincipal, "nodes one principal may have logged in at once (a principal allowed every channel is not capped)")
-	mbAddr := fs.String("moonbridge", "", "TCP address for MoonBridge backends: their Java client (backend-channel-client) connects here unchanged (docs/moonbridge.md; off unless given)")
-	mbProxy := fs.String("moonbridge-proxy", "", "the node a MoonBridge backend reaches as Endpoint.proxy() (default: the broker's own name)")
-	mbHosts := fs.String("moonbridge-allow-hosts", "", "comma list of the hosts a MoonBridge backend may advertise in its game address (default: any)")
-	configPath := fs.String(flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
-	printCfg := fs.Bool(flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
+	fs.StringVar(&o.mbAddr, "moonbridge", "", "TCP address for MoonBridge backends: their Java client (backend-channel-client) connects here unchanged (docs/moonbridge.md; off unless given)")
+	fs.StringVar(&o.mbProxy, "moonbridge-proxy", "", "the node a MoonBridge backend reaches as Endpoint.proxy() (default: the broker's own name)")
+	fs.StringVar(&o.mbHosts, "moonbridge-allow-hosts", "", "comma list of the hosts a MoonBridge backend may advertise in its game address (default: any)")
+	fs.StringVar(&o.configPath, flagConfig, "", "TOML file of serve's flags (key = flag name; docs/operations.md#configuration)")
+	fs.BoolVar(&o.printCfg, flagPrintConfig, false, "print the effective configuration (flags > file > environment > defaults) and exit")
+	return fs
+}
+
+// parseServe parses serve's arguments, configuration file and environment
+// into options and checks them. !ok: serve ends at once with code (a
+// usage error, or --print-config done).
+func parseServe(args []string, stdio IO) (o *serveOptions, code int, ok bool) {
+	o = new(serveOptions)
+	fs := serveFlags(o)
 	if !parseNoArgs(stdio, "serve", fs, args) {
-		return exitUsage
+		return nil, exitUsage, false
 	}
-	if err := applyConfig(fs, *configPath, os.LookupEnv); err != nil {
-		return usageError(stdio, "serve", "%v", err)
+	if err := applyConfig(fs, o.configPath, os.LookupEnv); err != nil {
+		return nil, usageError(stdio, "serve", "%v", err), false
 	}
 	if err := checkLimits(fs); err != nil {
-		return usageError(stdio, "serve", "%v", err)
+		return nil, usageError(stdio, "serve", "%v", err), false
 	}
-	if *printCfg {
-		printConfig(stdio.Stdout, fs, map[string]string{"data": cmp.Or(*data, defaultDataDir())})
-		return exitOK
+	if o.printCfg {
+		printConfig(stdio.Stdout, fs, map[string]string{"data": cmp.Or(o.data, defaultDataDir())})
+		return nil, exitOK, false
 	}
-	if *natsRelays != "" {
-		bus.Relays = strings.Split(*natsRelays, ",")
+	bus := &o.broker.Cluster
+	if o.natsRelays != "" {
+		bus.Relays = strings.Split(o.natsRelays, ",")
 	}
-	if *natsURLs != "" {
-		bus.URLs = strings.Split(*natsURLs, ",")
-		if *name == broker.DefaultName {
+	if o.natsURLs != "" {
+		bus.URLs = strings.Split(o.natsURLs, ",")
+		if o.broker.Name == broker.DefaultName {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: --nats needs --name: every broker on a bus has a name of its own")
-			return exitUsage
+			return nil, exitUsage, false
 		}
-		if *busKeyFile != "" {
-			key, err := broker.ReadBusKey(*busKeyFile)
+		if o.busKeyFile != "" {
+			key, err := broker.ReadBusKey(o.busKeyFile)
 			if err != nil {
 				fmt.Fprintln(stdio.Stderr, "busbar serve: --nats-bus-key:", err)
-				return exitUsage
+				return nil, exitUsage, false
 			}
 			bus.BusKey = key
 		}
@@ -110,27 +157,83 @@ func runServe(args []string, stdio IO) int {
 			fmt.Fprintln(stdio.Stderr, "busbar serve: WARNING:", w)
 		}
 	}
-	if err := truesealOnBus(*truesealAddr, *truesealKey, bus.Relays); err != nil {
+	if err := truesealOnBus(o.truesealAddr, o.truesealKey, bus.Relays); err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		return exitUsage
+		return nil, exitUsage, false
 	}
 	if bus.SealPayloads && bus.BusKey == nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: --nats-bus-seal needs --nats-bus-key")
-		return exitUsage
+		return nil, exitUsage, false
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: --log-level:", err)
-		return exitUsage
+		return nil, exitUsage, false
 	}
-	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: lvl}))
-	dir := cmp.Or(*data, defaultDataDir())
+	return o, exitOK, true
+}
 
+func runServe(args []string, stdio IO) int {
+	o, code, ok := parseServe(args, stdio)
+	if !ok {
+		return code
+	}
+	s := &serveRun{o: o, stdio: stdio, dir: cmp.Or(o.data, defaultDataDir()),
+		log: slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: o.level}))}
+	if code := s.start(); code != exitOK {
+		_ = s.down.run(context.Background())
+		return code
+	}
+	return s.serve()
+}
+
+// serveRun is a running `busbar serve`: the pieces start made, and down,
+// the one teardown that stops them.
+type serveRun struct {
+	o     *serveOptions
+	stdio IO
+	log   *slog.Logger
+	dir   string
+
+	principalsPath string
+	store          *auth.Store
+	b              *broker.Broker
+	eps            []listenSpec
+	cx             *cosmixListener
+	ts             *truesealListener
+	token          string
+	hls            []*httpListener
+	mb             *moonbridge.Server
+	mbLn           net.Listener
+	lns            []net.Listener
+
+	wg   sync.WaitGroup // the goroutines serving the pieces
+	down closers
+}
+
+// closers is serve's teardown: each piece start makes pushes how it
+// stops, and run stops them, the last pushed first, on every way out
+// (start failing half-way, or a signal).
+type closers []func(context.Context) error
+
+func (c *closers) push(stop func(context.Context) error) { *c = append(*c, stop) }
+
+func (c closers) run(ctx context.Context) error {
+	var errs []error
+	for i := len(c) - 1; i >= 0; i-- {
+		errs = append(errs, c[i](ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// start makes the pieces, pushing each one's stop on s.down; a failure
+// returns serve's exit status, having said why. Nothing is served yet.
+func (s *serveRun) start() int {
+	stdio, o, log, dir := s.stdio, s.o, s.log, s.dir
 	// With --principals the operator keeps principals elsewhere (say, one
 	// file shared by the brokers of a bus): nothing is bootstrapped, so no
 	// credentials file appears that the broker would not accept.
-	principalsPath := *principals
-	if principalsPath == "" {
+	s.principalsPath = o.principals
+	if s.principalsPath == "" {
 		boot, err := auth.Bootstrap(dir)
 		if err != nil {
 			log.Error("cannot prepare the data directory", "err", err)
@@ -139,7 +242,7 @@ func runServe(args []string, stdio IO) int {
 		if boot.Created {
 			fmt.Fprintf(stdio.Stdout, "busbar: created credentials on first start:\n  principals (broker): %s\n  credentials (clients of this OS user): %s\n", boot.PrincipalsPath, boot.CredentialsPath)
 		}
-		principalsPath = boot.PrincipalsPath
+		s.principalsPath = boot.PrincipalsPath
 	} else if err := auth.PrepareDataDir(dir); err != nil {
 		log.Error("cannot prepare the data directory", "err", err)
 		return exitFail
@@ -149,156 +252,168 @@ func runServe(args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		return exitFail
 	}
-	defer unlock()
-	store, err := auth.Load(principalsPath)
+	s.down.push(func(context.Context) error { unlock(); return nil })
+	// The goroutines serving the pieces end once these are stopped.
+	s.down.push(func(context.Context) error { s.wg.Wait(); return nil })
+	s.store, err = auth.Load(s.principalsPath)
 	if err != nil {
 		log.Error("cannot load principals", "err", err)
 		return exitFail
 	}
-	for _, note := range store.Notes() { // entries older than the state permissions
-		log.Warn("principal given default state permissions", "file", principalsPath, "detail", note)
+	for _, note := range s.store.Notes() { // entries older than the state permissions
+		log.Warn("principal given default state permissions", "file", s.principalsPath, "detail", note)
 	}
-	opts := limits
-	opts.Name, opts.Auth, opts.Logger, opts.StatePath, opts.Cluster = *name, store, log, filepath.Join(dir, "state.db"), bus
-	opts.RelayDir, opts.Relay = filepath.Join(dir, "relay"), relay.Options{MaxPushRate: *pushRate, PushBurst: *pushBurst}
-	b, err := broker.New(opts)
+	opts := o.broker
+	opts.Auth, opts.Logger, opts.StatePath, opts.RelayDir = s.store, log, filepath.Join(dir, "state.db"), filepath.Join(dir, "relay")
+	s.b, err = broker.New(opts)
 	if err != nil {
 		// As it is, not as a log attribute: it names the file, what is
 		// wrong and what to do (a state store the broker cannot trust).
 		fmt.Fprintln(stdio.Stderr, "busbar serve: cannot start the broker:", err)
 		return exitFail
 	}
-	eps, err := endpoints(dir, *unixPath, *tcpAddr, *tlsAddr, *tlsCert, *tlsKey)
+	// The HTTP servers stop after the broker, whose Shutdown closes their
+	// WebSocketListeners (docs/ARCHITECTURE.md); s.hls is set below.
+	s.down.push(func(ctx context.Context) error {
+		err := s.b.Shutdown(ctx)
+		closeHTTP(ctx, s.hls)
+		return err
+	})
+	s.eps, err = endpoints(dir, o.unixPath, o.tcpAddr, o.tlsAddr, o.tlsCert, o.tlsKey)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		_ = b.Shutdown(context.Background())
 		return exitUsage
 	}
-	cx, err := listenCosmix(*cosmixAddr, *cosmixSock, dir, b, log)
+	s.cx, err = listenCosmix(o.cosmixAddr, o.cosmixSock, dir, s.b, log)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		_ = b.Shutdown(context.Background())
 		if errors.Is(err, cosmix.ErrNotLoopback) || errors.Is(err, cosmix.ErrUnsafeSocketPath) || errors.Is(err, cosmix.ErrUnixUnsupported) {
 			return exitUsage
 		}
 		return exitFail
 	}
-	defer cx.close()
-	ts, err := listenTrueseal(*truesealAddr, dir, *truesealKey, bus.Relays, b)
+	s.down.push(func(context.Context) error { s.cx.close(); return nil })
+	s.ts, err = listenTrueseal(o.truesealAddr, dir, o.truesealKey, o.broker.Cluster.Relays, s.b)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		cx.close()
-		_ = b.Shutdown(context.Background())
 		return exitFail
 	}
-	defer ts.close()
-	token, _, err := ops.LoadToken(dir)
+	s.down.push(func(context.Context) error { s.ts.close(); return nil }) // before the broker closes the relay store
+	s.token, _, err = ops.LoadToken(dir)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve: the HTTP token:", err)
-		_ = b.Shutdown(context.Background())
 		return exitFail
 	}
-	httpSock, note := httpSocketPath(*httpUnix, *unixPath, dir)
+	httpSock, note := httpSocketPath(o.httpUnix, o.unixPath, dir)
 	if note != "" {
 		log.Warn(note)
 	}
-	hls, err := serveHTTPFlags(*httpAddr, *httpsAddr, httpSock, *tlsCert, *tlsKey, *wsOrigins, ops.Options{Broker: b, Token: token, DataDir: dir, Version: readBuildInfo().Version, Collectors: ts.collectors(),
+	store, principalsPath := s.store, s.principalsPath
+	s.hls, err = serveHTTPFlags(o.httpAddr, o.httpsAddr, httpSock, o.tlsCert, o.tlsKey, o.wsOrigins, ops.Options{Broker: s.b, Token: s.token, DataDir: dir, Version: readBuildInfo().Version, Collectors: s.ts.collectors(),
 		ReloadPrincipals: func() (string, error) { return principalsPath, reloadPrincipals(store, principalsPath, log, "http") }})
 	if err != nil {
 		if transport.IsNoUnixSockets(err) {
 			err = noUnixSockets("unix://" + httpSock)
 		}
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		_ = b.Shutdown(context.Background())
 		if errors.Is(err, errHTTPSNeedsCert) {
 			return exitUsage
 		}
 		return exitFail
 	}
-	mb, mbLn, err := startMoonBridge(*mbAddr, *mbProxy, *mbHosts, b, store, log)
+	s.mb, s.mbLn, err = startMoonBridge(o.mbAddr, o.mbProxy, o.mbHosts, s.b, s.store, log)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
-		closeHTTP(context.Background(), hls)
-		_ = b.Shutdown(context.Background())
 		return exitFail
 	}
+	if s.mb != nil {
+		s.down.push(func(context.Context) error {
+			_ = s.mb.Close()   // GOODBYE to the backends, before their nodes go
+			_ = s.mbLn.Close() // when it was never served
+			return nil
+		})
+	}
+	s.lns, err = listenAll(s.eps)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// listenAll opens the broker's stream listeners; on a failure it closes
+// those it opened. Once served, the broker's Shutdown closes them.
+func listenAll(eps []listenSpec) ([]net.Listener, error) {
 	var lns []net.Listener
 	for _, ep := range eps {
 		ln, err := transport.Listen(ep.Endpoint, ep.tls)
 		if err != nil {
-			fmt.Fprintln(stdio.Stderr, "busbar serve:", listenError(ep.Endpoint, err))
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			if mb != nil {
-				_ = mbLn.Close()
-				_ = mb.Close()
-			}
-			closeHTTP(context.Background(), hls)
-			_ = b.Shutdown(context.Background())
-			return exitFail
+			return nil, listenError(ep.Endpoint, err)
 		}
 		lns = append(lns, ln)
 	}
+	return lns, nil
+}
+
+// serve announces and serves what start made until SIGINT or SIGTERM (or
+// a listener failing), then stops it all (s.down).
+func (s *serveRun) serve() int {
+	stdio, log, b := s.stdio, s.log, s.b
+	// Held until the teardown is done: a second signal does not cut the
+	// graceful stop short.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var wg sync.WaitGroup
 	// Registered before the listeners are announced: a SIGHUP from then
 	// on reloads, never kills.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	wg.Go(func() { reloadOnHangup(ctx, hup, store, principalsPath, log) })
+	s.wg.Go(func() { reloadOnHangup(ctx, hup, s.store, s.principalsPath, log) })
 	// Before the stream listeners: a script that waits for the tcp line
 	// has the ws line too.
-	for _, h := range hls {
-		h.announce(stdio.Stdout, token)
-		wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
-		wg.Go(func() {
+	for _, h := range s.hls {
+		h.announce(stdio.Stdout, s.token)
+		s.wg.Go(func() { _ = b.Serve(h.bus) }) // ends at Shutdown
+		s.wg.Go(func() {
 			if err := h.serve(); err != nil {
 				log.Error("HTTP listener failed", "url", h.url, "err", err)
 				stop()
 			}
 		})
 	}
-	if mb != nil {
-		fmt.Fprintf(stdio.Stdout, "busbar: moonbridge backends on %s (proxy node %s)\n", mbLn.Addr(), cmp.Or(*mbProxy, b.Name()))
-		wg.Go(func() {
-			if err := mb.Serve(mbLn); err != nil && !errors.Is(err, moonbridge.ErrServerClosed) {
-				log.Error("moonbridge listener failed", "address", mbLn.Addr().String(), "err", err)
+	if s.mb != nil {
+		fmt.Fprintf(stdio.Stdout, "busbar: moonbridge backends on %s (proxy node %s)\n", s.mbLn.Addr(), cmp.Or(s.o.mbProxy, b.Name()))
+		s.wg.Go(func() {
+			if err := s.mb.Serve(s.mbLn); err != nil && !errors.Is(err, moonbridge.ErrServerClosed) {
+				log.Error("moonbridge listener failed", "address", s.mbLn.Addr().String(), "err", err)
 				stop()
 			}
 		})
 	}
-	for i, ln := range lns {
-		ep := eps[i].Endpoint
+	for i, ln := range s.lns {
+		ep := s.eps[i].Endpoint
 		if ep.Scheme != transport.SchemeUnix {
 			ep.Address = ln.Addr().String() // the real port when :0 was asked
 		}
 		fmt.Fprintf(stdio.Stdout, "busbar: listening on %s\n", ep)
-		wg.Go(func() {
+		s.wg.Go(func() {
 			if err := b.Serve(ln); err != nil && !errors.Is(err, broker.ErrClosed) {
 				log.Error("listener failed", "endpoint", ep, "err", err)
 				stop()
 			}
 		})
 	}
-	cx.serve(&wg, stdio.Stdout, log, stop)
-	ts.serve(&wg, stdio.Stdout, log, stop)
-	log.Info("broker ready", "name", b.Name(), "data", dir)
+	s.cx.serve(&s.wg, stdio.Stdout, log, stop)
+	s.ts.serve(&s.wg, stdio.Stdout, log, stop)
+	log.Info("broker ready", "name", b.Name(), "data", s.dir)
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	cx.close()
-	if mb != nil {
-		_ = mb.Close() // GOODBYE to the backends, before their nodes go
-	}
-	ts.close() // before the broker closes the relay store
-	err = b.Shutdown(sctx)
-	closeHTTP(sctx, hls)
-	wg.Wait()
-	if err != nil {
+	if err := s.down.run(sctx); err != nil {
 		log.Error("shutdown was not clean", "err", err)
 		return exitFail
 	}

@@ -10,6 +10,40 @@ import (
 	"busbar/state"
 )
 
+func init() {
+	addVerb(runState, []helpPage{
+		{path: "state", summary: "replicated state: get, set, del, open, dump, watch, drop, owner",
+			text: `Reads and writes the broker's replicated, namespaced key-value state
+(docs/state.md). Every entry prints as one JSON object a line:
+{"k":KEY,"v":VALUE,"ver":VERSION,"src":WRITER} (the protocol's field names).
+The CLI writes as its principal's name (local for the broker's own
+credentials), so a namespace it creates outlives the process.`,
+			exit: exitCommon + `
+3-7  as for req, when the broker refuses (7: REJECTED, e.g. not permitted)`,
+			example: "$ busbar state set home target 20.5\n{\"k\":\"target\",\"v\":20.5,\"ver\":1,\"src\":\"local\"}"},
+		{path: "state get", args: "NS KEY", summary: "print one entry",
+			text: "Prints the entry KEY of namespace NS; a missing key exits 1.", example: "$ busbar state get home target"},
+		{path: "state set", args: "NS KEY VALUE", summary: "write an entry (VALUE is JSON)",
+			text: "Writes KEY in NS and prints the entry as written. VALUE is JSON; a value that\nis not JSON is refused (exit 2) unless --string stores it as text.", example: "$ busbar state set home target 20.5\n$ busbar state set home label 'living room' --string"},
+		{path: "state del", args: "NS KEY", summary: "delete an entry",
+			text: "Deletes KEY in NS and prints the tombstone.", example: "$ busbar state del home target"},
+		{path: "state open", args: "NS KEY", summary: "open an entry (the first writer wins)",
+			text: "Claims KEY in NS if nobody holds it, and prints the entry.", example: "$ busbar state open home lock"},
+		{path: "state dump", args: "[NS]", summary: "print a namespace (without NS: all of them)",
+			text: "Prints the snapshot of NS, or of every namespace, as JSON.", example: "$ busbar state dump home"},
+		{path: "state watch", args: "NS", summary: "print the entries, then each change",
+			text: "Prints NS's entries, then one line per change until interrupted; it reconnects like sub.", example: "$ busbar state watch home"},
+		{path: "state drop", args: "NS", summary: "delete a whole namespace (state_admin)",
+			text: `Deletes namespace NS with every entry, whoever owns it; watchers are told
+to resync. Needs the state_admin permission on NS. On a bus of brokers
+every broker drops it (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner).`, example: "$ busbar state drop home"},
+		{path: "state owner", args: "NS NODE", summary: "give a namespace to another owner (state_admin)",
+			text: `Makes NODE the owner of namespace NS, whoever owns it now (say, a
+cli-<pid> long gone). Needs the state_admin permission on NS. On a bus of
+brokers every broker takes the new owner (docs/state.md#administration).`, example: "$ busbar state owner home thermostat"},
+	})
+}
+
 // runState is `busbar state`: one verb per operation on a namespace.
 func runState(args []string, stdio IO) int {
 	ops := map[string]int{"get": 2, "set": 3, "del": 2, "open": 2, "dump": -1, "watch": 1, "drop": 1, "owner": 2}

@@ -29,6 +29,22 @@ import (
 // so a wrong --http cannot make it read without end.
 const maxStatusBytes = 64 << 20
 
+func init() {
+	addVerb(runStatus, []helpPage{
+		{path: "status", summary: "the broker's readiness and figures in one screen (exit 1 when not ready)",
+			text: `Prints the local broker's readiness, version, uptime, connections, queued
+messages, drops by reason and durable relay inboxes, from its status API
+(docs/operations.md#the-status-api): over the broker's HTTP socket in its
+data directory, with the token there, so the owner needs nothing more.
+--http names another HTTP listener (with --token-file, the token its
+broker keeps in <data>/http-token). --json prints the same as one JSON
+object. The exit status says whether the broker is ready, for scripts and
+systemd checks.`,
+			exit:    "0  the broker is ready\n1  it is not ready (the reason is printed), or could not be asked\n2  usage: a bad flag or value",
+			example: "$ busbar status\n$ busbar status --json\n$ busbar status --http https://bus.example:7475 --token-file ./http-token"},
+	})
+}
+
 // runStatus is `busbar status`: the broker's readiness and figures in one
 // screen, from its status API (the owner's HTTP socket and token by
 // default), exit status 0 only when it is ready.

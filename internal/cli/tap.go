@@ -30,6 +30,21 @@ func (l *listFlag) Set(s string) error {
 	}
 	return nil
 }
+func init() {
+	addVerb(runTap, []helpPage{
+		{path: "tap", args: "[CHANNEL-PATTERN...]", summary: "print the traffic the broker routes (needs the tap permission)",
+			text: `Prints every message the broker routes, or those on channels matching the
+patterns (orders.*, orders.>, myplugin:*) and, with --node, from or to those
+nodes: one line each with kind, id, from, to, channel, size, headers and a
+preview of the body (--json: one object a line). The principal needs the
+tap permission, and sees only what it could have received itself; a tapper
+that reads too slowly misses copies, counted and reported on the next line
+(docs/operations.md#busbar-tap). Like sub, it survives a lost connection:
+it says so on stderr, reconnects and taps again.`,
+			exit:    exitCommon,
+			example: "$ busbar tap 'orders.>'\n$ busbar tap --node billing --json --count 10"},
+	})
+}
 
 // runTap prints the traffic the broker routes, as `busctl monitor` and
 // `nats sub '>'` do: every message its principal may tap and receive, or

@@ -127,6 +127,24 @@ func (t *truesealListener) close() {
 		_ = ln.Close() // when serve never ran
 	}
 }
+func init() {
+	addVerb(runTrueseal, []helpPage{
+		{path: "trueseal", summary: "the trueseal relay of `busbar serve --trueseal ADDR`: its key",
+			text: `busbar serve --trueseal ADDR is a relay for trueseal's own clients
+(trueseal-sync and its bindings), storing into the broker's relay store
+(docs/trueseal.md).`,
+			example: "$ busbar trueseal key"},
+		{path: "trueseal key", summary: "print the trueseal relay's public key, as trueseal clients are configured with it",
+			text: `Prints the relay's X25519 static public key in hex (64 digits), the
+relay key a trueseal app is built with. The key is <data>/trueseal.key,
+owner-only; it is created, like serve --trueseal does on its first
+start, when there is none. With --trueseal-key FILE it is that file,
+created if missing: on a bus, the one file every broker with --trueseal
+is given (serve --trueseal-key FILE; docs/trueseal.md#on-a-bus).`,
+			exit:    "0  printed\n1  the key file could not be read or created (other users can read it, not a key)\n2  usage",
+			example: "$ busbar trueseal key --data /var/lib/busbar\n$ busbar trueseal key --trueseal-key /etc/busbar/trueseal.key"},
+	})
+}
 
 func runTrueseal(args []string, stdio IO) int {
 	if code, ok := pickSubcommand(stdio, "trueseal", args); !ok {

@@ -83,6 +83,16 @@ func writeVersion(w io.Writer) {
 		wire.ProtocolVersion, seal.Version, bedrock.ProtocolVersion)
 	fmt.Fprintf(w, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
+func init() {
+	addVerb(runVersion, []helpPage{
+		{path: "version", summary: "print the version (also: busbar --version, busbar -V)",
+			text: `Prints the build's semantic version (vMAJOR.MINOR.PATCH; "(devel)"
+for a build that did not set one), the commit it was built from, the
+protocol versions it speaks (bus frames, sealed blobs, bedrock) and the
+Go version and platform that built it, one per line.`,
+			exit: "0  printed", example: "$ busbar version"},
+	})
+}
 
 // runVersion is `busbar version`, also `busbar --version` and `-V`.
 func runVersion(args []string, io IO) int {
