@@ -70,7 +70,7 @@ func runLs(args []string, stdio IO) int {
 	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
 		lease := time.Until(n.LeaseExpires).Round(time.Second)
-		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", n.Node, orDash(n.Broker), n.Epoch, lease, list(n.Subscriptions), list(n.Handlers))
+		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", n.Node, orDash(n.Broker), n.Epoch, lease, list(subscriptionsWithQueues(n)), list(n.Handlers))
 		if advertised {
 			row += "\t" + orDash(n.Advertised)
 		}
@@ -121,4 +121,18 @@ func watchServices(v *verbSetup, stdio IO, asJSON bool) int {
 		return v.fail(stdio, err, exitFail)
 	}
 	return exitOK
+}
+
+// subscriptionsWithQueues are n's subscriptions, a queue member's with
+// its queue in brackets ("news[workers]"): brackets are in no channel
+// name, so the column stays one word per subscription.
+func subscriptionsWithQueues(n wire.NodeInfo) []string {
+	out := make([]string, len(n.Subscriptions))
+	for i, ch := range n.Subscriptions {
+		out[i] = ch
+		if q := n.Queues[ch]; q != "" {
+			out[i] = ch + "[" + q + "]"
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -294,6 +295,9 @@ func TestSubQueueMembersShareEvents(t *testing.T) {
 			}
 			return false
 		})
+	}
+	if code, out, _ := s.busbar(t, "", "ls"); code != exitOK || !regexp.MustCompile(`(?m)^m1 .* news\[workers\] `).MatchString(out) {
+		t.Fatalf("ls does not show the queue:\n%s", out)
 	}
 	for i := range 30 {
 		if code, out, errOut := s.busbar(t, "", "pub", "news", fmt.Sprint("e", i)); code != exitOK {
