@@ -47,8 +47,7 @@ type unixEnv struct {
 
 func startUnix(t *testing.T) *unixEnv {
 	t.Helper()
-	var e *env
-	e = start(t, func(c *Config) { c.Owner = auth.Credential{Principal: "local", Secret: "unset"} })
+	e := start(t, func(c *Config) { c.Owner = auth.Credential{Principal: "local", Secret: "unset"} })
 	e.srv.cfg.Owner.Secret = e.bus.Secrets["local"]
 	sock := filepath.Join(socketDir(t), "bus.sock")
 	ln, err := e.srv.ListenUnix(sock)
