@@ -33,6 +33,7 @@ import (
 
 	"busbar/auth"
 	"busbar/state"
+	"busbar/statestore"
 	"busbar/wire"
 )
 
@@ -409,7 +410,7 @@ func (s *stateService) mergeMetaLocked(n *state.Namespace, cur nsMeta, sm stateM
 		snap.Owner = sm.Owner
 	}
 	if s.store != nil {
-		if err := s.store.setMeta(storedMeta{NS: snap.NS, Owner: snap.Owner, Seq: snap.Seq, nsMeta: m}); err != nil {
+		if err := s.store.SetMeta(statestore.Record{NS: snap.NS, Owner: snap.Owner, Seq: snap.Seq, Meta: m}); err != nil {
 			b.log.Error("state store write failed (a namespace's record from another broker)", "ns", snap.NS, "err", err)
 			return false
 		}

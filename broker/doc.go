@@ -23,7 +23,8 @@
 // messages across brokers take the same path.
 // Before login a peer is bounded on its own (admission.go). With a relay
 // directory the broker is also the relay of durable delivery (relay.go),
-// and it keeps replicated state (statesvc.go, store.go).
+// and it keeps replicated state (statesvc.go; its store is package
+// statestore, state_store.go the glue).
 //
 // docs/ARCHITECTURE.md draws the packages, the goroutines and the path of
 // one message; docs/messaging.md specifies the protocol and the contract.

@@ -30,23 +30,16 @@ package broker
 // forgot it.
 
 import (
-	"fmt"
 	"math"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"busbar/state"
+	"busbar/statestore"
 )
 
-// nsMeta is a namespace's incarnation and ownership record.
-type nsMeta struct {
-	Epoch   uint64 `json:"epoch,omitempty"`    // when it was created, Unix nanoseconds (0: before epochs)
-	OwnerAt uint64 `json:"owner_at,omitempty"` // when its owner was set (creation or a new owner)
-	// Inherited: it had another owner before, so a key not open may hold
-	// a former owner's write (the store's check allows it).
-	Inherited bool `json:"inherited,omitempty"`
-}
+// nsMeta is a namespace's incarnation and ownership record (Epoch,
+// OwnerAt, Inherited), stored in its record in the store.
+type nsMeta = statestore.Meta
 
 // dropTime is when a drop with floor was decided, by the dropping
 // broker's clock.
@@ -89,15 +82,15 @@ func (s *stateService) buryLocked(ns string, floor uint64, b *Broker) bool {
 	if b.cl != nil && time.Since(dropTime(floor)) >= b.cl.opts.TombstoneRetention {
 		return false
 	}
-	rec := &storedTomb{NS: ns, Floor: floor}
+	rec := &statestore.Tomb{NS: ns, Floor: floor}
 	n := s.spaces[ns]
 	covers := n != nil && s.meta[ns].Epoch <= floor
 	if s.store != nil {
 		var err error
 		if covers {
-			err = s.store.drop(ns, rec)
+			err = s.store.Drop(ns, rec)
 		} else {
-			err = s.store.db.Update(func(tx *bolt.Tx) error { return putTomb(tx, *rec) })
+			err = s.store.PutTomb(*rec)
 		}
 		if err != nil {
 			b.log.Error("state store write failed (a drop from another broker); the next digest brings it again", "ns", ns, "err", err)
@@ -134,16 +127,7 @@ func (s *stateService) forgetTombstones(now time.Time, retention time.Duration) 
 		return 0, nil
 	}
 	if s.store != nil {
-		err := s.store.db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketDropped)
-			for _, ns := range old {
-				if err := b.Delete([]byte(ns)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := s.store.ForgetTombs(old); err != nil {
 			return 0, err
 		}
 	}
@@ -151,39 +135,4 @@ func (s *stateService) forgetTombstones(now time.Time, retention time.Duration) 
 		delete(s.dropped, ns)
 	}
 	return len(old), nil
-}
-
-// putTomb writes a tombstone's record, creating the bucket in a store
-// that never had one.
-func putTomb(tx *bolt.Tx, t storedTomb) error {
-	b, err := tx.CreateBucketIfNotExists(bucketDropped)
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(t.NS), encodeRecord(t))
-}
-
-// loadTombs reads and verifies the tombstones (b nil: none).
-func loadTombs(b *bolt.Bucket, into map[string]uint64) error {
-	if b == nil {
-		return nil
-	}
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		var t storedTomb
-		if v == nil {
-			return fmt.Errorf("tombstone %q: a bucket where its record belongs", k)
-		}
-		if _, err := decodeRecord(v, &t); err != nil {
-			return fmt.Errorf("tombstone %q: %w", k, err)
-		}
-		if t.NS != string(k) {
-			return fmt.Errorf("tombstone %q: its record names namespace %q", k, t.NS)
-		}
-		if err := state.CheckName(t.NS); err != nil {
-			return fmt.Errorf("tombstone %q: %w", k, err)
-		}
-		into[t.NS] = t.Floor
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"busbar/auth"
 	"busbar/state"
+	"busbar/statestore"
 	"busbar/wire"
 )
 
@@ -54,14 +55,14 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 	if n == nil {
 		return rejectf("no namespace %q", ns)
 	}
-	var rec *storedTomb
+	var rec *statestore.Tomb
 	var floor uint64
 	if cl != nil {
 		floor = max(uint64(time.Now().UnixNano()), s.meta[ns].Epoch)
-		rec = &storedTomb{NS: ns, Floor: floor}
+		rec = &statestore.Tomb{NS: ns, Floor: floor}
 	}
 	if s.store != nil {
-		if err := s.store.drop(ns, rec); err != nil {
+		if err := s.store.Drop(ns, rec); err != nil {
 			return refuse(wire.ResultHandler, "the broker could not store the drop: "+err.Error())
 		}
 	}
@@ -98,7 +99,7 @@ func (s *stateService) transfer(ns, owner string, cl *cluster) (state.Snapshot, 
 	snap := n.Snapshot()
 	snap.Owner = owner
 	if s.store != nil {
-		if err := s.store.setMeta(storedMeta{NS: ns, Owner: owner, Seq: snap.Seq, nsMeta: meta}); err != nil {
+		if err := s.store.SetMeta(statestore.Record{NS: ns, Owner: owner, Seq: snap.Seq, Meta: meta}); err != nil {
 			return state.Snapshot{}, refuse(wire.ResultHandler, "the broker could not store the new owner: "+err.Error())
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"busbar/auth"
 	"busbar/state"
+	"busbar/statestore"
 	"busbar/wire"
 )
 
@@ -26,7 +27,7 @@ const MaxNamespacesPerNode = 64
 // overflows: then the watch is dropped and the watcher told to resync.
 type stateService struct {
 	mu       sync.Mutex
-	store    *store // nil: in memory only (store.go)
+	store    *statestore.Store // nil: in memory only (state_store.go)
 	spaces   map[string]*state.Namespace
 	owned    map[string]int                // namespaces per owner node
 	watchers map[string]map[*conn]struct{} // namespace → watching connections

@@ -1,17 +1,17 @@
-package broker
+package statestore
 
-// The state store on real files: the broker refuses a store it cannot
-// trust (empty, truncated, damaged) with an error and without touching
-// it, never panics on one, loads stores written before checksums, and
-// says so when bbolt fell back to the previous transaction.
+// The store on real files: it refuses a store it cannot trust (empty,
+// truncated, damaged) with an error and without touching it, never
+// panics on one, loads stores written before checksums, and says so when
+// bbolt fell back to the previous transaction.
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -30,7 +29,7 @@ import (
 	"busbar/wire"
 )
 
-// history is a store written through the broker's write path and every
+// history is a store written through the store's write path and every
 // state it held: history.states[i] after i writes.
 type history struct {
 	file   []byte
@@ -40,51 +39,94 @@ type history struct {
 func (h history) final() []state.Snapshot    { return h.states[len(h.states)-1] }
 func (h history) previous() []state.Snapshot { return h.states[len(h.states)-2] }
 
-// writeHistory builds a store at a temporary path with a few namespaces,
-// owners, an open key written by another node and deletes, through
-// Broker.stateWrite, and returns the file after Shutdown.
-func writeHistory(t *testing.T) history {
+// writer writes to a store as the broker's state service does: decide
+// the entry, Put it with the namespace's record, then apply it.
+type writer struct {
+	t      *testing.T
+	st     *Store
+	spaces map[string]*state.Namespace
+}
+
+func newWriter(t *testing.T, path string) *writer {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.db")
-	b, err := New(Options{StatePath: path})
+	st, _, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	thermostat, lamp, phone := &conn{node: "thermostat"}, &conn{node: "lamp"}, &conn{node: "phone"}
-	var h history
-	snap := func() {
-		all, _ := b.state.get(state.Query{}, anyNamespace)
-		h.states = append(h.states, all.([]state.Snapshot))
+	return &writer{t: t, st: st, spaces: map[string]*state.Namespace{}}
+}
+
+// write stores d, written by node; a namespace's first write creates it,
+// owned by node.
+func (w *writer) write(node string, d state.Delta) {
+	w.t.Helper()
+	n := w.spaces[d.NS]
+	if n == nil {
+		n = state.New(d.NS, node)
 	}
-	write := func(c *conn, ns, key, value string, ver uint64) {
+	d.Source = node
+	e, err := n.Decide(d)
+	if err != nil {
+		w.t.Fatalf("write %s %s/%s: %v", node, d.NS, d.Key, err)
+	}
+	seq := n.Seq() + 1
+	if err := w.st.Put(Record{NS: d.NS, Owner: n.Owner(), Seq: seq, Meta: Meta{Epoch: 1, OwnerAt: 1}}, e); err != nil {
+		w.t.Fatalf("write %s %s/%s: %v", node, d.NS, d.Key, err)
+	}
+	w.spaces[d.NS] = n
+	n.Commit(e)
+	n.Advance()
+}
+
+// open opens key of namespace ns for every writer, as its owner does.
+func (w *writer) open(ns, key string) {
+	w.t.Helper()
+	n := w.spaces[ns]
+	cur, _ := n.Get(key)
+	w.write(n.Owner(), state.Delta{NS: ns, Key: key, Version: cur.Version + 1, Value: cur.Value, Deleted: cur.Deleted, Open: true})
+}
+
+// all is every namespace, sorted, as the broker answers them.
+func (w *writer) all() []state.Snapshot {
+	all := []state.Snapshot{}
+	for _, ns := range slices.Sorted(maps.Keys(w.spaces)) {
+		all = append(all, w.spaces[ns].Snapshot())
+	}
+	return all
+}
+
+// writeHistory builds a store at a temporary path with a few namespaces,
+// owners, an open key written by another node and deletes, and returns
+// the file after Close.
+func writeHistory(t *testing.T) history {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	w := newWriter(t, path)
+	var h history
+	write := func(node, ns, key, value string, ver uint64) {
 		t.Helper()
 		d := state.Delta{NS: ns, Key: key, Version: ver, Deleted: value == ""}
 		if value != "" {
 			d.Value = json.RawMessage(value)
 		}
-		if r, no := b.stateWrite(c, d, false); no != nil || !r.Applied {
-			t.Fatalf("write %s %s/%s: %+v %v", c.node, ns, key, r, no)
-		}
-		snap()
+		w.write(node, d)
+		h.states = append(h.states, w.all())
 	}
-	snap()
-	write(thermostat, "home", "target", `20.5`, 1)
-	write(thermostat, "home", "mode", `"eco"`, 2)
-	write(lamp, "lights.kitchen", "on", `true`, 1)
-	write(lamp, "lights.kitchen", "level", `{"pct":40,"fade":"slow <&>"}`, 2)
-	if r, no := b.stateWrite(thermostat, state.Delta{NS: "home", Key: "target"}, true); no != nil || !r.Applied {
-		t.Fatalf("open: %+v %v", r, no)
-	}
-	snap()
-	write(phone, "home", "target", `22`, 5)
-	write(thermostat, "home", "mode", "", 3)
-	write(phone, "phone.prefs", "theme", `"dark"`, 1)
-	write(lamp, "lights.kitchen", "level", `{"pct":75}`, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := b.Shutdown(ctx); err != nil {
+	h.states = append(h.states, w.all())
+	write("thermostat", "home", "target", `20.5`, 1)
+	write("thermostat", "home", "mode", `"eco"`, 2)
+	write("lamp", "lights.kitchen", "on", `true`, 1)
+	write("lamp", "lights.kitchen", "level", `{"pct":40,"fade":"slow <&>"}`, 2)
+	w.open("home", "target")
+	h.states = append(h.states, w.all())
+	write("phone", "home", "target", `22`, 5)
+	write("thermostat", "home", "mode", "", 3)
+	write("phone", "phone.prefs", "theme", `"dark"`, 1)
+	write("lamp", "lights.kitchen", "level", `{"pct":75}`, 3)
+	if err := w.st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if h.file, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
@@ -99,14 +141,24 @@ func openStoreFile(t *testing.T, data []byte) ([]state.Snapshot, string, error) 
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return openPath(t, path)
+}
+
+// openPath opens the store at path and returns every namespace it loaded,
+// as the broker holds them, and what it logged.
+func openPath(t *testing.T, path string) ([]state.Snapshot, string, error) {
+	t.Helper()
 	var logged bytes.Buffer
-	var s stateService
-	if err := s.open(path, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+	st, l, err := Open(path, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
 		return nil, logged.String(), err
 	}
-	defer s.close()
-	all, _ := s.get(state.Query{}, anyNamespace)
-	return all.([]state.Snapshot), logged.String(), nil
+	defer st.Close()
+	all := []state.Snapshot{}
+	for _, snap := range l.Spaces {
+		all = append(all, state.FromSnapshot(snap).Snapshot())
+	}
+	return all, logged.String(), nil
 }
 
 // pageLayout reads the page size and the high-water mark (pages in use)
@@ -120,6 +172,15 @@ func pageLayout(t *testing.T, file []byte) (pageSize, hwm int) {
 	return pageSize, int(m)
 }
 
+// openPathOnly opens the store at path and closes it, for its error.
+func openPathOnly(path string) error {
+	st, _, err := Open(path, slog.New(slog.DiscardHandler))
+	if err == nil {
+		_ = st.Close()
+	}
+	return err
+}
+
 const fellBack = "may have fallen back to its previous transaction"
 
 func TestStoreRefusesAnEmptyFileAndLeavesIt(t *testing.T) {
@@ -128,9 +189,9 @@ func TestStoreRefusesAnEmptyFileAndLeavesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.Stat(path)
-	_, err := New(Options{StatePath: path})
-	if !errors.Is(err, ErrStoreUntrusted) {
-		t.Fatalf("New on an empty store file: %v", err)
+	err := openPathOnly(path)
+	if !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("Open on an empty store file: %v", err)
 	}
 	for _, want := range []string{path, "empty", "move the file aside"} {
 		if !strings.Contains(err.Error(), want) {
@@ -155,12 +216,11 @@ func TestStoreRefusesAFileOthersMayAccess(t *testing.T) {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(Options{StatePath: path})
+		err := openPathOnly(path)
 		if mode&0o077 == 0 {
 			if err != nil {
 				t.Fatalf("mode %04o: %v", mode, err)
 			}
-			_ = b.Shutdown(context.Background())
 			continue
 		}
 		if !errors.Is(err, auth.ErrInsecureFile) || !strings.Contains(err.Error(), "chmod 600 "+path) {
@@ -182,8 +242,8 @@ func TestStoreRefusesATruncatedFileAndLeavesIt(t *testing.T) {
 		if err := os.WriteFile(path, h.file[:n], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := New(Options{StatePath: path})
-		if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), path) {
+		err := openPathOnly(path)
+		if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), path) {
 			t.Errorf("truncated to %d bytes: %v", n, err)
 			continue
 		}
@@ -241,10 +301,10 @@ func TestStoreWithFlippedBytesFailsOrLoadsWhatWasWritten(t *testing.T) {
 				got, logged, err := openStoreFile(t, file)
 				warned := strings.Contains(logged, fellBack)
 				switch {
-				case err != nil && errors.Is(err, ErrStoreUntrusted):
+				case err != nil && errors.Is(err, ErrUntrusted):
 					count["refused by "+refusedBy(err)]++
 				case err != nil:
-					t.Errorf("seed %d, flips %v: refused without ErrStoreUntrusted: %v", seed, flips, err)
+					t.Errorf("seed %d, flips %v: refused without ErrUntrusted: %v", seed, flips, err)
 				case reflect.DeepEqual(got, h.final()) && warned:
 					count["final state, with the fall-back warning"]++
 				case reflect.DeepEqual(got, h.final()):
@@ -317,7 +377,7 @@ func TestStoreChecksumCatchesAChangedValue(t *testing.T) {
 		t.Fatal("the value is not in the file")
 	}
 	_, _, err := openStoreFile(t, file)
-	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"theme"`) {
+	if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"theme"`) {
 		t.Fatalf("a changed value: %v", err)
 	}
 }
@@ -326,7 +386,7 @@ func TestStoreChecksumCatchesAChangedNamespaceRecord(t *testing.T) {
 	h := writeHistory(t)
 	file := bytes.ReplaceAll(h.file, []byte(`"owner":"phone"`), []byte(`"owner":"phonf"`))
 	_, _, err := openStoreFile(t, file)
-	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"phone.prefs"`) {
+	if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), `"phone.prefs"`) {
 		t.Fatalf("a changed owner: %v", err)
 	}
 }
@@ -343,7 +403,7 @@ func TestStoreCatchesAKeyThatDoesNotMatchItsEntry(t *testing.T) {
 		t.Fatal("the key is not in the file")
 	}
 	_, _, err := openStoreFile(t, file)
-	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), `"thyme"`) {
+	if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), `"thyme"`) {
 		t.Fatalf("a changed key: %v", err)
 	}
 }
@@ -388,17 +448,14 @@ func TestStoreWrittenBeforeChecksumsLoads(t *testing.T) {
 	}
 	want := []state.Snapshot{{NS: "home", Owner: "thermostat", Seq: 7, Entries: entries}}
 	for _, round := range []string{"before checksums", "rewritten with checksums"} {
-		var logged bytes.Buffer
-		var s stateService
-		if err := s.open(path, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+		got, logged, err := openPath(t, path)
+		if err != nil {
 			t.Fatalf("%s: %v", round, err)
 		}
-		got, _ := s.get(state.Query{}, anyNamespace)
-		_ = s.close()
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: loaded %v", round, got)
 		}
-		t.Logf("%s: log %q", round, logged.String())
+		t.Logf("%s: log %q", round, logged)
 	}
 	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
@@ -437,14 +494,11 @@ func TestStoreRefusesALegacyEntryUnderAnotherKey(t *testing.T) {
 	if err != nil || db.Close() != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{StatePath: path})
-	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), `its entry is for key "target"`) {
+	err = openPathOnly(path)
+	if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), `its entry is for key "target"`) {
 		t.Fatalf("a legacy entry under another key: %v", err)
 	}
 }
-
-// anyNamespace lets a test read every namespace, as an in-process node may.
-func anyNamespace(string) bool { return true }
 
 // A leaf page whose element count is lowered passes bbolt's own check:
 // the bucket simply yields fewer keys. The namespace's record counts its
@@ -452,19 +506,12 @@ func anyNamespace(string) bool { return true }
 // records is refused, saying so.
 func TestStoreRefusesANamespaceThatLostKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	b, err := New(Options{StatePath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := &conn{node: "thermostat"}
+	w := newWriter(t, path)
 	const keys = 60
 	for i := range keys {
-		d := state.Delta{NS: "home", Key: fmt.Sprintf("key-%02d", i), Version: uint64(i + 1), Value: json.RawMessage(fmt.Sprintf(`{"reading":%d,"pad":"%s"}`, i, strings.Repeat("x", 40)))}
-		if r, no := b.stateWrite(owner, d, false); no != nil || !r.Applied {
-			t.Fatalf("write %d: %+v %v", i, r, no)
-		}
+		w.write("thermostat", state.Delta{NS: "home", Key: fmt.Sprintf("key-%02d", i), Version: uint64(i + 1), Value: json.RawMessage(fmt.Sprintf(`{"reading":%d,"pad":"%s"}`, i, strings.Repeat("x", 40)))})
 	}
-	if err := b.Shutdown(context.Background()); err != nil {
+	if err := w.st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	file, err := os.ReadFile(path)
@@ -490,7 +537,29 @@ func TestStoreRefusesANamespaceThatLostKeys(t *testing.T) {
 	}
 	binary.NativeEndian.PutUint16(file[best*pageSize+10:], uint16(bestCount-3))
 	_, _, err = openStoreFile(t, file)
-	if !errors.Is(err, ErrStoreUntrusted) || !strings.Contains(err.Error(), fmt.Sprintf("says it holds %d keys, its bucket has %d", keys, keys-3)) {
+	if !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), fmt.Sprintf("says it holds %d keys, its bucket has %d", keys, keys-3)) {
 		t.Fatalf("a namespace that lost 3 keys: %v", err)
+	}
+}
+
+// The records keep the bytes busbar wrote before the store was its own
+// package: the JSON of a namespace's record in this field order, and a
+// tombstone's, behind the format byte and the CRC-32C of the JSON.
+func TestStoreRecordsKeepTheirBytes(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		json string
+	}{
+		{stored(Record{NS: "home", Owner: "thermostat", Seq: 7, Meta: Meta{Epoch: 10, OwnerAt: 11, Inherited: true}}, 2),
+			`{"ns":"home","owner":"thermostat","seq":7,"keys":2,"epoch":10,"owner_at":11,"inherited":true}`},
+		{stored(Record{NS: "home", Owner: "thermostat", Seq: 7}, 0), `{"ns":"home","owner":"thermostat","seq":7,"keys":0}`},
+		{Tomb{NS: "gone", Floor: 15}, `{"ns":"gone","floor":15}`},
+		{state.Entry{Key: "k", Value: json.RawMessage(`"<&>"`), Version: 2, Source: "a", Open: true}, `{"k":"k","v":"<&>","ver":2,"src":"a","open":true}`},
+	} {
+		rec := encodeRecord(tc.v)
+		want := binary.BigEndian.AppendUint32([]byte{recordFormat}, crc32.Checksum([]byte(tc.json), castagnoli))
+		if want = append(want, tc.json...); !bytes.Equal(rec, want) {
+			t.Errorf("%T: %q, want %q", tc.v, rec, want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package broker
+package statestore
 
 // The store's last line of defence: what bbolt does while opening and
 // loading runs in guarded, where a panic, and a memory fault reading a

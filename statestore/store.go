@@ -1,19 +1,17 @@
-package broker
+package statestore
 
-// The state service's store (Options.StatePath): one bbolt file that
-// holds every namespace, opened only when it can be trusted
-// (docs/state.md#the-store).
+// The store (docs/state.md#the-store): one bbolt file that holds every
+// namespace, opened only when it can be trusted.
 //
-// Layout: two top-level buckets,
+// Layout: top-level buckets,
 //
-//	namespaces  name → record(storedMeta{ns, owner, seq, epoch, owner_at, inherited})
+//	namespaces  name → record(storedMeta{ns, owner, seq, keys, epoch, owner_at, inherited})
 //	entries     name → a nested bucket: key → record(state.Entry)
-//	dropped     name → record(storedTomb{ns, floor}), on a bus only
+//	dropped     name → record(Tomb{ns, floor}), on a bus only
 //
-// and a namespace is in both of the first two or in neither (persist
-// writes both in one transaction). The third, absent in a store that never
-// was on a bus, holds the tombstones of dropped namespaces
-// (state_meta.go). A record is
+// and a namespace is in both of the first two or in neither (Put writes
+// both in one transaction). The third, absent in a store that never was on
+// a bus, holds the tombstones of dropped namespaces (tomb.go). A record is
 //
 //	[1 byte: recordFormat][4 bytes: CRC-32C (Castagnoli) of the JSON, big-endian][the JSON]
 //
@@ -25,13 +23,13 @@ package broker
 // open.
 //
 // Opening, in order: the file's bbolt structure is checked without bbolt
-// (storefile.go: meta pages, page bounds; a file of size 0 or shorter than
+// (file.go: meta pages, page bounds; a file of size 0 or shorter than
 // two meta pages is refused, never initialised); bbolt opens it; one read
 // transaction runs bbolt's own consistency check (Tx.Check) and loads and
 // verifies every record. All of it runs with a recover and
 // debug.SetPanicOnFault, so a panic in bbolt or a fault reading its memory
-// map becomes an error. Any failure refuses the store: the broker does not
-// start (ErrStoreUntrusted). Nothing is written unless every check passed.
+// map becomes an error. Any failure refuses the store (ErrUntrusted).
+// Nothing is written unless every check passed.
 
 import (
 	"bytes"
@@ -55,11 +53,15 @@ import (
 	"busbar/wire"
 )
 
-// ErrStoreUntrusted is matched (errors.Is) by the error of New when the
-// state store (Options.StatePath) exists but cannot be trusted: empty,
-// truncated, damaged, or holding what busbar never wrote. The broker does
-// not start on it; docs/state.md#the-store says what to do.
-var ErrStoreUntrusted = errors.New("broker: the state store cannot be trusted")
+// ErrUntrusted is matched (errors.Is) by the error of Open when the store
+// exists but cannot be trusted: empty, truncated, damaged, or holding what
+// busbar never wrote. The broker does not start on it (it is
+// broker.ErrStoreUntrusted); docs/state.md#the-store says what to do.
+//
+// This package's errors keep the "broker:" prefix they had when the store
+// lived in package broker: the broker is what refuses to start, and the
+// text an operator reads did not change with the move.
+var ErrUntrusted = errors.New("broker: the state store cannot be trusted")
 
 // untrustedError says which store, what is wrong with it, and the way out.
 type untrustedError struct {
@@ -75,15 +77,36 @@ func (e *untrustedError) Error() string {
 }
 
 func (e *untrustedError) Unwrap() error        { return e.err }
-func (e *untrustedError) Is(target error) bool { return target == ErrStoreUntrusted }
+func (e *untrustedError) Is(target error) bool { return target == ErrUntrusted }
 
 var (
 	bucketMeta    = []byte("namespaces") // name → record(storedMeta)
 	bucketEntries = []byte("entries")    // one nested bucket per namespace: key → record(state.Entry)
-	bucketDropped = []byte("dropped")    // name → record(storedTomb), on a bus
+	bucketDropped = []byte("dropped")    // name → record(Tomb), on a bus
 )
 
-// storedMeta is a namespace's record in bucketMeta. NS repeats the bucket
+// Meta is what a bus of brokers agrees on about a namespace beyond its
+// entries and owner (docs/cluster.md#dropping-a-namespace-and-giving-it-a-new-owner),
+// stored in the namespace's record.
+type Meta struct {
+	Epoch   uint64 `json:"epoch,omitempty"`    // when it was created, Unix nanoseconds (0: before epochs)
+	OwnerAt uint64 `json:"owner_at,omitempty"` // when its owner was set (creation or a new owner)
+	// Inherited: it had another owner before, so a key not open may hold
+	// a former owner's write (the check at Open allows it).
+	Inherited bool `json:"inherited,omitempty"`
+}
+
+// Record is a namespace's record as Put and SetMeta take it: its name,
+// owner, the sequence number of its last write, and its Meta.
+type Record struct {
+	NS    string
+	Owner string
+	Seq   uint64
+	Meta
+}
+
+// storedMeta is a namespace's record in bucketMeta: a Record with its key
+// count, in this field order (the JSON on disk). NS repeats the bucket
 // key, so a key damaged in place does not pass as another namespace
 // (legacy records lack it).
 type storedMeta struct {
@@ -95,13 +118,12 @@ type storedMeta struct {
 	// damaged page that bbolt's own check passes) no longer matches it,
 	// and the store is refused. nil in a record from before counts.
 	Keys *uint64 `json:"keys,omitempty"`
-	nsMeta
+	Meta
 }
 
-// storedTomb is a tombstone's record in bucketDropped.
-type storedTomb struct {
-	NS    string `json:"ns"`
-	Floor uint64 `json:"floor"`
+// stored is r's record holding keys keys.
+func stored(r Record, keys uint64) storedMeta {
+	return storedMeta{NS: r.NS, Owner: r.Owner, Seq: r.Seq, Keys: &keys, Meta: r.Meta}
 }
 
 const recordFormat = 1 // the first byte of a checksummed record
@@ -151,21 +173,22 @@ func decodeRecord(rec []byte, v any) (legacy bool, err error) {
 	return legacy, nil
 }
 
-// store is the open bbolt file. Its methods are called under
-// stateService.mu.
-type store struct {
+// Store is the open bbolt file. It is not safe for concurrent use: its
+// caller serialises the calls (the broker's state service makes them under
+// its lock), as the key counts it keeps are read and written by each.
+type Store struct {
 	db   *bolt.DB
 	keys map[string]uint64 // keys per namespace on disk, for storedMeta.Keys
 }
 
-// loaded is what open read: every namespace, and the records still in the
-// legacy format, to rewrite with their checksum.
-type loaded struct {
-	spaces []state.Snapshot
-	metas  map[string]nsMeta
-	tombs  map[string]uint64 // floors
-	legacy []legacyRecord
-	fresh  bool // no buckets yet: a new file
+// Loaded is what Open read: every namespace with its Meta, and the
+// tombstones.
+type Loaded struct {
+	Spaces []state.Snapshot  // sorted by name
+	Metas  map[string]Meta   // by namespace
+	Tombs  map[string]uint64 // tombstones' floors, by namespace
+	legacy []legacyRecord    // records still in a legacy format, rewritten at open
+	fresh  bool              // no buckets yet: a new file
 }
 
 type legacyRecord struct {
@@ -188,10 +211,12 @@ func checkStoreMode(path string) error {
 	return nil
 }
 
-// openStore opens and verifies the store at path (a missing file is a new,
-// empty store). A store that cannot be trusted is refused with an
-// *untrustedError; a fall-back to the previous transaction is logged.
-func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
+// Open opens and verifies the store at path (a missing file is a new,
+// empty store) and returns what it holds. A store that cannot be trusted
+// is refused with an error matching ErrUntrusted; a store group or others
+// may access, with auth.ErrInsecureFile. log hears of a fall-back to the
+// previous transaction and of records rewritten with their checksum.
+func Open(path string, log *slog.Logger) (st *Store, l Loaded, err error) {
 	if err := checkStoreMode(path); err != nil {
 		return nil, l, err
 	}
@@ -236,8 +261,8 @@ func openStore(path string, log *slog.Logger) (st *store, l loaded, err error) {
 			"After a crash, that is a write torn while it was committed, which was never acknowledged; otherwise the file is damaged, and the last write before the stop may be lost",
 			"file", path, "damaged_meta_page", info.damagedMeta, "opened_txid", info.txid)
 	}
-	st = &store{db: db, keys: map[string]uint64{}}
-	for _, snap := range l.spaces {
+	st = &Store{db: db, keys: map[string]uint64{}}
+	for _, snap := range l.Spaces {
 		st.keys[snap.NS] = uint64(len(snap.Entries))
 	}
 	return st, l, nil
@@ -264,8 +289,8 @@ func (e *panicError) Error() string { return fmt.Sprintf("reading it failed: %v"
 
 // load runs bbolt's consistency check, then reads and verifies every
 // namespace.
-func load(tx *bolt.Tx) (loaded, error) {
-	l := loaded{metas: map[string]nsMeta{}, tombs: map[string]uint64{}}
+func load(tx *bolt.Tx) (Loaded, error) {
+	l := Loaded{Metas: map[string]Meta{}, Tombs: map[string]uint64{}}
 	var first error
 	problems := 0
 	for err := range tx.Check() { // drained to the end: Check's goroutine sends until done
@@ -284,7 +309,7 @@ func load(tx *bolt.Tx) (loaded, error) {
 	if err != nil {
 		return l, err
 	}
-	if err := loadTombs(tx.Bucket(bucketDropped), l.tombs); err != nil {
+	if err := loadTombs(tx.Bucket(bucketDropped), l.Tombs); err != nil {
 		return l, err
 	}
 	if meta == nil {
@@ -303,7 +328,7 @@ func load(tx *bolt.Tx) (loaded, error) {
 			return l, fmt.Errorf("namespace %q: %w", ns, err)
 		}
 		inMeta[ns] = true
-		l.spaces = append(l.spaces, snap)
+		l.Spaces = append(l.Spaces, snap)
 	}
 	c = entries.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -334,7 +359,7 @@ func topBuckets(tx *bolt.Tx) (meta, entries *bolt.Bucket, err error) {
 // namespace and key rules, each entry's key against its bucket key, the
 // rules every stored write obeyed (a key not open was written by the
 // owner; a namespace has no more keys than writes, nor than MaxKeys).
-func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snapshot, error) {
+func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *Loaded) (state.Snapshot, error) {
 	snap := state.Snapshot{NS: ns}
 	if err := state.CheckName(ns); err != nil {
 		return snap, err
@@ -352,7 +377,7 @@ func loadNamespace(ns string, rec []byte, b *bolt.Bucket, l *loaded) (state.Snap
 		return snap, errors.New("its entries are missing")
 	}
 	snap.Owner, snap.Seq = m.Owner, m.Seq
-	l.metas[ns] = m.nsMeta
+	l.Metas[ns] = m.Meta
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil {
@@ -424,10 +449,10 @@ func upgrade(tx *bolt.Tx, legacy []legacyRecord) error {
 	return nil
 }
 
-// put writes e and its namespace's record m, durably, in one
+// Put writes e and its namespace's record r, durably, in one
 // transaction.
-func (st *store) put(m storedMeta, e state.Entry) error {
-	ns := m.NS
+func (st *Store) Put(r Record, e state.Entry) error {
+	ns := r.NS
 	rec := encodeRecord(e)
 	keys := st.keys[ns]
 	err := st.db.Update(func(tx *bolt.Tx) error {
@@ -439,8 +464,7 @@ func (st *store) put(m storedMeta, e state.Entry) error {
 		if b.Get([]byte(e.Key)) == nil {
 			keys++
 		}
-		m.Keys = &keys
-		if err := tx.Bucket(bucketMeta).Put([]byte(ns), encodeRecord(m)); err != nil {
+		if err := tx.Bucket(bucketMeta).Put([]byte(ns), encodeRecord(stored(r, keys))); err != nil {
 			return err
 		}
 		return b.Put([]byte(e.Key), rec)
@@ -451,9 +475,9 @@ func (st *store) put(m storedMeta, e state.Entry) error {
 	return err
 }
 
-// drop deletes namespace ns and its entries, durably, and with tomb
+// Drop deletes namespace ns and its entries, durably, and with tomb
 // (on a bus) records its tombstone in the same transaction.
-func (st *store) drop(ns string, tomb *storedTomb) error {
+func (st *Store) Drop(ns string, tomb *Tomb) error {
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Delete([]byte(ns)); err != nil {
 			return err
@@ -475,53 +499,12 @@ func (st *store) drop(ns string, tomb *storedTomb) error {
 	return err
 }
 
-// setMeta rewrites a namespace's record (a new owner, a new epoch),
+// SetMeta rewrites a namespace's record (a new owner, a new epoch),
 // durably.
-func (st *store) setMeta(m storedMeta) error {
-	keys := st.keys[m.NS]
-	m.Keys = &keys
-	meta := encodeRecord(m)
-	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(m.NS), meta) })
+func (st *Store) SetMeta(r Record) error {
+	meta := encodeRecord(stored(r, st.keys[r.NS]))
+	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(r.NS), meta) })
 }
 
-// open loads the store at path ("" keeps state in memory); log hears of a
-// fall-back to the previous transaction.
-func (s *stateService) open(path string, log *slog.Logger) error {
-	s.spaces, s.owned = map[string]*state.Namespace{}, map[string]int{}
-	s.watchers, s.watching = map[string]map[*conn]struct{}{}, map[*conn]map[string]struct{}{}
-	s.lost = map[*conn]map[string]struct{}{}
-	s.meta, s.dropped = map[string]nsMeta{}, map[string]uint64{}
-	if path == "" {
-		return nil
-	}
-	st, l, err := openStore(path, log)
-	if err != nil {
-		return err
-	}
-	for _, snap := range l.spaces {
-		s.spaces[snap.NS] = state.FromSnapshot(snap)
-		s.owned[snap.Owner]++
-	}
-	s.meta, s.dropped = l.metas, l.tombs
-	s.store = st
-	return nil
-}
-
-func (s *stateService) close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.store == nil {
-		return nil
-	}
-	err := s.store.db.Close()
-	s.store = nil
-	return err
-}
-
-// persist writes e and the namespace's record (seq, meta m), durably.
-func (s *stateService) persist(n *state.Namespace, m nsMeta, e state.Entry, seq uint64) error {
-	if s.store == nil {
-		return nil
-	}
-	return s.store.put(storedMeta{NS: n.Name(), Owner: n.Owner(), Seq: seq, nsMeta: m}, e)
-}
+// Close closes the file.
+func (st *Store) Close() error { return st.db.Close() }

@@ -1,4 +1,4 @@
-package broker
+package statestore
 
 // The state store's file as bytes, checked before bbolt opens it.
 //
@@ -27,7 +27,7 @@ package broker
 // Pages 0 and 1 are the meta pages; a commit writes the other one, with
 // the next txid. bbolt opens at the valid one with the higher txid, so a
 // damaged newest meta page silently takes it back one transaction: that
-// is reported (fileInfo.damagedMeta) for the broker to log.
+// is reported (fileInfo.damagedMeta), and Open logs it.
 
 import (
 	"encoding/binary"
