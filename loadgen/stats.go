@@ -92,14 +92,20 @@ type Result struct {
 // and the scheduler, not the bus.
 const MinRateWindow = 50 * time.Millisecond
 
+// Rated is r as a person is shown it: a run of messages shorter than
+// MinRateWindow has TooShort set and no rate. (The side-by-side harness
+// keeps NewResult's rates: its quick runs compare, they do not report.)
+func (r Result) Rated() Result {
+	if r.Duration < MinRateWindow && r.Msgs > 0 {
+		r.TooShort, r.MsgsPerS, r.MBPerS = true, 0, 0
+	}
+	return r
+}
+
 // NewResult computes the rates of a run (the side-by-side harness, bench/,
 // computes NATS's with it too).
 func NewResult(name string, msgs, bytes, errs int64, d time.Duration, lat *Latency) Result {
 	r := Result{Name: name, Msgs: msgs, Bytes: bytes, Errors: errs, Duration: d, Latency: lat}
-	if d < MinRateWindow {
-		r.TooShort = msgs > 0
-		return r
-	}
 	if s := d.Seconds(); s > 0 {
 		r.MsgsPerS = float64(msgs) / s
 		r.MBPerS = float64(bytes) / s / 1e6

@@ -48,8 +48,8 @@ func TestConfigBounds(t *testing.T) {
 	}
 }
 
-// A rate is computed from MinRateWindow on; a shorter run with messages
-// is marked TooShort, with no rate.
+// Rated keeps a rate from MinRateWindow on; a shorter run with messages
+// is marked TooShort, with no rate. NewResult always computes one.
 func TestRatesNeedARunOfMinRateWindow(t *testing.T) {
 	for _, c := range []struct {
 		msgs     int64
@@ -61,12 +61,15 @@ func TestRatesNeedARunOfMinRateWindow(t *testing.T) {
 		{1000, MinRateWindow, false},
 		{0, time.Microsecond, false}, // nothing to rate
 	} {
-		r := NewResult("sub", c.msgs, c.msgs*100, 0, c.d, nil)
+		r := NewResult("sub", c.msgs, c.msgs*100, 0, c.d, nil).Rated()
 		if r.TooShort != c.tooShort || (r.MsgsPerS > 0) != (c.msgs > 0 && !c.tooShort) {
 			t.Errorf("%d msgs in %v: %+v", c.msgs, c.d, r)
 		}
 	}
-	if r := NewResult("pub", 1000, 1000, 0, MinRateWindow, nil); r.MsgsPerS != 20000 || r.MBPerS != 0.02 {
+	if r := NewResult("pub", 1000, 1000, 0, MinRateWindow, nil).Rated(); r.MsgsPerS != 20000 || r.MBPerS != 0.02 {
 		t.Errorf("1000 msgs in 50 ms: %+v", r)
+	}
+	if r := NewResult("pub", 60, 60, 0, 10*time.Microsecond, nil); r.TooShort || r.MsgsPerS == 0 {
+		t.Errorf("NewResult left a short run unrated: %+v", r)
 	}
 }

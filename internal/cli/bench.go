@@ -276,6 +276,9 @@ func (f *benchFlags) print(stdio IO, results []loadgen.Result) int {
 	if f.endBar != nil {
 		f.endBar() // the table starts on a line of its own
 	}
+	for i := range results {
+		results[i] = results[i].Rated()
+	}
 	switch {
 	case *f.asJSON:
 		enc := json.NewEncoder(stdio.Stdout)
