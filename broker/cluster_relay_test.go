@@ -471,18 +471,7 @@ func BenchmarkDurablePushThroughAnotherBroker(b *testing.B) { benchDurablePush(b
 func TestBusDurableHomeChecksForwardedBlobs(t *testing.T) {
 	u := startRelayBus(t, "b2")
 	home := u.brokers[1]
-	nc, err := nats.Connect(u.nats.URL(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	answers := make(chan *nats.Msg, 4)
-	if _, err := nc.ChanSubscribe("busbar.relayed.b1.b2", answers); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	nc, answers := asB1(t, u, 4)
 	author, dev := identity(t), identity(t)
 	for i, blob := range [][]byte{
 		sealedTo(t, author, dev, "")[:seal.MinSealedSize-1],
@@ -513,4 +502,24 @@ func TestBusDurableHomeChecksForwardedBlobs(t *testing.T) {
 	if st, _ := home.Broker.RelayStats(); st.Blobs != 0 || st.Pushes != 0 {
 		t.Fatalf("the home stored %d blobs", st.Blobs)
 	}
+}
+
+// asB1 is a NATS client speaking on the bus in b1's name, as an attacker
+// with NATS access would, with the answers b2 sends b1 (up to capacity
+// buffered). Closed with the test.
+func asB1(t *testing.T, u *relayBus, capacity int) (*nats.Conn, chan *nats.Msg) {
+	t.Helper()
+	nc, err := nats.Connect(u.nats.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	answers := make(chan *nats.Msg, capacity)
+	if _, err := nc.ChanSubscribe("busbar.relayed.b1.b2", answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return nc, answers
 }

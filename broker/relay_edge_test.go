@@ -22,18 +22,7 @@ import (
 func TestBusEdgePushReachesOnlyItsProtocolsInboxes(t *testing.T) {
 	u := startRelayBus(t, "b2")
 	home := u.brokers[1]
-	nc, err := nats.Connect(u.nats.URL(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	answers := make(chan *nats.Msg, 8)
-	if _, err := nc.ChanSubscribe("busbar.relayed.b1.b2", answers); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	nc, answers := asB1(t, u, 8)
 	busbarDev := identity(t).Public().ID().String()
 	n := 0
 	ask := func(op, proto, device string) *nats.Msg {
