@@ -33,8 +33,12 @@ type Broker struct {
 	relay  relayRole
 	// relayQuotas are the per-principal byte quotas of pushes (relayquota.go).
 	relayQuotas relayQuotas
-	cl          *cluster // nil unless Options.Cluster names NATS servers (cluster.go)
-	taps        taps     // busbar tap (tap.go)
+	// bus is the other brokers, as routing sees them (bus.go): alone
+	// unless Options.Cluster names NATS servers; then it is cl, the
+	// cluster (cluster.go), which is nil on a broker on its own.
+	bus  bus
+	cl   *cluster
+	taps taps // busbar tap (tap.go)
 
 	// ctx ends when Shutdown closes the connections: work the broker runs
 	// for them (relay pushes, deliveries) stops with it.
@@ -70,6 +74,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{
+		bus:       alone{},
 		opts:      opts,
 		log:       opts.Logger,
 		listeners: map[net.Listener]struct{}{},
@@ -233,7 +238,7 @@ func (b *Broker) serveConnOf(nc net.Conn, inproc bool, as *auth.Principal) {
 	c.finish()
 	c.endDurable()
 	b.dir.remove(c)
-	b.cl.changed()
+	b.bus.changed()
 	b.retire(c)
 	b.dropPending(c)
 	c.mu.Lock()

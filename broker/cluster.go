@@ -217,7 +217,7 @@ type cluster struct {
 	repaired map[string]time.Time // namespaces republished on a digest, when (cluster_state.go)
 
 	lmu    sync.Mutex       // guards links and closed
-	links  map[string]*conn // by broker name (cluster_link.go)
+	links  map[string]*link // by broker name (cluster_link.go)
 	closed bool
 	linkWG sync.WaitGroup // each link's writer and its watcher
 }
@@ -246,7 +246,7 @@ func joinCluster(b *Broker) error {
 			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", credit: o.SubjectPrefix + ".credit." + b.opts.Name + ".", state: o.SubjectPrefix + ".state.",
 			relay: o.SubjectPrefix + ".relay." + b.opts.Name + ".", relayed: o.SubjectPrefix + ".relayed." + b.opts.Name + "."},
 		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
-		peers: map[string]*peer{}, links: map[string]*conn{}, in: map[string]*linkIn{},
+		peers: map[string]*peer{}, links: map[string]*link{}, in: map[string]*linkIn{},
 	}
 	if o.BusKey != nil {
 		k, err := newBusKey(o.BusKey, o.SealPayloads)
@@ -289,7 +289,7 @@ func joinCluster(b *Broker) error {
 		return fmt.Errorf("%w: NATS at %s: %v", ErrCluster, strings.Join(o.URLs, ","), err)
 	}
 	cl.nc = nc
-	b.cl = cl                         // before any handler runs: they route through b
+	b.cl, b.bus = cl, cl              // before any handler runs: they route through b
 	b.reg.remote = cl.remoteInstances // the registry's collisions are the bus's (cluster_collide.go)
 	for subj, h := range map[string]nats.MsgHandler{cl.subj.dir: cl.onShare, cl.subj.bye: cl.onBye, cl.subj.claim: cl.onClaim, cl.subj.link: cl.onLink, cl.subj.credit: cl.onCredit, cl.subj.state: cl.onState, cl.subj.relay: cl.onRelay, cl.subj.relayed: cl.onRelayed} {
 		s, err := nc.Subscribe(subj+"*", cl.guarded(h))
@@ -313,12 +313,8 @@ func joinCluster(b *Broker) error {
 }
 
 // changed notes that this broker's share changed; the publisher sends a
-// snapshot within clusterPublishGap. Safe on a nil cluster.
-func (cl *cluster) changed() {
-	if cl != nil {
-		poke(cl.dirty)
-	}
-}
+// snapshot within clusterPublishGap.
+func (cl *cluster) changed() { poke(cl.dirty) }
 
 // poke fills a 1-slot signal channel unless it is full already.
 func poke(ch chan struct{}) {
@@ -366,9 +362,6 @@ func (cl *cluster) publisher() {
 // leave says goodbye, so the others drop this broker's share at once,
 // stops the publisher and closes the NATS connection.
 func (cl *cluster) leave() {
-	if cl == nil {
-		return
-	}
 	close(cl.stop)
 	cl.done.Wait()
 	if body, err := wire.JSON(byeMsg{Broker: cl.b.opts.Name, IID: cl.iid}); err == nil {
@@ -402,9 +395,6 @@ func (cl *cluster) maxPayload() int { return int(cl.nc.MaxPayload()) - cl.room }
 // isPeer reports whether name is another broker's name on the bus: no
 // node may take it (a broker's name is its own endpoint).
 func (cl *cluster) isPeer(name string) bool {
-	if cl == nil {
-		return false
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	_, ok := cl.peers[name]

@@ -33,11 +33,8 @@ func newerClaim(since int64, broker string, oSince int64, oBroker string) bool {
 	return broker > oBroker
 }
 
-// claim tells the bus that c now holds its node name here. Safe on nil.
+// claim tells the bus that c now holds its node name here.
 func (cl *cluster) claim(c *conn) {
-	if cl == nil {
-		return
-	}
 	body, err := wire.JSON(claimMsg{Node: c.node, Broker: cl.b.opts.Name, IID: cl.iid, Since: c.since.UnixNano()})
 	if err == nil {
 		err = cl.publish(cl.subj.claim+cl.b.opts.Name, nil, body)

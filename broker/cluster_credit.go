@@ -108,7 +108,7 @@ const (
 // producers are not stalled again until it progresses, and past
 // linkStall without progress it is stuck (the receiver's own slow
 // subscribers never stop it: it drops for them).
-func (c *conn) enqueueLinkStream(f *sendq.Frame, deadline time.Time, h *held) (DropReason, bool) {
+func (c *link) enqueueLinkStream(f *sendq.Frame, deadline time.Time, h *held) (DropReason, bool) {
 	frame := func() *sendq.Frame { return f }
 	for {
 		if r, ok, progressed := c.stallFor(frame, deadline, linkStall, linkStall, linkStall, false, h); ok || !progressed {

@@ -297,21 +297,15 @@ func (cl *cluster) indexLocked() {
 }
 
 // remoteNodes returns the other brokers' nodes: for a name claimed on two
-// brokers until the claim settles, only the newer claim. Safe on nil.
+// brokers until the claim settles, only the newer claim.
 func (cl *cluster) remoteNodes() map[string]shareNode {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	return maps.Clone(cl.nodes)
 }
 
-// remoteNode finds a node on another broker. Safe on nil.
+// remoteNode finds a node on another broker.
 func (cl *cluster) remoteNode(name string) (shareNode, bool) {
-	if cl == nil {
-		return shareNode{}, false
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	n, ok := cl.nodes[name]
@@ -319,11 +313,8 @@ func (cl *cluster) remoteNode(name string) (shareNode, bool) {
 }
 
 // serviceMembers returns the instances on other brokers of service; the
-// caller must not modify it. Safe on nil.
+// caller must not modify it.
 func (cl *cluster) serviceMembers(service string) []member {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	return cl.svcs[service]
@@ -331,7 +322,6 @@ func (cl *cluster) serviceMembers(service string) []member {
 
 // subscribedBrokers returns the other brokers with a subscriber of
 // channel, by name or by wildcard pattern; the caller must not modify it.
-// Safe on nil.
 func (cl *cluster) subscribedBrokers(channel string) []string {
 	return cl.indexed(func() []string {
 		if cl.subbers == nil {
@@ -341,21 +331,15 @@ func (cl *cluster) subscribedBrokers(channel string) []string {
 	})
 }
 
-// indexed reads an index under the read lock. Safe on nil.
+// indexed reads an index under the read lock.
 func (cl *cluster) indexed(get func() []string) []string {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	return get()
 }
 
-// remoteServices returns the other brokers' services. Safe on nil.
+// remoteServices returns the other brokers' services.
 func (cl *cluster) remoteServices() []wire.ServiceInfo {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	var out []wire.ServiceInfo
@@ -375,14 +359,14 @@ func (cl *cluster) remoteServices() []wire.ServiceInfo {
 // still says.
 func (b *Broker) services(name string) []wire.ServiceInfo {
 	out := b.reg.services(name)
-	if b.cl == nil {
+	if !b.bus.joined() {
 		return out
 	}
 	local := map[string]bool{}
 	for _, c := range b.dir.all() {
 		local[c.node] = true
 	}
-	return withRemote(out, b.cl.remoteServices(), name, local)
+	return withRemote(out, b.bus.remoteServices(), name, local)
 }
 
 // withRemote adds to local the remote instances of name (all when "")

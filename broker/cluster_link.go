@@ -29,6 +29,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"busbar/auth"
 	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
 	"busbar/wire"
@@ -39,50 +40,89 @@ func (cl *cluster) linkSubject(to, from string) string {
 	return cl.opts.SubjectPrefix + ".to." + to + "." + from
 }
 
+// link is a link to another broker: an endpoint whose queue and writer
+// are a connection's, but whose "socket" (linkConn) publishes to NATS. As
+// a dest it stands for that broker's nodes: it takes every channel, and
+// that broker decides; what it sends here is routed by dispatchLink.
+type link struct {
+	endpoint
+	cl *cluster
+}
+
+func (l *link) ep() *endpoint                   { return &l.endpoint }
+func (l *link) hasSub(string) bool              { return true }
+func (l *link) hasHandler(string) bool          { return true }
+func (l *link) allows(auth.Action, string) bool { return true }
+func (l *link) address(node string) string      { return node + ".bus" }
+func (l *link) fits(fw *forward) bool           { return l.cl.frameFits(fw.frame()) }
+func (l *link) requestLoad() *atomic.Int64      { return nil }
+func (l *link) owesReceipts() bool              { return false }
+
+// put queues the shared frame: a link's writer batches frames into NATS
+// messages, and its frames are not paced by the queue's mark but by the
+// receiver's credit (cluster_credit.go).
+func (l *link) put(h *held, fw *forward, deadline time.Time, _ bool) (int, bool) {
+	f := fw.frame()
+	return len(f.B), h.enqueue(&l.endpoint, f, deadline, false)
+}
+
+// putStream queues a stream message, waiting for the receiver's credit
+// while the link progresses (enqueueLinkStream).
+func (l *link) putStream(fw *forward, deadline time.Time, h *held) (int, DropReason, bool) {
+	if n, ok := l.put(h, fw, deadline, true); ok {
+		return n, 0, true
+	}
+	f := fw.frame()
+	r, ok := l.enqueueLinkStream(f, deadline, h)
+	return len(f.B), r, ok
+}
+
 // link returns the link to broker name, opening it when there is none.
-func (cl *cluster) link(name string) *conn {
+func (cl *cluster) link(name string) *link {
 	cl.lmu.Lock()
 	defer cl.lmu.Unlock()
-	if c := cl.links[name]; c != nil && !c.out.Closing() {
-		return c
+	if l := cl.links[name]; l != nil && !l.out.Closing() {
+		return l
 	}
 	if cl.closed {
 		return nil
 	}
 	nc := &linkConn{cl: cl, subject: cl.linkSubject(name, cl.b.opts.Name), epoch: newEpoch(), granted: make(chan struct{}, 1), closed: make(chan struct{})}
 	nc.limit.Store(linkInitialCredit)
-	c := newConn(cl.b, nc)
-	c.node, c.addr, c.peer = name, name+".bus", true
+	b := cl.b
+	l := &link{cl: cl, endpoint: endpoint{b: b, nc: nc, node: name, addr: name + ".bus", out: sendq.New(nc, sendq.Limits{
+		MaxBytes: b.opts.MaxQueueBytes, MaxMessages: b.opts.MaxQueueMessages, WriteTimeout: b.opts.WriteTimeout,
+	})}}
 	if old := cl.links[name]; old != nil {
-		cl.b.traffic.retire(&old.meter) // under lmu, as it leaves the map: Traffic never counts it twice
+		b.traffic.retire(&old.meter) // under lmu, as it leaves the map: Traffic never counts it twice
 	}
-	cl.links[name] = c
+	cl.links[name] = l
 	cl.linkWG.Add(2)
 	go func() {
 		defer cl.linkWG.Done()
-		c.writeLoop()
+		l.writeLoop()
 	}()
 	go func() {
 		defer cl.linkWG.Done()
-		<-c.out.Done()
+		<-l.out.Done()
 		cl.lmu.Lock()
-		if cl.links[name] == c {
+		if cl.links[name] == l {
 			delete(cl.links, name)
-			cl.b.traffic.retire(&c.meter)
+			b.traffic.retire(&l.meter)
 		}
 		cl.lmu.Unlock()
-		cl.b.dropPending(c) // calls waiting on that broker fail: DISCONNECT
+		b.dropPending(l) // calls waiting on that broker fail: DISCONNECT
 	}()
-	return c
+	return l
 }
 
 // closeLink closes the link to a broker that left or went silent.
 func (cl *cluster) closeLink(name string) {
 	cl.lmu.Lock()
-	c := cl.links[name]
+	l := cl.links[name]
 	cl.lmu.Unlock()
-	if c != nil {
-		c.close(wire.ResultDisconnect)
+	if l != nil {
+		l.close(wire.ResultDisconnect)
 	}
 	cl.relayPeerGone(name) // and the relay's commands and sessions with it
 }
@@ -91,8 +131,8 @@ func (cl *cluster) closeLink(name string) {
 func (cl *cluster) closeLinks() {
 	cl.lmu.Lock()
 	cl.closed = true
-	for _, c := range cl.links {
-		c.close(wire.ResultShutdown)
+	for _, l := range cl.links {
+		l.close(wire.ResultShutdown)
 	}
 	cl.lmu.Unlock()
 	cl.linkWG.Wait()
@@ -112,11 +152,11 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		cl.b.stats.drop(DropPeerRefused)
 		return
 	}
-	c := cl.link(from)
-	if c == nil {
+	l := cl.link(from)
+	if l == nil {
 		return // leaving
 	}
-	c.readAt.Store(0) // this message's frames arrived now: their ttls count from here (conn.now)
+	l.readAt.Store(0) // this message's frames arrived now: their ttls count from here (conn.now)
 	in, fresh := cl.received(from, epoch, off, seq)
 	n := 0
 	cl.verdict.reset()
@@ -125,16 +165,16 @@ func (cl *cluster) onLink(m *nats.Msg) {
 			cl.b.stats.drop(DropPeerRefused) // cut short: nothing after it can be trusted
 			break
 		}
-		l := 4 + int(binary.BigEndian.Uint32(data))
-		cl.take(c, from, data[4:l])
-		data = data[l:]
+		n0 := 4 + int(binary.BigEndian.Uint32(data))
+		cl.take(l, from, data[4:n0])
+		data = data[n0:]
 		n++
 	}
 	cl.taken(from, in, off, seq, n, len(m.Data), fresh)
 }
 
-// take routes one frame from broker from's link c.
-func (cl *cluster) take(c *conn, from string, frame []byte) {
+// take routes one frame from broker from's link l.
+func (cl *cluster) take(l *link, from string, frame []byte) {
 	v := &cl.view
 	if err := hotpath.ParseView(frame, v); err != nil {
 		cl.b.stats.drop(DropPeerRefused)
@@ -150,7 +190,7 @@ func (cl *cluster) take(c *conn, from string, frame []byte) {
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
-	cl.b.dispatchView(c, v, nil) // parsed once: above; its destinations woken at once
+	cl.b.dispatchLink(l, v, nil) // parsed once: above; its destinations woken at once
 }
 
 // fromVerdict keeps fromAllowed's last verdict within one link message:

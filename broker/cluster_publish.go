@@ -22,9 +22,6 @@ import (
 // receive channel, sorted; names held here are this broker's. Safe on
 // nil.
 func (cl *cluster) publishCandidates(channel string) map[string][]string {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	var out map[string][]string
@@ -79,7 +76,7 @@ func (b *Broker) scatter(c *conn, pub *publication, remote map[string][]string, 
 // (NOT_CONNECTED); a node it reports that was no candidate here is left
 // out: the results are those of the candidates the publisher's broker
 // counted.
-func (b *Broker) routePeerPublished(c *conn, v *hotpath.View) {
+func (b *Broker) routePeerPublished(c *link, v *hotpath.View) {
 	cl := b.pend.take(c, v.Value(wire.HeaderReplyTo), callPublish)
 	if cl == nil {
 		b.stats.drop(DropUnmatchedAnswer)

@@ -194,30 +194,21 @@ func (cl *cluster) repairDue(ns string, now time.Time) bool {
 }
 
 // replicateState publishes a write this broker applied to n (its record
-// m). Safe on nil; called under the state service's lock, so writes leave
+// m). Called under the state service's lock, so writes leave
 // in the order they were applied.
 func (cl *cluster) replicateState(n *state.Namespace, m nsMeta, e state.Entry) {
-	if cl == nil {
-		return
-	}
 	cl.publishState(stateMsg{Broker: cl.b.opts.Name, NS: n.Name(), Owner: n.Owner(), Epoch: m.Epoch, OwnerAt: m.OwnerAt, Entries: []state.Entry{e}})
 }
 
 // replicateDrop publishes a drop this broker decided (its tombstone's
-// floor). Safe on nil; called under the state service's lock.
+// floor). Called under the state service's lock.
 func (cl *cluster) replicateDrop(ns string, floor uint64) {
-	if cl == nil {
-		return
-	}
 	cl.publishState(stateMsg{Broker: cl.b.opts.Name, NS: ns, Dropped: floor})
 }
 
-// replicateOwner publishes a new owner this broker decided. Safe on nil;
-// called under the state service's lock.
+// replicateOwner publishes a new owner this broker decided; called
+// under the state service's lock.
 func (cl *cluster) replicateOwner(ns, owner string, m nsMeta) {
-	if cl == nil {
-		return
-	}
 	cl.publishState(stateMsg{Broker: cl.b.opts.Name, NS: ns, Owner: owner, Epoch: m.Epoch, OwnerAt: m.OwnerAt})
 }
 
@@ -232,12 +223,8 @@ func (cl *cluster) publishState(m stateMsg) {
 }
 
 // syncState asks the publisher to send every namespace (a broker joined or
-// came back, or this one reconnected). Safe on nil.
-func (cl *cluster) syncState() {
-	if cl != nil {
-		poke(cl.resync)
-	}
-}
+// came back, or this one reconnected).
+func (cl *cluster) syncState() { poke(cl.resync) }
 
 // publishAllState sends every namespace, each in pages that fit the NATS
 // payload limit (the publisher's).

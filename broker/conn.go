@@ -17,13 +17,37 @@ import (
 	"busbar/wire"
 )
 
+// endpoint is what routing puts messages into and answers through: a
+// queue with its writer, a name, and the counters of what passes. A
+// node's connection (conn) and a link to another broker (link,
+// cluster_link.go) are both one; dest says how each takes a message.
+type endpoint struct {
+	b    *Broker
+	nc   net.Conn
+	out  *sendq.Queue
+	node string // node name, set by the handshake; a link's: the other broker's
+	addr string // node + ".bus", what "from" says
+
+	readAt   atomic.Int64 // when the frames in the read buffer arrived, in ns after b.started; 0: unknown (see now)
+	inflight atomic.Int64 // calls this endpoint is waiting on
+	// stallFailed is the writer's LastWrite (unix ns) when a producer last
+	// waited in vain for room in this queue (enqueueStream): until the
+	// writer progresses, nobody waits again.
+	stallFailed atomic.Int64
+	meter       meter    // traffic counters (metrics_counters.go)
+	logs        connLogs // warnings about it, rate-limited (connlog.go)
+
+	// The forward being routed, and a link's copy of it (route.go:
+	// forwarding); owned by the endpoint's reader.
+	fw, fwLink forward
+
+	mu     sync.Mutex  // guards reason, and conn's fields it says
+	reason wire.Result // why it closed
+}
+
 // conn is one node's connection.
 type conn struct {
-	b     *Broker
-	nc    net.Conn
-	out   *sendq.Queue
-	node  string // node name, set by the handshake
-	addr  string // node + ".bus", what "from" says
+	endpoint
 	epoch uint64
 	since time.Time // when it registered: orders two claims of its name across brokers (cluster_claim.go)
 	iid   string    // the client instance's id, set by the handshake
@@ -32,31 +56,18 @@ type conn struct {
 	// capped: c's principal counts against MaxNodesPerPrincipal (it may
 	// not use every channel). Set before c registers.
 	capped bool
-	perms  *auth.Permissions // nil: everything allowed (in-process, and links)
+	perms  *auth.Permissions // nil: everything allowed (in-process)
 	inproc bool
 	as     *auth.Principal // an in-process connection authenticated at the edge (DialInProcessAs)
 	// advertised is the hello's Advertise; set once at login.
 	advertised string
-	// peer marks a link to another broker (cluster_link.go): it stands
-	// for that broker's nodes, so it has every subscription and handler
-	// as far as routing here is concerned, and what it sends keeps the
-	// from its broker stamped. Set once, before the link is used.
-	peer bool
-
-	readAt atomic.Int64 // when the frames in the read buffer arrived, in ns after b.started; 0: unknown (see now)
 
 	lastRead atomic.Int64 // unix ns of the sweep that last saw a frame (never later than the truth by more than a sweep)
 	active   atomic.Bool  // a frame arrived since the last sweep
-	inflight atomic.Int64 // calls this connection is waiting on
 	queued   atomic.Int32 // len(queues): routing skips the queue rules for nodes without any
 	// openRequests are the requests open towards this connection: how
 	// busy a member of a service group is (groups.go).
 	openRequests atomic.Int64
-	// stallFailed is the writer's LastWrite (unix ns) when a producer last
-	// waited in vain for room in this queue (enqueueStream): until the
-	// writer progresses, nobody waits again.
-	stallFailed atomic.Int64
-
 	// allowed remembers, per action, the last channel the permissions
 	// allowed: a stream of messages on one channel checks its patterns
 	// once. Readers of other connections consult it too, hence atomic.
@@ -79,15 +90,12 @@ type conn struct {
 	owed      int
 	owedSince int64
 
-	logs         connLogs // warnings about c, rate-limited (connlog.go)
-	malformedRun int      // frames in a row that did not parse; owned by c's reader
+	malformedRun int // frames in a row that did not parse; owned by c's reader
 
 	nonce   []byte      // the handshake's nonce, set before the node registers; read-only after
 	durable durableWork // what the relay runs for this connection (relay.go)
-	meter   meter       // traffic counters (metrics_counters.go)
 
-	mu      sync.Mutex          // guards the fields below
-	reason  wire.Result         // why it closed
+	// Guarded by endpoint.mu:
 	subs    map[string]struct{} // channels and patterns with subscribers on this node
 	queues  map[string]string   // of subs, those made as a queue's member: the queue (queues.go)
 	pats    int                 // how many of subs are wildcard patterns
@@ -96,10 +104,9 @@ type conn struct {
 
 func newConn(b *Broker, nc net.Conn) *conn {
 	c := &conn{
-		b: b, nc: nc,
-		out: sendq.New(nc, sendq.Limits{
+		endpoint: endpoint{b: b, nc: nc, out: sendq.New(nc, sendq.Limits{
 			MaxBytes: b.opts.MaxQueueBytes, MaxMessages: b.opts.MaxQueueMessages, WriteTimeout: b.opts.WriteTimeout,
-		}),
+		})},
 		subs: map[string]struct{}{}, handles: map[string]struct{}{},
 	}
 	c.lastRead.Store(time.Now().UnixNano())
@@ -110,7 +117,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 // frames a read brought in, which is also the truer start of their
 // deadline. It is the connection reader's, but atomic so that tests may
 // route as the node while that reader idles.
-func (c *conn) now() time.Time {
+func (c *endpoint) now() time.Time {
 	d := c.readAt.Load()
 	if d == 0 {
 		d = max(1, int64(time.Since(c.b.started)))
@@ -121,14 +128,14 @@ func (c *conn) now() time.Time {
 
 // enqueue queues m for the peer without blocking. It reports false when the
 // queue is full or closing: the caller answers BACKPRESSURED.
-func (c *conn) enqueue(m *wire.Message, deadline time.Time) bool {
+func (c *endpoint) enqueue(m *wire.Message, deadline time.Time) bool {
 	return c.out.Enqueue(m, deadline)
 }
 
 // writeLoop runs the outbound queue. A write that times out means the
 // peer stopped reading: a slow consumer. Any other failure means the peer
 // is gone (it closed, or reset the connection).
-func (c *conn) writeLoop() {
+func (c *endpoint) writeLoop() {
 	err := c.out.Run()
 	if err == nil {
 		return
@@ -152,7 +159,7 @@ func (c *conn) writeLoop() {
 	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
 }
 
-func (c *conn) setReason(r wire.Result) {
+func (c *endpoint) setReason(r wire.Result) {
 	c.mu.Lock()
 	if c.reason == "" {
 		c.reason = r
@@ -162,20 +169,20 @@ func (c *conn) setReason(r wire.Result) {
 
 // close starts closing: nothing more is queued, the writer sends what is
 // queued and closes the socket, which ends the reader.
-func (c *conn) close(reason wire.Result) {
+func (c *endpoint) close(reason wire.Result) {
 	c.setReason(reason)
 	c.out.Close(nil)
 }
 
 // closeWith is close with a last bus.error frame saying why.
-func (c *conn) closeWith(reason wire.Result, text string) {
+func (c *endpoint) closeWith(reason wire.Result, text string) {
 	c.setReason(reason)
 	c.out.Close(errorFrame(reason, text))
 }
 
 // finish closes the connection and waits for its writer. Only the
 // connection's serving goroutine calls it.
-func (c *conn) finish() {
+func (c *endpoint) finish() {
 	c.close(wire.ResultDisconnect)
 	<-c.out.Done()
 }
@@ -187,9 +194,6 @@ func errorFrame(reason wire.Result, text string) *wire.Message {
 		WithHeader(wire.HeaderError, text)
 }
 func (c *conn) hasSub(channel string) bool {
-	if c.peer {
-		return true // the other broker decides
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.subs[channel]; ok || c.pats == 0 {
@@ -205,9 +209,6 @@ func (c *conn) hasSub(channel string) bool {
 }
 
 func (c *conn) hasHandler(channel string) bool {
-	if c.peer {
-		return true // the other broker decides
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.handles[channel]
@@ -270,9 +271,9 @@ var allowSeed = maphash.MakeSeed()
 // held wakes each writer at once, for callers that route frames one by one
 // (a link to another broker, tests). Owned by one reader goroutine.
 type held struct {
-	dests   []*conn
-	seen    map[*conn]struct{} // dests as a set, once there are more than heldScan
-	flushes int                // flushes that had something to hand on: a read's batch should cost one
+	dests   []*endpoint
+	seen    map[*endpoint]struct{} // dests as a set, once there are more than heldScan
+	flushes int                    // flushes that had something to hand on: a read's batch should cost one
 }
 
 // heldScan is how many destinations a held batch finds by scanning before
@@ -281,7 +282,7 @@ const heldScan = 8
 
 // enqueue queues f for d (below d's pace mark with paced:
 // sendq.ReserveShare), holding the wake-up when h is not nil.
-func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time, paced bool) bool {
+func (h *held) enqueue(d *endpoint, f *sendq.Frame, deadline time.Time, paced bool) bool {
 	var ok bool
 	if paced {
 		ok = d.out.EnqueuePacedHeld(f, deadline)
@@ -296,14 +297,14 @@ func (h *held) enqueue(d *conn, f *sendq.Frame, deadline time.Time, paced bool) 
 
 // stage queues the frame appended to d's queue since a Reserve (which
 // locked it), holding the wake-up when h is not nil.
-func (h *held) stage(d *conn, ttlOff int, deadline time.Time) {
+func (h *held) stage(d *endpoint, ttlOff int, deadline time.Time) {
 	d.out.Stage(ttlOff, deadline)
 	h.hold(d)
 }
 
 // hold notes that d has frames to hand on at the next flush, or wakes
 // its writer at once when h is nil.
-func (h *held) hold(d *conn) {
+func (h *held) hold(d *endpoint) {
 	if h == nil {
 		d.out.Wake()
 		return
@@ -311,7 +312,7 @@ func (h *held) hold(d *conn) {
 	h.add(d)
 }
 
-func (h *held) add(d *conn) {
+func (h *held) add(d *endpoint) {
 	if len(h.dests) < heldScan {
 		if !slices.Contains(h.dests, d) {
 			h.dests = append(h.dests, d)
@@ -319,7 +320,7 @@ func (h *held) add(d *conn) {
 		return
 	}
 	if h.seen == nil {
-		h.seen = map[*conn]struct{}{}
+		h.seen = map[*endpoint]struct{}{}
 	}
 	if len(h.seen) == 0 {
 		for _, x := range h.dests {

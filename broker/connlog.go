@@ -55,7 +55,7 @@ func (l *connLogs) allow(kind logKind, now time.Time) (suppressed int, ok bool) 
 }
 
 // warnConn writes a warning about c, rate-limited per connection and kind.
-func (b *Broker) warnConn(c *conn, kind logKind, msg string, args ...any) {
+func (b *Broker) warnConn(c *endpoint, kind logKind, msg string, args ...any) {
 	suppressed, ok := c.logs.allow(kind, time.Now())
 	if !ok {
 		b.stats.logSuppressed.Add(1)
@@ -77,7 +77,7 @@ func (b *Broker) malformedFrame(c *conn, err error) (closed bool) {
 			"closed after "+strconv.Itoa(c.malformedRun)+" frames in a row that did not parse; the last: "+err.Error()))
 		return true
 	}
-	b.warnConn(c, logMalformed, "malformed frame", "node", c.node, "err", clip(err.Error()))
+	b.warnConn(&c.endpoint, logMalformed, "malformed frame", "node", c.node, "err", clip(err.Error()))
 	b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
 	return false
 }

@@ -19,10 +19,6 @@ func (b *Broker) control(c *conn, v *hotpath.View, cmd string) {
 		b.routeReceipt(c, v)
 		return
 	}
-	if cmd == wire.CmdPublished && c.peer {
-		b.routePeerPublished(c, v)
-		return
-	}
 	m, err := v.Message()
 	if err != nil { // cannot happen: the view parsed
 		b.answer(c, subject{kind: kindFrame}, refuse(wire.ResultMalformed, err.Error()))
@@ -54,7 +50,7 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		if r := b.register(c, s.command, s.topic, m.Value(wire.HeaderQueue)); r != nil {
 			return r
 		}
-		b.cl.changed()
+		b.bus.changed()
 		b.reply(c, *s, nil)
 	case wire.CmdDirectory:
 		// The body may name one node; the answer must fit one message.
@@ -73,22 +69,22 @@ func (b *Broker) command(c *conn, m *wire.Message, s *subject) *refusal {
 		if r != nil {
 			return r
 		}
-		b.cl.changed()
+		b.bus.changed()
 		return b.replyJSON(c, *s, info, "the announcement", "")
 	case wire.CmdWithdraw:
 		s.topic = string(m.Body())
 		if !b.withdraw(c, s.topic) {
 			return rejectf("this connection announced no service %s", strconv.Quote(string(m.Body())))
 		}
-		b.cl.changed()
+		b.bus.changed()
 		b.reply(c, *s, nil)
 	case wire.CmdWhois:
 		return b.replyJSON(c, *s, b.services(string(m.Body())), "the registry", "ask for one service")
 	case wire.CmdWatch:
 		// The answer is queued under the registry's lock, before any event.
 		b.reg.watch(c, func(now []wire.ServiceInfo) bool {
-			if b.cl != nil { // the bus's, as whois (the directory is not consulted under the registry's lock)
-				now = withRemote(now, b.cl.remoteServices(), "", nil)
+			if b.bus.joined() { // the bus's, as whois (the directory is not consulted under the registry's lock)
+				now = withRemote(now, b.bus.remoteServices(), "", nil)
 			}
 			r := b.replyJSON(c, *s, now, "the registry", "")
 			if r != nil {

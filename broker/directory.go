@@ -166,7 +166,7 @@ func (b *Broker) Directory() []wire.NodeInfo {
 	for _, c := range conns {
 		out = append(out, b.nodeInfo(c))
 	}
-	remote := b.cl.remoteNodes()
+	remote := b.bus.remoteNodes()
 	if len(remote) == 0 {
 		return out
 	}

@@ -303,7 +303,7 @@ func TestFrozenSubscriberLeavesTheReadersBatchesWhole(t *testing.T) {
 		for range 5 {
 			b.dispatchHeld(pc, stream, &v, &h)
 		}
-		if !slices.Contains(h.dests, oc) || h.flushes != 0 {
+		if !slices.Contains(h.dests, &oc.endpoint) || h.flushes != 0 {
 			t.Fatalf("the messages for the frozen subscriber flushed what the reader held for the others %d times", h.flushes)
 		}
 		h.flush()

@@ -43,7 +43,7 @@ type need struct {
 // requests it joins while open.
 type target struct {
 	node string
-	dest *conn
+	dest dest // nil: not connected
 	load *atomic.Int64
 	// A group's member on another broker: that broker may still refuse
 	// it unsent (chooseAgain).
@@ -224,12 +224,12 @@ func (b *Broker) pickMember(service, group string, locals []*instance, remote []
 			skipped["refused by its broker"] += " " + m.node
 			continue
 		}
-		l := b.cl.link(m.broker)
+		l := b.bus.linkTo(m.broker)
 		if l == nil {
 			skipped["gone"] += " " + m.node
 			continue
 		}
-		if rn, ok := b.cl.remoteNode(m.node); !ok || rn.Broker != m.broker {
+		if rn, ok := b.bus.remoteNode(m.node); !ok || rn.Broker != m.broker {
 			skipped["gone"] += " " + m.node
 			continue
 		} else if n.request && !slices.Contains(rn.Handlers, n.channel) {
@@ -326,7 +326,7 @@ func (b *Broker) sendAgain(cl *call, id, peer string) bool {
 		return false
 	}
 	locals := b.reg.instances(ag.service)
-	remote := b.cl.serviceMembers(ag.service)
+	remote := b.bus.serviceMembers(ag.service)
 	g := groupOf(locals, remote)
 	if g == "" {
 		return false
@@ -336,8 +336,8 @@ func (b *Broker) sendAgain(cl *call, id, peer string) bool {
 		return false
 	}
 	load := t.load
-	if load == nil && !t.dest.peer {
-		load = &t.dest.openRequests
+	if load == nil {
+		load = t.dest.requestLoad()
 	}
 	next := &call{kind: callRequest, origin: cl.origin, deadline: cl.deadline, sent: cl.sent, load: load}
 	if t.remoteMember {
@@ -347,7 +347,7 @@ func (b *Broker) sendAgain(cl *call, id, peer string) bool {
 	if !b.pend.add(t.dest, id, next) {
 		return false
 	}
-	if !t.dest.out.EnqueueFrame(ag.f, cl.deadline) {
+	if !t.dest.ep().out.EnqueueFrame(ag.f, cl.deadline) {
 		b.pend.cancel(t.dest, id, callRequest)
 		return false
 	}

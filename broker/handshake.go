@@ -107,7 +107,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 	if old != nil {
 		b.retire(old)
 	}
-	b.cl.claim(c)
+	b.bus.claim(c)
 	return nil
 }
 
@@ -153,7 +153,7 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	if h.Node == b.opts.Name {
 		return nil, fmt.Errorf("%w: %q is the broker's own name", auth.ErrNodeNotAllowed, h.Node)
 	}
-	if b.cl.isPeer(h.Node) {
+	if b.bus.isPeer(h.Node) {
 		return nil, errPeerName(h.Node)
 	}
 	if c.as != nil { // authenticated at the edge; its principal still decides

@@ -112,7 +112,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.cancel() // relay pushes and deliveries stop with their connections
 	close(b.stop)
 	b.sweeper.Wait()
-	b.cl.leave() // the other brokers drop this one's nodes at once
+	b.bus.leave() // the other brokers drop this one's nodes at once
 	done := make(chan struct{})
 	go func() {
 		b.serving.Wait()

@@ -145,7 +145,7 @@ func inKind(v *hotpath.View) MsgKind {
 }
 
 // countIn counts a frame c sent, and decides whether it is timed.
-func (c *conn) countIn(v *hotpath.View, n int) {
+func (c *endpoint) countIn(v *hotpath.View, n int) {
 	m := &c.meter
 	k := inKind(v)
 	m.in[k].msgs++
@@ -160,7 +160,7 @@ func (c *conn) countIn(v *hotpath.View, n int) {
 
 // countOut counts a frame of n bytes c's message put in another
 // connection's queue.
-func (c *conn) countOut(k MsgKind, n int) {
+func (c *endpoint) countOut(k MsgKind, n int) {
 	c.meter.out[k].msgs++
 	c.meter.out[k].bytes += int64(n)
 	c.meter.dirtyOut |= 1 << k
@@ -168,7 +168,7 @@ func (c *conn) countOut(k MsgKind, n int) {
 
 // dispatched ends a frame's dispatch: it times a sampled one and
 // publishes the counts when the reader's batch is done.
-func (c *conn) dispatched() {
+func (c *endpoint) dispatched() {
 	m := &c.meter
 	if m.timed {
 		m.timed = false
@@ -193,7 +193,7 @@ func (c *conn) dispatched() {
 
 // requestStamp is when a sampled request was forwarded, in ns after
 // b.started, for its round trip; 0 when it is not sampled.
-func (c *conn) requestStamp() int64 {
+func (c *endpoint) requestStamp() int64 {
 	if !c.meter.timed {
 		return 0
 	}
@@ -549,13 +549,7 @@ func (b *Broker) channelCounts() map[string]int64 {
 			out[ch] += n // at most MaxChannelRates names and OtherChannels: channelRates.admit
 		}
 	}
-	if cl := b.cl; cl != nil {
-		cl.lmu.Lock()
-		for _, c := range cl.links {
-			c.meter.chans.each(add)
-		}
-		cl.lmu.Unlock()
-	}
+	b.bus.eachLink(func(l *endpoint) { l.meter.chans.each(add) })
 	b.mu.Lock()
 	t.channels.mu.Lock()
 	for ch, n := range t.channels.n {
@@ -582,13 +576,9 @@ func (b *Broker) Traffic() Traffic {
 func (b *Broker) trafficSansChannels() Traffic {
 	t := &b.traffic
 	var s Traffic
-	if cl := b.cl; cl != nil { // links to other brokers route what those send here
-		cl.lmu.Lock()
-		for _, c := range cl.links {
-			s.add(&c.meter.pubIn, &c.meter.pubOut)
-		}
-		cl.lmu.Unlock()
-	}
+	b.bus.eachLink(func(l *endpoint) { // links to other brokers route what those send here
+		s.add(&l.meter.pubIn, &l.meter.pubOut)
+	})
 	b.mu.Lock()
 	for c := range b.conns {
 		s.add(&c.meter.pubIn, &c.meter.pubOut)

@@ -19,18 +19,18 @@ const (
 	callPublish                     // one candidate of a publication, waiting for its receipt
 )
 
-// callKey identifies an open call by the connection that must answer it and
-// the message id. Binding to the connection, not the node name, is what keeps
-// a replaced connection's answers out of the new one's calls (and the
-// reverse).
+// callKey identifies an open call by the dest that must answer it (a
+// node's connection, or a link to another broker) and the message id.
+// Binding to the connection, not the node name, is what keeps a replaced
+// connection's answers out of the new one's calls (and the reverse).
 type callKey struct {
-	dest *conn
+	dest dest
 	id   string
 }
 
 type call struct {
 	kind     callKind
-	origin   *conn
+	origin   dest // where the answer goes
 	deadline time.Time
 	pub      *publication  // callPublish
 	nodes    []string      // callPublish on a link: the other broker's candidates it answers for
@@ -55,7 +55,7 @@ func publishAnswerAt(now, deadline time.Time) time.Time {
 
 // publication collects one result per candidate node.
 type publication struct {
-	origin    *conn
+	origin    dest
 	id        string
 	deadline  time.Time
 	results   []wire.NodeResult
@@ -77,7 +77,7 @@ func (p *pendingTable) init() {
 
 // add opens a call. It fails when the same id is already open towards dest:
 // ids are unique per message, so that is a buggy or hostile client.
-func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
+func (p *pendingTable) add(dest dest, id string, cl *call) bool {
 	k := callKey{dest, id}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -86,13 +86,13 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 	}
 	p.calls[k] = cl
 	if cl.kind != callPublish {
-		cl.origin.inflight.Add(1)
+		cl.origin.ep().inflight.Add(1)
 	}
 	if cl.load != nil {
 		cl.load.Add(1)
 	}
-	if owesReceipt(dest, cl) {
-		dest.oweLocked()
+	if c := owesReceipt(dest, cl); c != nil {
+		c.oweLocked()
 	}
 	return true
 }
@@ -101,17 +101,17 @@ func (p *pendingTable) add(dest *conn, id string, cl *call) bool {
 // none of one of the given kinds: a receipt cannot close a request (nor a
 // response a send), so a node cannot discard a sender's answer by replying
 // with the wrong kind.
-func (p *pendingTable) take(dest *conn, id string, kinds ...callKind) *call {
+func (p *pendingTable) take(dest dest, id string, kinds ...callKind) *call {
 	return p.close(dest, id, true, kinds)
 }
 
 // cancel closes the call add just opened, when the message could not be
 // queued after all: nothing was answered.
-func (p *pendingTable) cancel(dest *conn, id string, kind callKind) {
+func (p *pendingTable) cancel(dest dest, id string, kind callKind) {
 	p.close(dest, id, false, []callKind{kind})
 }
 
-func (p *pendingTable) close(dest *conn, id string, answered bool, kinds []callKind) *call {
+func (p *pendingTable) close(dest dest, id string, answered bool, kinds []callKind) *call {
 	k := callKey{dest, id}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -126,15 +126,15 @@ func (p *pendingTable) close(dest *conn, id string, answered bool, kinds []callK
 
 // closedLocked settles the counts of call cl towards dest, which was just
 // removed from the table (answered, or not).
-func closedLocked(dest *conn, cl *call, answered bool) {
+func closedLocked(dest dest, cl *call, answered bool) {
 	if cl.kind != callPublish {
-		cl.origin.inflight.Add(-1)
+		cl.origin.ep().inflight.Add(-1)
 	}
 	if cl.load != nil {
 		cl.load.Add(-1)
 	}
-	if owesReceipt(dest, cl) {
-		dest.paidLocked(answered)
+	if c := owesReceipt(dest, cl); c != nil {
+		c.paidLocked(answered)
 	}
 }
 
@@ -143,7 +143,7 @@ func closedLocked(dest *conn, cl *call, answered bool) {
 func (p *pendingTable) openPub(pub *publication, now time.Time, expire func()) {
 	p.mu.Lock()
 	p.pubs[pub] = struct{}{}
-	pub.origin.inflight.Add(1)
+	pub.origin.ep().inflight.Add(1)
 	pub.timer = time.AfterFunc(publishAnswerAt(now, pub.deadline).Sub(now), expire)
 	p.mu.Unlock()
 }
@@ -168,7 +168,7 @@ func (p *pendingTable) record(pub *publication, node string, r wire.Result) bool
 	}
 	pub.done = true
 	delete(p.pubs, pub)
-	pub.origin.inflight.Add(-1)
+	pub.origin.ep().inflight.Add(-1)
 	if pub.timer != nil {
 		pub.timer.Stop()
 	}
@@ -178,7 +178,7 @@ func (p *pendingTable) record(pub *publication, node string, r wire.Result) bool
 // dropPending settles every call bound to c, which has closed: calls it had
 // to answer fail towards their origin (DISCONNECT, FAILED); calls it was
 // waiting on are forgotten.
-func (b *Broker) dropPending(c *conn) {
+func (b *Broker) dropPending(c dest) {
 	type open struct {
 		id string
 		cl *call
@@ -206,17 +206,18 @@ func (b *Broker) dropPending(c *conn) {
 		}
 	}
 	p.mu.Unlock()
+	e := c.ep()
 	for _, f := range failed {
 		switch f.cl.kind {
 		case callReceipt:
-			b.sendReceipt(f.cl.origin, f.id, c.addr, wire.Failed)
+			b.sendReceipt(f.cl.origin, f.id, e.addr, wire.Failed)
 		case callRequest:
-			b.answer(f.cl.origin, subject{kind: kindRequest, id: f.id}, refuse(wire.ResultDisconnect, c.node+" disconnected before it replied"))
+			b.answer(f.cl.origin, subject{kind: kindRequest, id: f.id}, refuse(wire.ResultDisconnect, e.node+" disconnected before it replied"))
 		case callPublish:
-			if !c.peer {
-				b.recordPub(f.cl.pub, c.node, wire.Failed)
+			if f.cl.nodes == nil { // a node's own delivery
+				b.recordPub(f.cl.pub, e.node, wire.Failed)
 			}
-			for _, n := range f.cl.nodes {
+			for _, n := range f.cl.nodes { // a link's, for that broker's nodes
 				b.recordPub(f.cl.pub, n, wire.Failed)
 			}
 		}

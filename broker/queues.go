@@ -114,7 +114,7 @@ type queueChoice map[string]string
 func (b *Broker) shareQueues(channel string, ds []*conn, bus bool) ([]*conn, queueChoice) {
 	var remote []remoteMember
 	if bus {
-		remote = b.cl.queueMembers(channel)
+		remote = b.bus.queueMembers(channel)
 	}
 	if len(remote) == 0 && !slices.ContainsFunc(ds, func(d *conn) bool { return d.queued.Load() > 0 }) {
 		return ds, nil
@@ -260,12 +260,9 @@ func indexQueues(nodes map[string]shareNode) *remoteQueues {
 }
 
 // queueMembers returns the other brokers' nodes permitted to receive
-// channel that are members of a queue matching it. Safe on nil; nil,
+// channel that are members of a queue matching it; nil,
 // without allocating, when there are none.
 func (cl *cluster) queueMembers(channel string) []remoteMember {
-	if cl == nil {
-		return nil
-	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	if cl.queues == nil {

@@ -81,6 +81,7 @@ func TestQueueChosenListsNodes(t *testing.T) {
 func TestQueueChoiceAllocatesNothingWithoutMembers(t *testing.T) {
 	b := &Broker{}
 	b.cl = &cluster{b: b}
+	b.bus = b.cl
 	ds := []*conn{{}, {}, {}}
 	if n := testing.AllocsPerRun(100, func() {
 		if got, choice := b.shareQueues("news", ds, true); len(got) != 3 || choice != nil {

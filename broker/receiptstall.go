@@ -17,11 +17,15 @@ import (
 // is disconnected, counted and logged, as a writer that times out is
 // (docs/messaging.md#backpressure-per-kind-of-traffic).
 
-// owesReceipt reports whether a call towards dest counts as a receipt it
-// owes: an event or a publication delivered to a node (a link to another
-// broker answers for that broker's nodes, which it bounds itself).
-func owesReceipt(dest *conn, cl *call) bool {
-	return (cl.kind == callReceipt || cl.kind == callPublish) && !dest.peer && !dest.inproc
+// owesReceipt returns the node that owes a receipt for a call towards
+// dest, or nil: an event or a publication delivered to a node that is not
+// in-process (a link to another broker answers for that broker's nodes,
+// which it bounds itself).
+func owesReceipt(dest dest, cl *call) *conn {
+	if cl.kind != callReceipt && cl.kind != callPublish || !dest.owesReceipts() {
+		return nil
+	}
+	return dest.(*conn)
 }
 
 // oweLocked counts one more receipt c owes. Broker.pend.mu is held.
@@ -61,10 +65,10 @@ func (b *Broker) cutForReceipts(c *conn) {
 	p := &b.pend
 	p.mu.Lock()
 	for k, cl := range p.calls {
-		if k.dest == c && owesReceipt(c, cl) {
+		if k.dest == dest(c) && owesReceipt(c, cl) != nil {
 			delete(p.calls, k)
 			if cl.kind != callPublish {
-				cl.origin.inflight.Add(-1)
+				cl.origin.ep().inflight.Add(-1)
 			}
 			c.paidLocked(false)
 			owed = append(owed, owedCall{k.id, cl})

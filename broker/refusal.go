@@ -89,7 +89,8 @@ type subject struct {
 // answer tells c that the message s was refused, in the form s's kind
 // calls for, counts and logs it, and closes c when r is fatal. An answer
 // that c's queue cannot take is dropped and counted.
-func (b *Broker) answer(c *conn, s subject, r *refusal) {
+func (b *Broker) answer(d dest, s subject, r *refusal) {
+	c := d.ep()
 	if s.kind == kindStream {
 		// A stream has no answer and may come fast: a drop is counted, and
 		// logged only at debug level.
@@ -99,12 +100,6 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		}
 		b.stats.drop(reason)
 		b.log.Debug("stream message dropped", "node", c.node, "channel", strings.Clone(clip(s.command)), "why", strings.Clone(clip(r.text)))
-		return
-	}
-	if c.peer && s.kind == kindFrame {
-		// Nothing to answer between brokers: a frame error back would
-		// be a frame error there too.
-		b.stats.drop(DropPeerRefused)
 		return
 	}
 	if r.counted() {
@@ -152,7 +147,7 @@ func (b *Broker) answer(c *conn, s subject, r *refusal) {
 		c.out.Close(m)
 		return
 	}
-	b.post(c, m)
+	b.post(d, m)
 }
 
 // receiptResult is the receipt result that stands for r: a receipt only
@@ -169,7 +164,7 @@ func receiptResult(r wire.Result) wire.Result {
 
 // logRefused counts and logs a refusal by permissions or limits. Peer
 // strings are clipped and cloned: they may alias the read buffer.
-func (b *Broker) logRefused(c *conn, op, channel, why string) {
+func (b *Broker) logRefused(c *endpoint, op, channel, why string) {
 	b.stats.refused.Add(1)
 	b.events.add(Event{Kind: EventRefused, Node: c.node, Subject: op + " " + channel, Text: strings.Clone(clip(why))})
 	b.warnConn(c, logRefused, "refused", "node", c.node, "op", strings.Clone(clip(op)), "channel", strings.Clone(clip(channel)), "why", strings.Clone(clip(why)))
@@ -177,9 +172,9 @@ func (b *Broker) logRefused(c *conn, op, channel, why string) {
 
 // post queues an answer the broker owes c, counting it when c's queue
 // cannot take it.
-func (b *Broker) post(c *conn, m *wire.Message) {
+func (b *Broker) post(c dest, m *wire.Message) {
 	k, n := postedKind(m), m.WireLen()
-	if !c.out.Enqueue(m, time.Time{}) {
+	if !c.ep().out.Enqueue(m, time.Time{}) {
 		b.stats.drop(DropAnswerUndeliverable)
 		return
 	}
@@ -187,7 +182,7 @@ func (b *Broker) post(c *conn, m *wire.Message) {
 }
 
 // reply answers the control request s with body (rc 0).
-func (b *Broker) reply(c *conn, s subject, body []byte) {
+func (b *Broker) reply(c dest, s subject, body []byte) {
 	b.post(c, wire.New(wire.TypeResponse, s.command).
 		WithHeader(wire.HeaderReplyTo, s.id).
 		WithHeader(wire.HeaderRC, "0").

@@ -58,7 +58,7 @@ func (b *Broker) dispatchView(c *conn, v *hotpath.View, h *held) {
 		return
 	}
 	if b.taps.list.Load() != nil {
-		b.tap(c, v, cmd)
+		b.tap(c.addr, v, cmd)
 	}
 	switch v.Value(wire.HeaderType) {
 	case wire.TypeStream:
@@ -81,7 +81,7 @@ func (b *Broker) dispatchView(c *conn, v *hotpath.View, h *held) {
 // admit checks what every stream, send, request and publication must
 // satisfy: the ttl (capped at MaxTTL), the channel's syntax, the payload
 // limit, and no shutdown under way. It returns the message's deadline.
-func (b *Broker) admit(c *conn, v *hotpath.View, channel string) (time.Time, *refusal) {
+func (b *Broker) admit(c *endpoint, v *hotpath.View, channel string) (time.Time, *refusal) {
 	now := c.now()
 	budget := b.opts.MaxTTL
 	if ttl, ok := v.Get(wire.HeaderTTL); ok {
@@ -104,7 +104,7 @@ func (b *Broker) admit(c *conn, v *hotpath.View, channel string) (time.Time, *re
 }
 
 // permit checks the sender's permission for action on channel.
-func permit(c *conn, action auth.Action, channel string) *refusal {
+func permit(c dest, action auth.Action, channel string) *refusal {
 	if !c.allows(action, channel) {
 		return rejectf("not permitted to %s on %s", action, channel)
 	}
@@ -116,14 +116,9 @@ func permit(c *conn, action auth.Action, channel string) *refusal {
 // permanent refusal (REJECTED), so the sender does not retry it.
 var errStampedTooLarge = rejectf("the message is over the frame limit once its source and deadline are stamped; send less")
 
-// frameFrom encodes v once for every destination, from c, with a ttl slot
-// when the message has a deadline. What a link to another broker passes
-// on keeps the from that broker stamped (it checked it: onLink).
-func frameFrom(c *conn, v *hotpath.View, withTTL bool) (*sendq.Frame, *refusal) {
-	from := c.addr
-	if c.peer {
-		from = v.Value(wire.HeaderFrom)
-	}
+// frameFrom encodes v once for every destination, stamped from from (the
+// sender's address), with a ttl slot when the message has a deadline.
+func frameFrom(from string, v *hotpath.View, withTTL bool) (*sendq.Frame, *refusal) {
 	f := sendq.NewFrame()
 	f.B, f.TTLOff = hotpath.AppendForward(f.B, v, from, withTTL)
 	if hotpath.FrameLen(f.B) > wire.MaxMessageBytes {
@@ -143,7 +138,7 @@ func (b *Broker) routeStream(c *conn, v *hotpath.View, channel string, h *held) 
 }
 
 func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held) *refusal {
-	deadline, r := b.admit(c, v, channel)
+	deadline, r := b.admit(&c.endpoint, v, channel)
 	if r != nil {
 		return r
 	}
@@ -151,40 +146,19 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	if !c.allows(auth.ActionPublish, channel) && !(hasTo && c.allows(auth.ActionSend, channel)) {
 		return rejectf("not permitted to publish on %s", channel)
 	}
-	fw, r := newForward(c, v, true)
+	fw, r := c.forwarding(c.addr, v, true)
 	if r != nil {
 		return r
 	}
 	defer fw.release()
-	deliver := func(d *conn, fw *forward) {
-		if !d.allows(auth.ActionSubscribe, channel) {
-			return
-		}
-		n, reason, ok := d.enqueueStream(fw, deadline, h)
-		if !ok {
-			b.stats.drop(reason)
-			return
-		}
-		c.countOut(MsgStream, n)
-	}
 	if hasTo {
-		if t, _ := b.resolve(to, c.peer, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
-			deliver(t.dest, &fw)
+		if t, _ := b.resolve(to, false, need{channel: channel}); t.dest != nil && t.dest.hasSub(channel) {
+			b.streamTo(&c.endpoint, t.dest, fw, channel, deadline, h)
 		}
 		return nil
 	}
 	subs := b.dir.subscribers(channel)
-	if c.peer { // another broker's to fan out: its choice of this broker's queue members holds
-		if anyQueued(subs) {
-			subs = chosenHere(channel, subs, takeChosen(fw.frame()))
-			fw.size = 0 // every node takes the shared frame, the header cut off
-		}
-		for _, d := range subs {
-			deliver(d, &fw)
-		}
-		return nil
-	}
-	brokers := b.cl.subscribedBrokers(channel)
+	brokers := b.bus.subscribedBrokers(channel)
 	subs, choice := b.shareQueues(channel, subs, len(brokers) > 0)
 	var lf linkFrames
 	if len(brokers) > 0 {
@@ -194,29 +168,45 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 		defer lf.release()
 	}
 	for _, d := range subs {
-		deliver(d, &fw)
+		b.streamTo(&c.endpoint, d, fw, channel, deadline, h)
 	}
-	link := forward{v: v, from: fw.from, ttl: true} // each broker's frame, made
+	link := &c.fwLink
+	*link = forward{v: v, from: fw.from, ttl: true} // each broker's frame, made
 	for _, name := range brokers {
-		if _, told := choice[name]; told && choice[name] == "" && !b.cl.plainSubscribers(name, channel) {
+		if _, told := choice[name]; told && choice[name] == "" && !b.bus.plainSubscribers(name, channel) {
 			continue // only queue members there, none of them chosen
 		}
 		link.f = lf.frame(name)
-		switch l := b.cl.link(name); {
+		switch l := b.bus.linkTo(name); {
 		case l == nil:
 		case !b.linkFits(link.f):
 			b.stats.drop(DropStreamTooLarge)
 		default:
-			deliver(l, &link)
+			b.streamTo(&c.endpoint, l, link, channel, deadline, h)
 		}
 	}
+	*link = forward{}
 	return nil
+}
+
+// streamTo queues a stream message from the sender e for d, when d may
+// receive channel, counting it, or its drop and why.
+func (b *Broker) streamTo(e *endpoint, d dest, fw *forward, channel string, deadline time.Time, h *held) {
+	if !d.allows(auth.ActionSubscribe, channel) {
+		return
+	}
+	n, reason, ok := d.putStream(fw, deadline, h)
+	if !ok {
+		b.stats.drop(reason)
+		return
+	}
+	e.countOut(MsgStream, n)
 }
 
 // linkFits reports whether f, forwarded, can cross to another broker and
 // be read there.
 func (b *Broker) linkFits(f *sendq.Frame) bool {
-	return b.cl.frameFits(f) && hotpath.FrameLen(f.B) <= wire.MaxMessageBytes
+	return b.bus.frameFits(f) && hotpath.FrameLen(f.B) <= wire.MaxMessageBytes
 }
 
 // forward is a message read from a connection on its way to its
@@ -233,13 +223,15 @@ type forward struct {
 	f    *sendq.Frame // the shared frame, once made
 }
 
-// newForward prepares v, read from c, for forwarding, or refuses a frame
-// that the stamp takes past wire.MaxMessageBytes.
-func newForward(c *conn, v *hotpath.View, withTTL bool) (forward, *refusal) {
-	fw := forward{v: v, from: c.addr, ttl: withTTL}
-	if c.peer {
-		fw.from = v.Value(wire.HeaderFrom)
-	}
+// forwarding prepares v, sent from the address from, for forwarding, or
+// refuses a frame that the stamp takes past wire.MaxMessageBytes. The
+// forward is e's own (endpoint.fw): e's reader routes one message at a
+// time, and a forward of the routing function's own would escape to the
+// heap, an allocation per message, once handed to a dest's methods.
+// release ends its use.
+func (e *endpoint) forwarding(from string, v *hotpath.View, withTTL bool) (*forward, *refusal) {
+	fw := &e.fw
+	*fw = forward{v: v, from: from, ttl: withTTL}
 	if n, ok := hotpath.ForwardLen(v, fw.from, withTTL); ok {
 		if n-hotpath.PrefixLen > wire.MaxMessageBytes {
 			return fw, errStampedTooLarge
@@ -248,7 +240,7 @@ func newForward(c *conn, v *hotpath.View, withTTL bool) (forward, *refusal) {
 		return fw, nil
 	}
 	var r *refusal
-	fw.f, r = frameFrom(c, v, withTTL)
+	fw.f, r = frameFrom(from, v, withTTL)
 	return fw, r
 }
 
@@ -261,35 +253,13 @@ func (fw *forward) frame() *sendq.Frame {
 	return fw.f
 }
 
-// put queues fw for d within its queue's limits (below its pace mark
-// with paced), in place when d is a node's connection and the length is
-// known, and returns the bytes queued; false when d's queue is full.
-// The wake-up is held when h is not nil.
-func (h *held) put(d *conn, fw *forward, deadline time.Time, paced bool) (int, bool) {
-	if !d.peer && fw.size > 0 {
-		var buf *[]byte
-		var ok bool
-		if paced {
-			buf, ok = d.out.ReservePaced(fw.size)
-		} else {
-			buf, ok = d.out.Reserve(fw.size)
-		}
-		if !ok {
-			return 0, false
-		}
-		var ttlOff int
-		*buf, ttlOff = hotpath.AppendForward(*buf, fw.v, fw.from, fw.ttl)
-		h.stage(d, ttlOff, deadline)
-		return fw.size, true
-	}
-	f := fw.frame()
-	return len(f.B), h.enqueue(d, f, deadline, paced && !d.peer)
-}
-
+// release gives the shared frame back, if it was made, and forgets the
+// message.
 func (fw *forward) release() {
 	if fw.f != nil {
 		fw.f.Release()
 	}
+	*fw = forward{}
 }
 
 // enqueueStream queues a stream message for c and returns the bytes it
@@ -311,20 +281,15 @@ func (fw *forward) release() {
 // when c's writer has completed nothing for stuckAfter, the frame is
 // dropped at once.
 func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, DropReason, bool) {
-	if n, ok := h.put(c, fw, deadline, true); ok {
+	if n, ok := c.put(h, fw, deadline, true); ok {
 		return n, 0, true
-	}
-	if c.peer {
-		f := fw.frame()
-		r, ok := c.enqueueLinkStream(f, deadline, h) // paced by credit (cluster_credit.go)
-		return len(f.B), r, ok
 	}
 	r, ok, _ := c.stallFor(fw.frame, deadline, streamStall, frozenAfter, stuckAfter, true, h)
 	if ok {
 		return len(fw.f.B), 0, true // the stall queued the shared frame
 	}
 	if r == DropQueueFull {
-		if n, ok := h.put(c, fw, deadline, false); ok { // the reserve
+		if n, ok := c.put(h, fw, deadline, false); ok { // the reserve
 			return n, 0, true
 		}
 	}
@@ -341,7 +306,7 @@ func (c *conn) enqueueStream(fw *forward, deadline time.Time, h *held) (int, Dro
 // the reader's batches into a write per message to the others.
 // progressed reports a writer that wrote during a stall that still found
 // no room.
-func (c *conn) stallFor(frame func() *sendq.Frame, deadline time.Time, minStall, frozen, stuck time.Duration, paced bool, h *held) (r DropReason, ok, progressed bool) {
+func (c *endpoint) stallFor(frame func() *sendq.Frame, deadline time.Time, minStall, frozen, stuck time.Duration, paced bool, h *held) (r DropReason, ok, progressed bool) {
 	last := c.out.LastWrite()
 	idle := time.Since(last)
 	switch {
@@ -365,6 +330,21 @@ func (c *conn) stallFor(frame func() *sendq.Frame, deadline time.Time, minStall,
 	return DropQueueFull, false, true
 }
 
+// source is where a call came from, as routing needs it: the dest its
+// answer goes back to, its endpoint, and the address stamped on what is
+// forwarded. Each entry makes its own: dispatchView for a node's frames,
+// dispatchLink for what a link brought, which came over a link (fromLink):
+// the other broker bounds its sender's open calls, and its target is one
+// of this broker's nodes (it never travels on to a third broker).
+type source struct {
+	d        dest
+	e        *endpoint
+	from     string
+	fromLink bool
+}
+
+func nodeSource(c *conn) source { return source{d: c, e: &c.endpoint, from: c.addr} }
+
 // routeCall routes a message that opens a call: a send (its receipt), a
 // request (its response) or a publication (one receipt per candidate).
 // Every refusal is answered in the form the kind calls for.
@@ -385,9 +365,9 @@ func (b *Broker) routeCall(c *conn, v *hotpath.View, channel string, k kind, h *
 	switch k {
 	case kindSend:
 		s.from = v.Value(wire.HeaderTo)
-		r = b.deliverSend(c, v, &s, h)
+		r = b.deliverSend(nodeSource(c), v, &s, h)
 	case kindRequest:
-		r = b.deliverRequest(c, v, s, v.Value(wire.HeaderTo), h)
+		r = b.deliverRequest(nodeSource(c), v, s, v.Value(wire.HeaderTo), h)
 	case kindPublish:
 		r = b.deliverPublish(c, v, s)
 	}
@@ -402,15 +382,15 @@ func validID(id string) bool { return id != "" && len(id) <= MaxIDLen }
 // deliverSend forwards an event to its target node, whose receipt will
 // answer it. s.from is the target as given, and becomes the destination's
 // address once it is known.
-func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *refusal {
-	deadline, r := b.admit(c, v, s.command)
+func (b *Broker) deliverSend(o source, v *hotpath.View, s *subject, h *held) *refusal {
+	deadline, r := b.admit(o.e, v, s.command)
 	if r == nil {
-		r = permit(c, auth.ActionSend, s.command)
+		r = permit(o.d, auth.ActionSend, s.command)
 	}
 	if r != nil {
 		return r
 	}
-	t, r := b.resolve(s.from, c.peer, need{channel: s.command})
+	t, r := b.resolve(s.from, o.fromLink, need{channel: s.command})
 	node, dest := t.node, t.dest
 	switch {
 	case r != nil:
@@ -419,26 +399,23 @@ func (b *Broker) deliverSend(c *conn, v *hotpath.View, s *subject, h *held) *ref
 		return refuse(wire.NoSubscriber, "")
 	case dest == nil:
 		return refuse(wire.NotConnected, "")
-	case dest.peer:
-		s.from = node + ".bus"
-	default:
-		s.from = dest.addr
 	}
+	s.from = dest.address(node)
 	switch {
 	case !dest.allows(auth.ActionSubscribe, s.command):
 		return rejectf("%s may not receive on %s", node, s.command)
 	case !dest.hasSub(s.command):
 		return refuse(wire.NoSubscriber, "")
 	}
-	return b.forwardCall(c, dest, v, s, callReceipt, deadline, h, nil, nil)
+	return b.forwardCall(o, dest, v, s, callReceipt, deadline, h, nil, nil)
 }
 
 // deliverRequest forwards a request to the one handler of its channel on
 // the target node.
-func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, h *held) *refusal {
-	deadline, r := b.admit(c, v, s.command)
+func (b *Broker) deliverRequest(o source, v *hotpath.View, s subject, to string, h *held) *refusal {
+	deadline, r := b.admit(o.e, v, s.command)
 	if r == nil {
-		r = permit(c, auth.ActionRequest, s.command)
+		r = permit(o.d, auth.ActionRequest, s.command)
 	}
 	if r == nil && to == "" {
 		r = rejectf("a request needs a target")
@@ -446,7 +423,7 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 	if r != nil {
 		return r
 	}
-	t, r := b.resolve(to, c.peer, need{channel: s.command, request: true})
+	t, r := b.resolve(to, o.fromLink, need{channel: s.command, request: true})
 	node, dest := t.node, t.dest
 	switch {
 	case r != nil:
@@ -461,46 +438,46 @@ func (b *Broker) deliverRequest(c *conn, v *hotpath.View, s subject, to string, 
 		return refuse(wire.ResultNoHandler, "no handler for "+s.command+" on "+node)
 	}
 	load := t.load
-	if load == nil && !dest.peer {
-		load = &dest.openRequests
+	if load == nil {
+		load = dest.requestLoad()
 	}
 	var keep func(*sendq.Frame) *chooseAgain
 	if t.remoteMember {
 		keep = func(f *sendq.Frame) *chooseAgain { return keepForAgain(t, to, s.command, f) }
 	}
-	return b.forwardCall(c, dest, v, &s, callRequest, deadline, h, load, keep)
+	return b.forwardCall(o, dest, v, &s, callRequest, deadline, h, load, keep)
 }
 
 // forwardCall opens the call dest must answer and queues v for dest; the
 // call counts in load (if not nil) while open. A send's answer maps
 // OVERLOAD to BACKPRESSURED (see answer).
-func (b *Broker) forwardCall(c, dest *conn, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64, keep func(*sendq.Frame) *chooseAgain) *refusal {
+func (b *Broker) forwardCall(o source, dest dest, v *hotpath.View, s *subject, k callKind, deadline time.Time, h *held, load *atomic.Int64, keep func(*sendq.Frame) *chooseAgain) *refusal {
 	// A link carries the calls of all the other broker's nodes, each
 	// bounded there.
-	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
+	if !o.fromLink && o.e.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
-	fw, r := newForward(c, v, true)
+	fw, r := o.e.forwarding(o.from, v, true)
 	if r != nil {
 		return r
 	}
 	defer fw.release()
-	if dest.peer && !b.cl.frameFits(fw.frame()) {
-		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.cl.maxPayload())
+	if !dest.fits(fw) {
+		return rejectf("the message is over the NATS payload limit between brokers (%d bytes)", b.bus.maxPayload())
 	}
 	var again *chooseAgain
 	if keep != nil {
 		again = keep(fw.frame())
 	}
-	if !b.pend.add(dest, s.id, &call{kind: k, origin: c, deadline: deadline, sent: c.requestStamp(), load: load, again: again}) {
+	if !b.pend.add(dest, s.id, &call{kind: k, origin: o.d, deadline: deadline, sent: o.e.requestStamp(), load: load, again: again}) {
 		return rejectf("a %s with this id is already open", kindNames[s.kind])
 	}
-	n, ok := h.put(dest, &fw, deadline, false)
+	n, ok := dest.put(h, fw, deadline, false)
 	if !ok {
 		b.pend.cancel(dest, s.id, k)
-		return refuse(wire.ResultOverload, dest.node+" is not keeping up (its queue is full)")
+		return refuse(wire.ResultOverload, dest.ep().node+" is not keeping up (its queue is full)")
 	}
-	c.countOut(callMsgKinds[k], n)
+	o.e.countOut(callMsgKinds[k], n)
 	return nil
 }
 
@@ -530,7 +507,7 @@ func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 		locals := b.reg.instances(t.Service)
 		var remote []member
 		if !localOnly {
-			remote = b.cl.serviceMembers(t.Service)
+			remote = b.bus.serviceMembers(t.Service)
 		}
 		switch len(locals) + len(remote) {
 		case 0:
@@ -558,11 +535,14 @@ func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 	default:
 		node = t.Addr.Node
 	}
-	if c := b.dir.lookup(node); c != nil || localOnly || b.cl == nil {
+	if c := b.dir.lookup(node); c != nil {
 		return target{node: node, dest: c}, nil
 	}
-	if rn, ok := b.cl.remoteNode(node); ok {
-		return target{node: node, dest: b.cl.link(rn.Broker)}, nil
+	if localOnly {
+		return target{node: node}, nil
+	}
+	if rn, ok := b.bus.remoteNode(node); ok {
+		return target{node: node, dest: b.bus.linkTo(rn.Broker)}, nil
 	}
 	return target{node: node}, nil
 }
@@ -572,33 +552,30 @@ func (b *Broker) resolve(to string, localOnly bool, n need) (target, *refusal) {
 // (docs/messaging.md#results), and answers with one result per candidate
 // once every candidate answered or the deadline passed.
 func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
-	deadline, r := b.admit(c, v, s.command)
+	deadline, r := b.admit(&c.endpoint, v, s.command)
 	if r == nil {
 		r = permit(c, auth.ActionPublish, s.command)
 	}
 	if r != nil {
 		return r
 	}
-	if !c.peer && c.inflight.Load() >= int64(b.opts.MaxInflight) {
+	if c.inflight.Load() >= int64(b.opts.MaxInflight) {
 		return b.tooManyCalls()
 	}
 	cands := b.candidates(s.command)
-	// On a bus the candidates of every broker count; what a link brought
-	// was counted by the publisher's broker, which is the one broker
-	// that is a candidate itself.
-	var remote map[string][]string
-	selfConnected := c.peer || b.dir.lookup(b.opts.Name) != nil
+	// On a bus the candidates of every broker count (publishFromLink
+	// delivers them there); this broker, the publisher's, is the one
+	// broker that is a candidate itself.
+	selfConnected := b.dir.lookup(b.opts.Name) != nil
+	remote := b.bus.publishCandidates(s.command)
 	n := len(cands)
-	if !c.peer {
-		remote = b.cl.publishCandidates(s.command)
-		for _, nodes := range remote {
-			n += len(nodes)
-		}
+	for _, nodes := range remote {
+		n += len(nodes)
 	}
 	if !selfConnected {
 		n++ // the broker is a candidate even with no code embedded
 	}
-	if n > MaxPublishCandidates && !c.peer {
+	if n > MaxPublishCandidates {
 		return rejectf("publication would reach %d nodes, more than %d", n, MaxPublishCandidates)
 	}
 	pub := &publication{origin: c, id: s.id, deadline: deadline}
@@ -611,25 +588,48 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 			pub.remaining++
 		}
 	}
-	var subscribed []*conn
-	for _, d := range cands {
-		if d.hasSub(s.command) {
-			subscribed = append(subscribed, d)
-		}
-	}
+	subscribed := subscribedOf(cands, s.command)
 	// A queue's members not given the event read NO_SUBSCRIBER.
-	var f *sendq.Frame
-	deliver, choice := subscribed, queueChoice(nil)
-	switch {
-	case c.peer && anyQueued(subscribed): // the publisher's broker chose
-		if f, r = frameFrom(c, v, true); r != nil {
+	deliver, choice := b.shareQueues(s.command, subscribed, len(remote) > 0)
+	pub.resultsHere(cands, subscribed, deliver)
+	if pub.remaining == 0 {
+		b.sendPublished(pub)
+		return nil
+	}
+	f, r := frameFrom(c.addr, v, true)
+	if r != nil {
+		return r
+	}
+	defer f.Release()
+	var lf linkFrames
+	if len(remote) > 0 {
+		if lf, r = newLinkFrames(f, choice); r != nil {
 			return r
 		}
-		defer f.Release()
-		deliver = chosenHere(s.command, subscribed, takeChosen(f))
-	case !c.peer:
-		deliver, choice = b.shareQueues(s.command, subscribed, len(remote) > 0)
+		defer lf.release()
 	}
+	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
+	b.scatter(c, pub, remote, &lf)
+	b.publishHere(pub, deliver, f)
+	return nil
+}
+
+// subscribedOf returns the nodes of cands subscribed to channel, in
+// cands' order.
+func subscribedOf(cands []*conn, channel string) []*conn {
+	var out []*conn
+	for _, d := range cands {
+		if d.hasSub(channel) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// resultsHere adds a result to pub for each of this broker's
+// candidates: to come from those it is delivered to, NO_SUBSCRIBER for
+// the others (not subscribed, or a queue's members not chosen).
+func (pub *publication) resultsHere(cands, subscribed, deliver []*conn) {
 	var given map[*conn]bool // when queues left some out
 	if len(deliver) != len(subscribed) {
 		given = make(map[*conn]bool, len(deliver))
@@ -651,38 +651,20 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 		}
 		pub.results = append(pub.results, res)
 	}
-	if pub.remaining == 0 {
-		b.sendPublished(pub)
-		return nil
-	}
-	if f == nil {
-		if f, r = frameFrom(c, v, true); r != nil {
-			return r
-		}
-		defer f.Release()
-		if c.peer {
-			takeChosen(f) // a choice made before this broker's members left: its nodes never see it
-		}
-	}
-	var lf linkFrames
-	if len(remote) > 0 {
-		if lf, r = newLinkFrames(f, choice); r != nil {
-			return r
-		}
-		defer lf.release()
-	}
-	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
-	b.scatter(c, pub, remote, &lf)
+}
+
+// publishHere opens pub's call towards each node of deliver and queues
+// f for it; a node that cannot take it has its result at once.
+func (b *Broker) publishHere(pub *publication, deliver []*conn, f *sendq.Frame) {
 	for _, d := range deliver {
 		switch {
-		case !b.pend.add(d, s.id, &call{kind: callPublish, origin: c, deadline: deadline, pub: pub}):
+		case !b.pend.add(d, pub.id, &call{kind: callPublish, origin: pub.origin, deadline: pub.deadline, pub: pub}):
 			b.recordPub(pub, d.node, wire.Rejected)
-		case !d.out.EnqueueFrame(f, deadline):
-			b.pend.cancel(d, s.id, callPublish)
+		case !d.out.EnqueueFrame(f, pub.deadline):
+			b.pend.cancel(d, pub.id, callPublish)
 			b.recordPub(pub, d.node, wire.Backpressured)
 		}
 	}
-	return nil
 }
 
 // candidates returns the connected nodes permitted to receive channel.
@@ -696,8 +678,9 @@ func (b *Broker) candidates(channel string) []*conn {
 	return out
 }
 
-// routeResponse forwards a response to the call it answers. A response
-// that matches no open call (late, or forged) is dropped and counted.
+// routeResponse forwards a node's response to the call it answers. A
+// response that matches no open call (late, or forged) is dropped and
+// counted.
 func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	id := v.Value(wire.HeaderReplyTo)
 	cl := b.pend.take(c, id, callRequest)
@@ -706,48 +689,58 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 		return
 	}
 	if cl.again != nil {
-		// Refused unsent by the broker of the group's member chosen
-		// (groups.go): another member may take it.
-		if c.peer && v.Value(wire.HeaderFrom) == c.addr && v.Value(wire.HeaderResult) == string(wire.ResultNoHandler) && b.sendAgain(cl, id, c.node) {
-			return
-		}
 		cl.again.f.Release()
 	}
-	// What the origin is told if the reply cannot pass; built only then
-	// (its strings are clones of the read buffer's).
-	failed := func() subject {
-		return subject{kind: kindRequest, id: strings.Clone(id), command: strings.Clone(v.Value(wire.HeaderCommand))}
-	}
-	if n := len(v.Body()); n > b.opts.MaxPayload {
-		s := failed()
-		b.logRefused(c, "reply", s.command, "reply payload over the limit")
-		b.answer(cl.origin, s, refuse(wire.ResultHandler,
-			c.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
-		return
-	}
-	if !c.peer && !resultAllowed(v) { // a broker's results are its own to give
+	if !resultAllowed(v) { // a broker's results are its own to give
 		// A View of its own (allocated here, on this rare path: the
 		// forward below keeps it with the frames it may queue).
-		if v = normalizeResult(v, c.addr, new(hotpath.View)); v == nil {
+		nv := normalizeResult(v, c.addr, new(hotpath.View))
+		if nv == nil {
 			// Fail closed: never forward a result the node may not claim.
-			b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+			b.answer(cl.origin, failedResponse(id, v), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
 			return
 		}
+		v = nv
 	}
-	fw, r := newForward(c, v, false)
+	b.passResponse(&c.endpoint, c.addr, cl, id, v, h)
+}
+
+// failedResponse is the subject of the request whose response v (to id)
+// cannot pass, for what the requester is told; built only then (its
+// strings are clones of the read buffer's).
+func failedResponse(id string, v *hotpath.View) subject {
+	s := subject{kind: kindRequest, id: strings.Clone(id)}
+	if v != nil {
+		s.command = strings.Clone(v.Value(wire.HeaderCommand))
+	}
+	return s
+}
+
+// passResponse forwards the response v, from the address from and read
+// from e, to the requester of call cl (its id), or tells the requester
+// why it cannot pass.
+func (b *Broker) passResponse(e *endpoint, from string, cl *call, id string, v *hotpath.View, h *held) {
+	if n := len(v.Body()); n > b.opts.MaxPayload {
+		s := failedResponse(id, v)
+		b.logRefused(e, "reply", s.command, "reply payload over the limit")
+		b.answer(cl.origin, s, refuse(wire.ResultHandler,
+			e.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
+		return
+	}
+	fw, r := e.forwarding(from, v, false)
 	defer fw.release()
 	if r != nil {
-		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
+		b.answer(cl.origin, failedResponse(id, v), refuse(wire.ResultHandler, e.node+"'s reply is too large once stamped"))
 		return
 	}
-	if cl.origin.peer && !b.cl.frameFits(fw.frame()) {
-		b.answer(cl.origin, failed(), refuse(wire.ResultHandler, c.node+"'s reply is over the NATS payload limit between brokers"))
+	if !cl.origin.fits(fw) {
+		b.answer(cl.origin, failedResponse(id, v), refuse(wire.ResultHandler, e.node+"'s reply is over the NATS payload limit between brokers"))
 		return
 	}
-	if n, ok := h.put(cl.origin, &fw, time.Time{}, false); !ok {
+	if n, ok := cl.origin.put(h, fw, time.Time{}, false); !ok {
 		b.stats.drop(DropAnswerUndeliverable)
 	} else {
-		c.countOut(MsgResponse, n)
+		e.countOut(MsgResponse, n)
 		b.answered(cl, v)
 	}
 }
@@ -796,19 +789,22 @@ func resultAllowedKind(r wire.Result) bool {
 // routeReceipt forwards a destination's receipt to the sender, or records
 // it in its publication.
 func (b *Broker) routeReceipt(c *conn, v *hotpath.View) {
+	b.takeReceipt(c, v, nodeReceiptResults[:], c.addr)
+}
+
+// takeReceipt closes the call d's receipt v answers with a result of
+// claimable, and passes it on from the address from; an empty from is
+// the receipt's own (a link's: the node on the other broker it is about).
+func (b *Broker) takeReceipt(d dest, v *hotpath.View, claimable []wire.Result, from string) {
 	id := v.Value(wire.HeaderReplyTo)
-	cl := b.pend.take(c, id, callReceipt, callPublish)
+	cl := b.pend.take(d, id, callReceipt, callPublish)
 	if cl == nil {
 		b.stats.drop(DropUnmatchedAnswer)
 		return
 	}
-	// A node may only report what it did. The constant, not the header:
+	// Only what the sender may report. The constant, not the header:
 	// that aliases the read buffer.
 	r := wire.Failed
-	claimable := nodeReceiptResults[:]
-	if c.peer { // another broker reports for its node, or for itself
-		claimable = brokerReceiptResults[:]
-	}
 	for _, ok := range claimable {
 		if v.Value(wire.HeaderResult) == string(ok) {
 			r = ok
@@ -816,13 +812,12 @@ func (b *Broker) routeReceipt(c *conn, v *hotpath.View) {
 	}
 	switch cl.kind {
 	case callReceipt:
-		from := c.addr
-		if c.peer { // the node on the other broker the receipt is about
+		if from == "" {
 			from = strings.Clone(v.Value(wire.HeaderFrom))
 		}
 		b.sendReceipt(cl.origin, strings.Clone(id), from, r)
 	case callPublish:
-		b.recordPub(cl.pub, c.node, r)
+		b.recordPub(cl.pub, d.ep().node, r)
 	}
 }
 
@@ -835,7 +830,7 @@ var (
 
 // sendReceipt tells to the result of its send id; from is the node the
 // result is about, when known.
-func (b *Broker) sendReceipt(to *conn, id, from string, r wire.Result) {
+func (b *Broker) sendReceipt(to dest, id, from string, r wire.Result) {
 	m := wire.New(wire.TypeResponse, wire.CmdReceipt).
 		WithHeader(wire.HeaderReplyTo, id).
 		WithHeader(wire.HeaderResult, string(r))

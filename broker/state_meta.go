@@ -79,7 +79,7 @@ func (s *stateService) buryLocked(ns string, floor uint64, b *Broker) bool {
 	if cur, ok := s.dropped[ns]; ok && cur >= floor {
 		return false // known already
 	}
-	if b.cl != nil && time.Since(dropTime(floor)) >= b.cl.opts.TombstoneRetention {
+	if b.bus.joined() && time.Since(dropTime(floor)) >= b.bus.tombstoneRetention() {
 		return false
 	}
 	rec := &statestore.Tomb{NS: ns, Floor: floor}

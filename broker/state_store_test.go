@@ -48,7 +48,7 @@ func TestStateStoreHoldsWhatTheBrokerWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	thermostat, phone := &conn{node: "thermostat"}, &conn{node: "phone"}
+	thermostat, phone := &conn{endpoint: endpoint{node: "thermostat"}}, &conn{endpoint: endpoint{node: "phone"}}
 	write := func(c *conn, d state.Delta, open bool) {
 		t.Helper()
 		if r, no := b.stateWrite(c, d, open); no != nil || !r.Applied {
@@ -61,7 +61,7 @@ func TestStateStoreHoldsWhatTheBrokerWrote(t *testing.T) {
 	write(phone, state.Delta{NS: "home", Key: "target", Value: json.RawMessage(`22`), Version: 5}, false)
 	write(thermostat, state.Delta{NS: "home", Key: "mode", Version: 3, Deleted: true}, false)
 	write(phone, state.Delta{NS: "phone.prefs", Key: "theme", Value: json.RawMessage(`"dark"`), Version: 1}, false)
-	if no := b.state.drop("phone.prefs", nil); no != nil {
+	if no := b.state.drop("phone.prefs", alone{}); no != nil {
 		t.Fatal(no)
 	}
 	want, _ := b.state.get(state.Query{}, anyNamespace)

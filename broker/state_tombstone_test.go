@@ -16,7 +16,7 @@ import (
 )
 
 // quietBroker is what the state service's merge needs of a broker: a log.
-func quietBroker() *Broker { return &Broker{log: slog.New(slog.DiscardHandler)} }
+func quietBroker() *Broker { return &Broker{log: slog.New(slog.DiscardHandler), bus: alone{}} }
 
 func openState(t *testing.T, path string) *stateService {
 	t.Helper()
@@ -71,6 +71,7 @@ func TestStateTombstonePastItsRetentionIsNotLearnt(t *testing.T) {
 	const retention = time.Hour
 	b := quietBroker()
 	b.cl = &cluster{opts: ClusterOptions{TombstoneRetention: retention}}
+	b.bus = b.cl
 	s := openState(t, filepath.Join(t.TempDir(), "state.db"))
 	s.mergeRemote(stateMsg{Broker: "b9", NS: "ns", Owner: "a", Epoch: 1, OwnerAt: 1, Entries: []state.Entry{{Key: "k", Value: json.RawMessage(`1`), Version: 1, Source: "a"}}}, b)
 	old := uint64(time.Now().Add(-retention).UnixNano())

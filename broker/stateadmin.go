@@ -26,7 +26,7 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 		return r
 	}
 	if s.command == wire.CmdStateDrop {
-		if r := b.state.drop(t.NS, b.cl); r != nil {
+		if r := b.state.drop(t.NS, b.bus); r != nil {
 			return r
 		}
 		b.log.Info("state namespace dropped", "ns", t.NS, "by", c.node)
@@ -36,7 +36,7 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 	if err := auth.ValidNodeName(t.Owner); err != nil {
 		return rejectf("new owner: %v", err)
 	}
-	snap, r := b.state.transfer(t.NS, t.Owner, b.cl)
+	snap, r := b.state.transfer(t.NS, t.Owner, b.bus)
 	if r != nil {
 		return r
 	}
@@ -46,9 +46,9 @@ func (b *Broker) stateAdmin(c *conn, m *wire.Message, s *subject) *refusal {
 
 // drop deletes namespace ns, on disk first. Its watchers are told to
 // resync (bus.state.reset): they find it empty, with no owner. On a bus
-// (cl not nil) it leaves a tombstone, stored with the drop, and tells
+// (joined) it leaves a tombstone, stored with the drop, and tells
 // the other brokers, which drop their copies (state_meta.go).
-func (s *stateService) drop(ns string, cl *cluster) *refusal {
+func (s *stateService) drop(ns string, bus bus) *refusal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.spaces[ns]
@@ -57,7 +57,7 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 	}
 	var rec *statestore.Tomb
 	var floor uint64
-	if cl != nil {
+	if bus.joined() {
 		floor = max(uint64(time.Now().UnixNano()), s.meta[ns].Epoch)
 		rec = &statestore.Tomb{NS: ns, Floor: floor}
 	}
@@ -66,11 +66,11 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 			return refuse(wire.ResultHandler, "the broker could not store the drop: "+err.Error())
 		}
 	}
-	if cl != nil {
+	if bus.joined() {
 		s.dropped[ns] = floor
 	}
 	s.removeLocked(ns, n)
-	cl.replicateDrop(ns, floor) // under the lock, in order with the writes
+	bus.replicateDrop(ns, floor) // under the lock, in order with the writes
 	return nil
 }
 
@@ -82,7 +82,7 @@ func (s *stateService) drop(ns string, cl *cluster) *refusal {
 // that on a bus the latest change of owner wins on every broker whatever
 // order they hear of it (state_meta.go); the namespace is marked as
 // inherited, which lets the store hold the former owner's writes.
-func (s *stateService) transfer(ns, owner string, cl *cluster) (state.Snapshot, *refusal) {
+func (s *stateService) transfer(ns, owner string, bus bus) (state.Snapshot, *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.spaces[ns]
@@ -104,7 +104,7 @@ func (s *stateService) transfer(ns, owner string, cl *cluster) (state.Snapshot, 
 		}
 	}
 	s.setOwnerLocked(ns, n, snap, meta)
-	cl.replicateOwner(ns, owner, meta) // under the lock, in order with the writes
+	bus.replicateOwner(ns, owner, meta) // under the lock, in order with the writes
 	return snap, nil
 }
 

@@ -116,7 +116,7 @@ func (b *Broker) stateWrite(c *conn, d state.Delta, open bool) (state.Result, *r
 	n.Advance()
 	s.notifyLocked(n.Delta(e, seq))
 	b.stateWritten(c, d.NS, d.Key, d.Deleted, seq)
-	b.cl.replicateState(n, meta, e) // to every other broker (cluster_state.go)
+	b.bus.replicateState(n, meta, e) // to every other broker (cluster_state.go)
 	return state.Result{Applied: true, Found: true, Entry: e}, nil
 }
 

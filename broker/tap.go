@@ -132,9 +132,10 @@ func tapKind(v *hotpath.View) (string, auth.Action) {
 	return "", ""
 }
 
-// tap queues a copy of the message v that c sent for every tapper that
-// may see it. It runs on c's reader, before the message is routed.
-func (b *Broker) tap(c *conn, v *hotpath.View, channel string) {
+// tap queues a copy of the message v, sent from the address from, for
+// every tapper that may see it. It runs on its sender's reader (or a
+// link's), before the message is routed.
+func (b *Broker) tap(from string, v *hotpath.View, channel string) {
 	l := b.taps.list.Load()
 	if l == nil {
 		return
@@ -142,10 +143,6 @@ func (b *Broker) tap(c *conn, v *hotpath.View, channel string) {
 	kind, action := tapKind(v)
 	if kind == "" {
 		return
-	}
-	from := c.addr
-	if c.peer {
-		from = v.Value(wire.HeaderFrom)
 	}
 	to := v.Value(wire.HeaderTo)
 	var ev *wire.TapEvent // made once, for the first tapper that sees it
