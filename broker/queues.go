@@ -367,15 +367,30 @@ func cutLine(f *sendq.Frame, start, end int) {
 }
 
 // takeChosen reads and removes HeaderQueueChosen from a frame another
-// broker forwarded (its nodes never see it): the members chosen here.
-func takeChosen(f *sendq.Frame) string {
+// broker forwarded (its nodes never see it): the members chosen here, and
+// whether the header was there.
+func takeChosen(f *sendq.Frame) (string, bool) {
 	start, end, found := headerLine(f.B, wire.HeaderQueueChosen)
 	if !found {
-		return ""
+		return "", false
 	}
 	chosen := headerValue(f.B, start, end, wire.HeaderQueueChosen)
 	cutLine(f, start, end)
-	return chosen
+	return chosen, true
+}
+
+// goneChosen counts the members listed in chosen that are not in kept
+// (chosenHere's result): they left before the choosing broker knew.
+func goneChosen(chosen string, kept []*conn) int {
+	n := 0
+	for chosen != "" {
+		var name string
+		name, chosen, _ = strings.Cut(chosen, ",")
+		if !slices.ContainsFunc(kept, func(d *conn) bool { return d.node == name }) {
+			n++
+		}
+	}
+	return n
 }
 
 // errQueueChosenHeader refuses a node's message that carries the brokers'

@@ -78,9 +78,21 @@ func (b *Broker) streamFromLink(l *link, v *hotpath.View, channel string, h *hel
 		return
 	}
 	subs := b.dir.subscribers(channel)
-	if anyQueued(subs) {
-		subs = chosenHere(channel, subs, takeChosen(fw.frame()))
-		fw.size = 0 // every node takes the shared frame, the header cut off
+	// The sending broker's choice of this broker's queue members
+	// (HeaderQueueChosen) holds, and its header is cut off whoever is
+	// given the message, the queue's members gone or not: only a frame
+	// with headers a View does not keep can carry it.
+	if queued := anyQueued(subs); queued || v.Others() {
+		chosen, found := takeChosen(fw.frame())
+		if found {
+			fw.size = 0 // every node takes the shared frame, the header cut off
+		}
+		if queued {
+			subs = chosenHere(channel, subs, chosen)
+		}
+		for range goneChosen(chosen, subs) {
+			b.stats.drop(DropQueueMemberGone)
+		}
 	}
 	for _, d := range subs {
 		b.streamTo(&l.endpoint, d, fw, channel, deadline, h)
@@ -131,7 +143,8 @@ func (b *Broker) publishFromLink(l *link, v *hotpath.View, s subject) *refusal {
 			return r
 		}
 		defer f.Release()
-		deliver = chosenHere(s.command, subscribed, takeChosen(f))
+		chosen, _ := takeChosen(f)
+		deliver = chosenHere(s.command, subscribed, chosen)
 	}
 	pub.resultsHere(cands, subscribed, deliver)
 	if pub.remaining == 0 {

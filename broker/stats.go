@@ -45,6 +45,11 @@ const (
 	// another subject, or stamped outside BusKeyWindow or replayed
 	// (docs/cluster.md#bus-key).
 	DropBusKey
+	// DropQueueMemberGone: a stream message another broker forwarded
+	// for a queue's member it chose here that had left (unsubscribed or
+	// disconnected) before the choosing broker heard of it; the message
+	// is not given to another member (docs/messaging.md#queue-subscriptions).
+	DropQueueMemberGone
 	numDropReasons
 )
 
@@ -58,6 +63,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropPeerRefused:         "peer_refused",
 	DropLinkLost:            "link_lost",
 	DropBusKey:              "bus_key",
+	DropQueueMemberGone:     "queue_member_gone",
 }
 
 // String is the reason's name, fit for a metric label.

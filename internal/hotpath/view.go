@@ -29,6 +29,7 @@ type View struct {
 	bodyStart int
 	known     [nKnown + 1]string // known[nKnown] stays empty: Get's slot for other keys
 	has       uint16             // bit i: known[i] present
+	others    bool               // a header not kept was there
 
 	// Where AppendForward puts from and ttl, set when the headers arrived
 	// sorted (as every writer sends them): the line of that key, or an
@@ -181,6 +182,8 @@ func parseViewFast(f []byte, v *View) bool {
 		if ki >= 0 {
 			v.known[ki] = val
 			v.has |= 1 << ki
+		} else {
+			v.others = true
 		}
 		pos = end
 	}
@@ -351,12 +354,15 @@ func parseViewDecoded(frame []byte, v *View) error {
 	if err != nil {
 		return err
 	}
+	kept := 0
 	for i, k := range knownNames {
 		if s, ok := m.Get(k); ok {
 			v.known[i] = s
 			v.has |= 1 << i
+			kept++
 		}
 	}
+	v.others = m.Len() > kept
 	// Decode accepted the frame, so it has both delimiters; the body
 	// starts after the first closing line, as Decode found it.
 	if i := bytes.Index(frame[3:], []byte("\n"+delim)); i >= 0 {
@@ -374,6 +380,10 @@ func (v *View) Get(key string) (string, bool) {
 	i := knownIndex(key)
 	return v.known[i], v.has&(1<<i) != 0
 }
+
+// Others reports whether the frame has a header a View does not keep, so
+// a router looks for one of those only in the frames that have any.
+func (v *View) Others() bool { return v.others }
 
 // Value is Get without the presence flag.
 func (v *View) Value(key string) string {

@@ -76,7 +76,20 @@ func TestViewMatchesDecode(t *testing.T) {
 		if !bytes.Equal(v.Body(), m.Body()) || v.IsHeartbeat() != m.IsHeartbeat() {
 			t.Fatalf("%q: body %q vs %q", f, v.Body(), m.Body())
 		}
+		if v.Others() != hasOthers(m) {
+			t.Fatalf("%q: Others() = %v", f, v.Others())
+		}
 	}
+}
+
+// hasOthers reports whether m has a header a View does not keep.
+func hasOthers(m *wire.Message) bool {
+	for k := range m.Headers() {
+		if !slices.Contains(knownNames[:], k) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestParseViewLimits(t *testing.T) {
@@ -148,6 +161,9 @@ func FuzzView(f *testing.F) {
 		}
 		if !bytes.Equal(v.Body(), m.Body()) || v.IsHeartbeat() != m.IsHeartbeat() {
 			t.Fatalf("body %q vs %q", v.Body(), m.Body())
+		}
+		if v.Others() != hasOthers(m) {
+			t.Fatalf("Others() = %v", v.Others())
 		}
 		out, off := AppendForward(nil, &v, "x.bus", true)
 		PatchTTL(out[off:], 5)
