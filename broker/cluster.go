@@ -210,6 +210,7 @@ type cluster struct {
 	view    hotpath.View       // owned by onLink, the links' one reader
 	in      map[string]*linkIn // owned by onLink: each sender's link (cluster_credit.go)
 	verdict fromVerdict        // owned by onLink
+	held    held               // owned by onLink: what a link message's frames queued, flushed once they are routed
 
 	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
 

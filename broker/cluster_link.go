@@ -141,7 +141,11 @@ func (cl *cluster) closeLinks() {
 // onLink takes a message another broker sent this one (NATS's goroutine
 // for the subscription, the links' only reader): a header
 // (cluster_credit.go), then a batch of length-prefixed frames, as on a
-// socket. Once the frames are routed, the sender is granted room for more.
+// socket. The frames are routed as a node's reader routes one read's
+// (readLoop): their destinations are flushed once, after the batch, so
+// an idle node's connection is written in place by this goroutine rather
+// than by its writer, woken per frame. Then the sender is granted room
+// for more.
 func (cl *cluster) onLink(m *nats.Msg) {
 	from := sender(m)
 	if from == cl.b.opts.Name {
@@ -170,6 +174,7 @@ func (cl *cluster) onLink(m *nats.Msg) {
 		data = data[n0:]
 		n++
 	}
+	cl.held.flush()
 	cl.taken(from, in, off, seq, n, len(m.Data), fresh)
 }
 
@@ -190,7 +195,7 @@ func (cl *cluster) take(l *link, from string, frame []byte) {
 		cl.b.log.Warn("bus: dropped a frame a broker sent in another's name", "broker", from, "from", clip(v.Value(wire.HeaderFrom)))
 		return
 	}
-	cl.b.dispatchLink(l, v, nil) // parsed once: above; its destinations woken at once
+	cl.b.dispatchLink(l, v, &cl.held) // parsed once: above; flushed by onLink
 }
 
 // fromVerdict keeps fromAllowed's last verdict within one link message:

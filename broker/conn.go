@@ -269,7 +269,7 @@ var allowSeed = maphash.MakeSeed()
 // destination its batch once (sendq.Queue.Flush: written in place when the
 // destination's writer is idle), saving a writer wake-up per frame. A nil
 // held wakes each writer at once, for callers that route frames one by one
-// (a link to another broker, tests). Owned by one reader goroutine.
+// (tests). Owned by one reader goroutine (a node's, or onLink).
 type held struct {
 	dests   []*endpoint
 	seen    map[*endpoint]struct{} // dests as a set, once there are more than heldScan
