@@ -162,7 +162,7 @@ func (b *Broker) deliverStream(c *conn, v *hotpath.View, channel string, h *held
 	subs, choice := b.shareQueues(channel, subs, len(brokers) > 0)
 	var lf linkFrames
 	if len(brokers) > 0 {
-		if lf, r = newLinkFrames(fw.frame(), choice); r != nil {
+		if lf, r = newLinkFrames(v, fw.frame(), choice); r != nil {
 			return r
 		}
 		defer lf.release()
@@ -603,7 +603,7 @@ func (b *Broker) deliverPublish(c *conn, v *hotpath.View, s subject) *refusal {
 	defer f.Release()
 	var lf linkFrames
 	if len(remote) > 0 {
-		if lf, r = newLinkFrames(f, choice); r != nil {
+		if lf, r = newLinkFrames(v, f, choice); r != nil {
 			return r
 		}
 		defer lf.release()
