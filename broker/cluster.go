@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -217,10 +218,13 @@ type cluster struct {
 	smu      sync.Mutex           // guards repaired
 	repaired map[string]time.Time // namespaces republished on a digest, when (cluster_state.go)
 
-	lmu    sync.Mutex       // guards links and closed
-	links  map[string]*link // by broker name (cluster_link.go)
-	closed bool
-	linkWG sync.WaitGroup // each link's writer and its watcher
+	lmu   sync.Mutex       // guards links and closed
+	links map[string]*link // by broker name (cluster_link.go)
+	// linkSnap is a copy of links as of its last change, read without
+	// lmu (link).
+	linkSnap atomic.Pointer[map[string]*link]
+	closed   bool
+	linkWG   sync.WaitGroup // each link's writer and its watcher
 }
 
 // subjects are the prefixes of the subjects the brokers use; each ends

@@ -20,6 +20,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -78,7 +79,15 @@ func (l *link) putStream(fw *forward, deadline time.Time, h *held) (int, DropRea
 }
 
 // link returns the link to broker name, opening it when there is none.
+// A link that is open is found without a lock (linkSnap): every stream
+// message for another broker's subscribers asks, and lmu taken per
+// message was a seventh of the sending broker's routing of a stream.
 func (cl *cluster) link(name string) *link {
+	if m := cl.linkSnap.Load(); m != nil {
+		if l := (*m)[name]; l != nil && !l.out.Closing() {
+			return l
+		}
+	}
 	cl.lmu.Lock()
 	defer cl.lmu.Unlock()
 	if l := cl.links[name]; l != nil && !l.out.Closing() {
@@ -97,6 +106,7 @@ func (cl *cluster) link(name string) *link {
 		b.traffic.retire(&old.meter) // under lmu, as it leaves the map: Traffic never counts it twice
 	}
 	cl.links[name] = l
+	cl.snapLinksLocked()
 	cl.linkWG.Add(2)
 	go func() {
 		defer cl.linkWG.Done()
@@ -108,12 +118,20 @@ func (cl *cluster) link(name string) *link {
 		cl.lmu.Lock()
 		if cl.links[name] == l {
 			delete(cl.links, name)
+			cl.snapLinksLocked()
 			b.traffic.retire(&l.meter)
 		}
 		cl.lmu.Unlock()
 		b.dropPending(l) // calls waiting on that broker fail: DISCONNECT
 	}()
 	return l
+}
+
+// snapLinksLocked publishes a copy of links for link's lock-free reads;
+// lmu is held.
+func (cl *cluster) snapLinksLocked() {
+	m := maps.Clone(cl.links)
+	cl.linkSnap.Store(&m)
 }
 
 // closeLink closes the link to a broker that left or went silent.
