@@ -691,6 +691,9 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	if cl.again != nil {
 		cl.again.f.Release()
 	}
+	if b.replyTooLarge(&c.endpoint, cl, id, v) {
+		return
+	}
 	if !resultAllowed(v) { // a broker's results are its own to give
 		// A View of its own (allocated here, on this rare path: the
 		// forward below keeps it with the frames it may queue).
@@ -703,6 +706,20 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 		v = nv
 	}
 	b.passResponse(&c.endpoint, c.addr, cl, id, v, h)
+}
+
+// replyTooLarge tells the requester of call cl (its id) that the reply v
+// read from e is over the payload limit, and reports whether it was.
+func (b *Broker) replyTooLarge(e *endpoint, cl *call, id string, v *hotpath.View) bool {
+	n := len(v.Body())
+	if n <= b.opts.MaxPayload {
+		return false
+	}
+	s := failedResponse(id, v)
+	b.logRefused(e, "reply", s.command, "reply payload over the limit")
+	b.answer(cl.origin, s, refuse(wire.ResultHandler,
+		e.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
+	return true
 }
 
 // failedResponse is the subject of the request whose response v (to id)
@@ -720,11 +737,7 @@ func failedResponse(id string, v *hotpath.View) subject {
 // from e, to the requester of call cl (its id), or tells the requester
 // why it cannot pass.
 func (b *Broker) passResponse(e *endpoint, from string, cl *call, id string, v *hotpath.View, h *held) {
-	if n := len(v.Body()); n > b.opts.MaxPayload {
-		s := failedResponse(id, v)
-		b.logRefused(e, "reply", s.command, "reply payload over the limit")
-		b.answer(cl.origin, s, refuse(wire.ResultHandler,
-			e.node+" replied with "+strconv.Itoa(n)+" bytes, over the limit of "+strconv.Itoa(b.opts.MaxPayload)))
+	if b.replyTooLarge(e, cl, id, v) {
 		return
 	}
 	fw, r := e.forwarding(from, v, false)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"strings"
+	"time"
 
 	"busbar/internal/hotpath"
 	"busbar/internal/sendq"
@@ -158,7 +159,7 @@ func (b *Broker) publishFromLink(l *link, v *hotpath.View, s subject) *refusal {
 		defer f.Release()
 		takeChosen(f) // a choice made before this broker's members left: its nodes never see it
 	}
-	b.pend.openPub(pub, l.now(), func() { b.timeOutPub(pub) })
+	b.pend.openPub(pub, time.Now(), func() { b.timeOutPub(pub) })
 	b.publishHere(pub, deliver, f)
 	return nil
 }
