@@ -1,10 +1,11 @@
 package broker
 
 import (
+	"time"
+
 	"busbar/internal/sendq"
 	"busbar/state"
 	"busbar/wire"
-	"time"
 )
 
 // bus is what the broker asks of the other brokers of a bus: routing's

@@ -1,15 +1,16 @@
 package broker
 
-// Messages between brokers. Each other broker is a link: a *conn whose
-// queue and writer are a connection's, but whose "socket" publishes the
-// frames to NATS, a batch per message, on <prefix>.to.<peer>.<self>. So a message for a node on
-// another broker takes the one pipeline of route.go: it is admitted and
-// permitted here, its call is opened here keyed by the link, and it is
-// encoded once with its from and a ttl slot that the link's writer fills
-// with the time left as it leaves, so the deadline covers the queue and
-// the hop. The peer broker reads it as if its link to this broker had
-// sent it: its own pipeline delivers it to the node, and the answer
-// comes back the same way to the call opened here.
+// Messages between brokers. Each other broker is a link: an endpoint
+// whose queue and writer are a connection's, but whose "socket" publishes
+// the frames to NATS, a batch per message, on <prefix>.to.<peer>.<self>.
+// So a message for a node on another broker takes the one pipeline of
+// route.go, the link being its dest: it is admitted and permitted here,
+// its call is opened here keyed by the link, and it is encoded once with
+// its from and a ttl slot that the link's writer fills with the time left
+// as it leaves, so the deadline covers the queue and the hop. The peer
+// broker's onLink hands it to dispatchLink (route_link.go), which
+// delivers it to the node, and the answer comes back the same way to the
+// call opened here.
 //
 // What a link sends was stamped by this broker (from is the sender's
 // address); a link may not forge another broker's nodes: the receiver

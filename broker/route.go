@@ -735,11 +735,8 @@ func failedResponse(id string, v *hotpath.View) subject {
 
 // passResponse forwards the response v, from the address from and read
 // from e, to the requester of call cl (its id), or tells the requester
-// why it cannot pass.
+// why it cannot pass. Its payload passed replyTooLarge.
 func (b *Broker) passResponse(e *endpoint, from string, cl *call, id string, v *hotpath.View, h *held) {
-	if b.replyTooLarge(e, cl, id, v) {
-		return
-	}
 	fw, r := e.forwarding(from, v, false)
 	defer fw.release()
 	if r != nil {

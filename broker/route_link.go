@@ -181,5 +181,7 @@ func (b *Broker) responseFromLink(l *link, v *hotpath.View, h *held) {
 		}
 		cl.again.f.Release()
 	}
-	b.passResponse(&l.endpoint, v.Value(wire.HeaderFrom), cl, id, v, h)
+	if !b.replyTooLarge(&l.endpoint, cl, id, v) {
+		b.passResponse(&l.endpoint, v.Value(wire.HeaderFrom), cl, id, v, h)
+	}
 }
