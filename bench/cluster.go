@@ -100,10 +100,22 @@ func serveBusBroker(dir string) error {
 	return nil
 }
 
+// busProcs are the processes that carry a bus round's traffic, in the
+// parts its CPU is reported by.
+type busProcs struct {
+	harness int   // this process: the clients of every system
+	nats    []int // the NATS cluster's servers
+	brokers []int // b1 and b2 (idle while NATS's own clients run)
+}
+
+func (p busProcs) all() []int {
+	return append(append([]int{p.harness}, p.nats...), p.brokers...)
+}
+
 // startBus starts the NATS cluster and the two brokers, and returns the
-// systems of workloads 9 to 11 and the process ids that carry their
-// traffic (the harness's own first).
-func startBus(straggle time.Duration) (systems []system, procs []int, stop func(), err error) {
+// systems of workloads 9 to 11 and the processes that carry their
+// traffic.
+func startBus(straggle time.Duration) (systems []system, procs busProcs, stop func(), err error) {
 	if straggle <= 0 {
 		straggle = idleWait
 	}
@@ -128,7 +140,7 @@ func startBus(straggle time.Duration) (systems []system, procs []int, stop func(
 		}
 		k, err := startChild(roleNATSNode, env...)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, procs, nil, err
 		}
 		kids = append(kids, k)
 		urls = append(urls, k.addrs[0])
@@ -137,29 +149,33 @@ func startBus(straggle time.Duration) (systems []system, procs []int, stop func(
 		}
 	}
 	if err := awaitRoutes(urls); err != nil {
-		return nil, nil, nil, err
+		return nil, procs, nil, err
 	}
 	var brokers []*child
 	for i, name := range []string{"b1", "b2"} {
 		url := strings.Replace(urls[i], "nats://", "nats://"+natsUser+":"+natsPass+"@", 1)
 		k, err := startChild(roleBusBroker, envName+"="+name, envNATS+"="+url)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, procs, nil, err
 		}
 		kids = append(kids, k)
 		brokers = append(brokers, k)
 	}
 	c1, err := brokers[0].credential()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, procs, nil, err
 	}
 	c2, err := brokers[1].credential()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, procs, nil, err
 	}
-	procs = []int{os.Getpid()}
-	for _, k := range kids {
-		procs = append(procs, k.cmd.Process.Pid)
+	procs.harness = os.Getpid()
+	for i, k := range kids {
+		if i < busNATSNodes {
+			procs.nats = append(procs.nats, k.cmd.Process.Pid)
+		} else {
+			procs.brokers = append(procs.brokers, k.cmd.Process.Pid)
+		}
 	}
 	return []system{
 		&busbarSystem{label: "busbar-tcp", endpoint: brokers[0].addrs[0], cred: c1, far: brokers[1].addrs[0], farCred: c2, srv: brokers[0], straggle: straggle},
@@ -266,7 +282,8 @@ func (s *busbarSystem) awaitFar(ctx context.Context, near *client.Client, far []
 // runBusRound runs workloads 9 to 11 of one round on a fresh bus. Each
 // workload also records the CPU time every process spent on it, the
 // harness's clients included, per message sent: on two shared cores,
-// throughput follows it.
+// throughput follows it. It is also recorded by part (the clients, the
+// NATS servers, the brokers), to say what the brokers' hop costs.
 func runBusRound(ctx context.Context, p plan, rep *report, round int, log io.Writer) error {
 	systems, procs, stop, err := startBus(p.straggle)
 	if err != nil {
@@ -292,12 +309,26 @@ func runBusRound(ctx context.Context, p plan, rep *report, round int, log io.Wri
 			if !p.runs(w.n) {
 				continue
 			}
-			before := cpuTime(procs)
+			parts := []struct {
+				metric string
+				pids   []int
+				before time.Duration
+			}{
+				{"CPU, all processes", procs.all(), 0},
+				{"CPU, clients (harness)", []int{procs.harness}, 0},
+				{"CPU, NATS servers", procs.nats, 0},
+				{"CPU, brokers", procs.brokers, 0},
+			}
+			for i := range parts {
+				parts[i].before = cpuTime(parts[i].pids)
+			}
 			if err := w.run(ctx, rep, s, w.name, w.msgs); err != nil {
 				return fmt.Errorf("%s on a bus: %w", s.name(), err)
 			}
-			spent := cpuTime(procs) - before
-			rep.record(w.name, "CPU, all processes", "µs/msg", "lower", s.name(), float64(spent.Microseconds())/float64(w.msgs))
+			for _, pt := range parts {
+				spent := cpuTime(pt.pids) - pt.before
+				rep.record(w.name, pt.metric, "µs/msg", "lower", s.name(), float64(spent.Microseconds())/float64(w.msgs))
+			}
 		}
 		runtime.GC()
 	}

@@ -99,8 +99,8 @@ func TestQuickBusComparison(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Rows) != 9 {
-		t.Fatalf("%d rows, want 9 (9: p50 and p99; 10: throughput and p99; 11: rate and share; the CPU of each)", len(rep.Rows))
+	if len(rep.Rows) != 18 {
+		t.Fatalf("%d rows, want 18 (9: p50 and p99; 10: throughput and p99; 11: rate and share; the CPU of each, in all and by clients, NATS servers and brokers)", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
 		if !strings.Contains(r.Workload, " bus ") {
