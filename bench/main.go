@@ -156,6 +156,9 @@ func (r *report) finish() {
 			x.Median[sys] = median(vs)
 		}
 		n := x.Median["nats-tcp"]
+		if x.Metric == metricCPUBrokers {
+			continue // NATS's side has no brokers: its figure is their idle ticks
+		}
 		for sys, m := range x.Median {
 			if strings.HasPrefix(sys, "busbar") && n > 0 {
 				x.Ratio[sys] = m / n
@@ -171,9 +174,9 @@ func (r *report) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tMETRIC\tBUSBAR TCP\tBUSBAR UNIX\tNATS TCP\tTCP/NATS\tUNIX/NATS\tBETTER")
 	for _, x := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t%s\t%.2f\t%.2f\t%s\n", x.Workload, x.Metric, x.Unit,
+		fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Workload, x.Metric, x.Unit,
 			num(x.Median["busbar-tcp"]), num(x.Median["busbar-unix"]), num(x.Median["nats-tcp"]),
-			x.Ratio["busbar-tcp"], x.Ratio["busbar-unix"], x.Better)
+			ratio(x.Ratio, "busbar-tcp"), ratio(x.Ratio, "busbar-unix"), x.Better)
 	}
 	_ = tw.Flush()
 	if len(r.Notes) > 0 {
@@ -182,6 +185,14 @@ func (r *report) print(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// ratio prints a row's ratio for system, "-" when it has none.
+func ratio(r map[string]float64, system string) string {
+	if v, ok := r[system]; ok {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return "-"
 }
 
 func num(v float64) string {
