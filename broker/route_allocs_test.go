@@ -118,7 +118,9 @@ func TestRoutingAStreamMessageToAnotherBrokerAllocatesNothing(t *testing.T) {
 	var v hotpath.View
 	h := new(held)
 	// One message first: the link opens, and the size of a frame as it
-	// reaches the subscriber (from and ttl stamped) is known.
+	// reaches the subscriber (from and ttl stamped) is known. b2 writes a
+	// batch to the pipe in one Write, which net.Pipe hands to io.Copy's
+	// one Read: the first count is the whole frame, not a part of it.
 	b1.dispatchHeld(c, frame, &v, h)
 	h.flush()
 	pollUntil(t, time.Minute, "the first message crosses", func() bool { return got.Load() > 0 })
