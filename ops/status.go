@@ -8,7 +8,7 @@ import (
 
 	"busbar/broker"
 	"busbar/relay"
-	"busbar/trueseal"
+	"busbar/edge/trueseal"
 	"busbar/wire"
 )
 

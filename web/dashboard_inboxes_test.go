@@ -15,7 +15,7 @@ import (
 
 	"busbar/broker"
 	"busbar/internal/testbroker"
-	"busbar/trueseal"
+	"busbar/edge/trueseal"
 )
 
 func TestDashboardShowsDurableInboxesByProtocol(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
-	"busbar/cosmix"
+	"busbar/edge/cosmix"
 )
 
 // cosmixListener is serve's --cosmix and --cosmix-socket: cosmix-noded's

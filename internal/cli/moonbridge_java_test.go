@@ -16,7 +16,7 @@ import (
 
 // javaProbe is a MoonBridge backend of busbar's own, plain JDK, compiled
 // for Java 8 (docs/moonbridge.md#the-java-probe).
-const javaProbe = "../../moonbridge/testdata/java/MoonBridgeProbe.java"
+const javaProbe = "../../edge/moonbridge/testdata/java/MoonBridgeProbe.java"
 
 // compileJava compiles the probe with javac --release 8, or skips when
 // there is no JDK (CI sets BUSBAR_REQUIRE_JAVA, and installs one).

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"busbar/auth"
-	"busbar/moonbridge"
+	"busbar/edge/moonbridge"
 )
 
 // `busbar principal add NAME --moonbridge` stores a MoonBridge key in the

@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"busbar/port"
+	"busbar/edge/port"
 	"busbar/wire"
 )
 

@@ -19,8 +19,8 @@ import (
 
 	"busbar/auth"
 	"busbar/broker"
-	"busbar/cosmix"
-	"busbar/moonbridge"
+	"busbar/edge/cosmix"
+	"busbar/edge/moonbridge"
 	"busbar/ops"
 	"busbar/transport"
 )

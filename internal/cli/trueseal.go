@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"busbar/broker"
-	"busbar/trueseal"
+	"busbar/edge/trueseal"
 )
 
 // `busbar serve --trueseal ADDR`: a trueseal relay (package trueseal) on

@@ -20,7 +20,7 @@ import (
 	"busbar/internal/testbroker"
 	"busbar/internal/testnats"
 	"busbar/ops"
-	"busbar/trueseal"
+	"busbar/edge/trueseal"
 )
 
 var truesealSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)

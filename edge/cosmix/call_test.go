@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"busbar/client"
-	"busbar/port"
+	"busbar/edge/port"
 	"busbar/wire"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"busbar/auth"
 	"busbar/client"
-	"busbar/port"
+	"busbar/edge/port"
 	"busbar/wire"
 )
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"busbar/port"
+	"busbar/edge/port"
 )
 
 // A program serves a port with one command of its own; a script calls it,
