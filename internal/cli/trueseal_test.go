@@ -17,10 +17,10 @@ import (
 
 	"github.com/flynn/noise"
 
+	"busbar/edge/trueseal"
 	"busbar/internal/testbroker"
 	"busbar/internal/testnats"
 	"busbar/ops"
-	"busbar/edge/trueseal"
 )
 
 var truesealSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)
