@@ -161,10 +161,8 @@ func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, re
 // could take is within its HandshakeGrace.
 func (b *Broker) refuseLogin(nc net.Conn) {
 	b.stats.handshakesRefused.Add(1)
-	if skipped, ok := b.evictLog.allow(time.Now()); ok {
-		b.log.Warn("connection refused while logging in: every place is held by a newer one", "remote", remote(nc),
-			"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "grace", b.opts.HandshakeGrace, "more_since_last_logged", skipped)
-	}
+	b.refusals.Warn("connection refused while logging in: every place is held by a newer one", remoteHost(nc),
+		"max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "grace", b.opts.HandshakeGrace)
 }
 
 // evict closes the holder of a place that made room for another: a bus
@@ -175,10 +173,8 @@ func (b *Broker) evict(old *loginPlace) {
 	if old.conn != nil {
 		nc = old.conn.nc
 	}
-	if skipped, ok := b.evictLog.allow(time.Now()); ok {
-		b.log.Warn("connection closed while logging in, to make room", "remote", remote(nc), "http", old.conn == nil,
-			"hello_progress", old.progress.Load(), "max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr, "more_since_last_logged", skipped)
-	}
+	b.refusals.Warn("connection closed while logging in, to make room", remoteHost(nc), "http", old.conn == nil,
+		"hello_progress", old.progress.Load(), "max_handshakes", b.opts.MaxHandshakes, "per_addr", b.opts.MaxHandshakesPerAddr)
 	if old.conn != nil {
 		old.conn.closeWith(wire.ResultOverload, b.handshakeLimitText())
 		return
@@ -308,31 +304,6 @@ func refuseConn(nc net.Conn, res wire.Result, text string) {
 		_ = w.Flush()
 	}
 	_ = nc.Close()
-}
-
-// floodLogInterval is how often a warning that a flood can repeat (a
-// connection evicted while logging in, one refused at capacity) is
-// written at most; the ones in between are counted into the next.
-const floodLogInterval = time.Second
-
-// throttle passes one log line per floodLogInterval and counts the rest.
-type throttle struct {
-	mu      sync.Mutex
-	last    time.Time
-	skipped int
-}
-
-// allow reports whether to log now, and how many lines were skipped
-// since the last one logged.
-func (t *throttle) allow(now time.Time) (skipped int, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if now.Sub(t.last) < floodLogInterval {
-		t.skipped++
-		return 0, false
-	}
-	t.last, skipped, t.skipped = now, t.skipped, 0
-	return skipped, true
 }
 
 // helloRead is the progress of a peer whose whole hello has arrived: more

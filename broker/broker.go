@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/edge"
 	"busbar/internal/hotpath"
 	"busbar/transport"
 	"busbar/wire"
@@ -45,7 +46,9 @@ type Broker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	evictLog, capacityLog, authLog throttle // flood warnings, at most one per floodLogInterval
+	// refusals is the rate-limited log of refusals every door shares
+	// (edge.RefusalLog): the broker's own and its adapters' (Refusals).
+	refusals *edge.RefusalLog
 
 	// closing is set once, under mu, when Shutdown begins; read anywhere
 	// (the hot path refuses new work without taking mu).
@@ -77,6 +80,7 @@ func New(opts Options) (*Broker, error) {
 		bus:       alone{},
 		opts:      opts,
 		log:       opts.Logger,
+		refusals:  edge.NewRefusalLog(opts.Logger),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stop:      make(chan struct{}),
@@ -116,7 +120,9 @@ func (b *Broker) Name() string { return b.opts.Name }
 func (b *Broker) Uptime() time.Duration { return time.Since(b.started) }
 
 // Serve accepts connections from ln until ln fails or Shutdown closes it.
-// It returns ErrClosed after Shutdown.
+// It returns ErrClosed after Shutdown. A temporary accept failure (out of
+// file descriptors) is retried after a growing pause (edge.Accept): it
+// never stops the broker.
 func (b *Broker) Serve(ln net.Listener) error {
 	b.mu.Lock()
 	if b.closing.Load() {
@@ -128,24 +134,15 @@ func (b *Broker) Serve(ln net.Listener) error {
 	b.serving.Add(1)
 	b.mu.Unlock()
 	defer b.serving.Done()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			b.mu.Lock()
-			closing := b.closing.Load()
-			delete(b.listeners, ln)
-			b.mu.Unlock()
-			if closing {
-				return ErrClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		go b.ServeConn(nc)
+	err := edge.Accept(ln, ln.Addr().Network(), b.log, func(nc net.Conn) { go b.ServeConn(nc) })
+	b.mu.Lock()
+	closing := b.closing.Load()
+	delete(b.listeners, ln)
+	b.mu.Unlock()
+	if closing {
+		return ErrClosed
 	}
+	return err
 }
 
 // ServeConn serves one connection until it closes: handshake, then frames.
@@ -265,6 +262,29 @@ func remote(nc net.Conn) string {
 	return "local"
 }
 
+// remoteHost is the source address a refusal from nc is logged under
+// (edge.RefusalLog): its host for a network peer, "" for a local one.
+func remoteHost(nc net.Conn) string {
+	if addr, local := peerAddr(nc); !local {
+		return addr
+	}
+	return ""
+}
+
+// Refusals is the rate-limited refusal log the broker writes to, for the
+// doors of the same process to share (edge.RefusalLog).
+func (b *Broker) Refusals() *edge.RefusalLog { return b.refusals }
+
+// Logger is the broker's log, for the doors of the same process.
+func (b *Broker) Logger() *slog.Logger { return b.log }
+
+// Door is the shared door for an adapter of the same process: the
+// broker's log, its refusal log, and its login pools as the pre-login
+// admission (HoldLoginPlace).
+func (b *Broker) Door() edge.Door {
+	return edge.Door{Log: b.log, Refusals: b.refusals, Hold: b.HoldLoginPlace}
+}
+
 // track counts c as served, or refuses it: the broker is shutting down,
 // or serves MaxConnections already.
 func (b *Broker) track(c *conn) *refusal {
@@ -281,10 +301,7 @@ func (b *Broker) track(c *conn) *refusal {
 	}
 	if !c.inproc && full {
 		b.stats.overCapacity.Add(1)
-		if skipped, ok := b.capacityLog.allow(time.Now()); ok {
-			b.log.Warn("connection refused: at capacity", "max_connections", b.opts.MaxConnections, "local_reserve", b.opts.LocalReserve,
-				"remote", remote(c.nc), "more_since_last_logged", skipped)
-		}
+		b.refusals.Warn("connection refused: at capacity", remoteHost(c.nc), "max_connections", b.opts.MaxConnections, "local_reserve", b.opts.LocalReserve)
 		return refuse(wire.ResultOverload, "the broker serves its limit of "+strconv.Itoa(b.opts.MaxConnections)+" connections ("+
 			strconv.Itoa(b.opts.LocalReserve)+" of them kept for local peers); retry later")
 	}

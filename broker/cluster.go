@@ -184,10 +184,9 @@ type cluster struct {
 	subj subjects
 	subs []*nats.Subscription
 
-	key    *busKey    // nil: no bus key (cluster_buskey.go)
-	pub    publishing // the order of what this broker publishes, with a key
-	room   int        // what an envelope adds to a message at most; 0 without a key
-	keyLog throttle   // of the messages refused by the key
+	key  *busKey    // nil: no bus key (cluster_buskey.go)
+	pub  publishing // the order of what this broker publishes, with a key
+	room int        // what an envelope adds to a message at most; 0 without a key
 
 	dirty  chan struct{} // 1 slot: the directory changed since the last snapshot
 	resync chan struct{} // 1 slot: every namespace is owed to the bus (cluster_state.go)

@@ -323,9 +323,7 @@ func (cl *cluster) guarded(h nats.MsgHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		if err := cl.key.open(m, f, time.Now()); err != nil {
 			cl.b.stats.drop(DropBusKey)
-			if skipped, ok := cl.keyLog.allow(time.Now()); ok {
-				cl.b.log.Warn("bus: refused a NATS message: "+err.Error(), "subject", clip(m.Subject), "more_since_last_logged", skipped)
-			}
+			cl.b.refusals.Warn("bus: refused a NATS message", "", "err", err.Error(), "subject", clip(m.Subject))
 			return
 		}
 		h(m)

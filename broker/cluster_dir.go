@@ -147,9 +147,7 @@ func (cl *cluster) onShare(m *nats.Msg) {
 		if err != nil && cl.key == nil && len(m.Data) >= envFixed && (m.Data[0] == envMAC || m.Data[0] == envSealed) {
 			// Without a key this broker takes none of a keyed bus's messages.
 			cl.b.stats.drop(DropBusKey)
-			if skipped, ok := cl.keyLog.allow(time.Now()); ok {
-				cl.b.log.Warn("bus: a broker of this bus uses a bus key and this one has none (--nats-bus-key); its messages are refused", "broker", clip(sender(m)), "more_since_last_logged", skipped)
-			}
+			cl.b.refusals.Warn("bus: a broker of this bus uses a bus key and this one has none (--nats-bus-key); its messages are refused", "", "broker", clip(sender(m)))
 			return
 		}
 		cl.b.log.Warn("bus: malformed directory page ignored", "subject", m.Subject, "err", err)

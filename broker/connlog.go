@@ -55,13 +55,23 @@ func (l *connLogs) allow(kind logKind, now time.Time) (suppressed int, ok bool) 
 }
 
 // warnConn writes a warning about c, rate-limited per connection and kind.
+//
+// The warning then goes through the refusal log every door shares, under
+// its peer's address: a peer that reconnects after each burst starts a
+// new connection's allowance, not a new address's (edge.RefusalLog).
 func (b *Broker) warnConn(c *endpoint, kind logKind, msg string, args ...any) {
 	suppressed, ok := c.logs.allow(kind, time.Now())
 	if !ok {
 		b.stats.logSuppressed.Add(1)
 		return
 	}
-	b.log.Warn(msg, append(args, "suppressed_since_last", suppressed)...)
+	host := "local"
+	if c.nc != nil {
+		if h, local := peerAddr(c.nc); !local {
+			host = h
+		}
+	}
+	b.refusals.Warn(msg, host, append(args, "suppressed_since_last", suppressed)...)
 }
 
 // malformedFrame answers a frame of c's that does not parse, and closes c

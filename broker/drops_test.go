@@ -345,24 +345,3 @@ func TestPausedSubscriberLosesNothing(t *testing.T) {
 		}
 	})
 }
-
-// A warning a flood can repeat is written at most once per
-// floodLogInterval, and the next one says how many were skipped.
-func TestFloodWarningsAreThrottled(t *testing.T) {
-	var th throttle
-	t0 := time.Unix(1000, 0)
-	if skipped, ok := th.allow(t0); !ok || skipped != 0 {
-		t.Fatalf("first: %d %v", skipped, ok)
-	}
-	for i := range 5 {
-		if _, ok := th.allow(t0.Add(time.Duration(i) * floodLogInterval / 5)); ok {
-			t.Fatalf("line %d within the interval was let through", i)
-		}
-	}
-	if _, ok := th.allow(t0.Add(floodLogInterval - 1)); ok {
-		t.Fatal("a line just inside the interval was let through")
-	}
-	if skipped, ok := th.allow(t0.Add(floodLogInterval)); !ok || skipped != 6 {
-		t.Fatalf("at the interval: %d skipped, %v; want 6, true", skipped, ok)
-	}
-}

@@ -167,10 +167,7 @@ func (b *Broker) authenticate(c *conn, h wire.Hello, nonce []byte) (*auth.Permis
 	}
 	p, err := b.opts.Auth.Authenticate(auth.Credential{Principal: h.Principal, Secret: h.Secret, Signature: h.Signature}, h.Node, nonce)
 	if err != nil {
-		if skipped, ok := b.authLog.allow(time.Now()); ok {
-			b.log.Warn("authentication refused", "node", clip(h.Node), "principal", clip(h.Principal), "reason", auth.Reason(err),
-				"remote", remote(c.nc), "more_since_last_logged", skipped)
-		}
+		b.refusals.Warn("authentication refused", remoteHost(c.nc), "node", clip(h.Node), "principal", clip(h.Principal), "reason", auth.Reason(err))
 		return nil, err
 	}
 	return &p.Permissions, nil

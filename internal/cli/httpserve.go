@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"busbar/edge"
 	"busbar/ops"
 	"busbar/transport"
 	"busbar/web"
@@ -20,11 +21,6 @@ import (
 // defaultHTTP is serve's loopback HTTP listener: the bus over WebSocket and
 // the browser client (docs/browser.md).
 const defaultHTTP = "127.0.0.1:7475"
-
-// httpReadHeaderTimeout bounds how long a peer may take to send a
-// request's headers, so idle peers cannot hold the HTTP listener's
-// goroutines.
-const httpReadHeaderTimeout = 5 * time.Second
 
 // errHTTPSNeedsCert is a usage error of serve's.
 var errHTTPSNeedsCert = errors.New("--https needs --tls-cert and --tls-key")
@@ -98,19 +94,15 @@ func listenHTTP(httpAddr, httpsAddr, sock string, tlsCfg *tls.Config, origins st
 }
 
 func newHTTPListener(ln net.Listener, opts transport.WebSocketOptions, operator ops.Options) *httpListener {
-	h := &httpListener{ln: ln, bus: transport.NewWebSocketListener(ln.Addr(), opts)}
+	h := &httpListener{bus: transport.NewWebSocketListener(ln.Addr(), opts)}
+	var hold edge.Hold
+	var log *slog.Logger
 	if operator.Broker != nil {
-		h.ln = &admitListener{Listener: ln, hold: operator.Broker.HoldLoginPlace}
+		hold, log = operator.Broker.HoldLoginPlace, operator.Broker.Logger()
 	}
-	h.srv = &http.Server{
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		MaxHeaderBytes:    httpMaxHeaderBytes,
-		IdleTimeout:       httpIdleTimeout,
-	}
-	operator.Authenticated = admitHTTP(h.srv)
 	mux := web.Handler(h.bus)
+	h.srv, h.ln, operator.Authenticated = edge.HTTPServer(mux, ln, "http", log, hold)
 	ops.Register(mux, operator)
-	h.srv.Handler = mux
 	return h
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"busbar/broker"
+	"busbar/edge"
 	"busbar/internal/testbroker"
 	"busbar/ops"
 )
@@ -84,7 +85,7 @@ func TestHTTPHeaderFloodIsBoundedByTheLoginPool(t *testing.T) {
 	// (128) from each, more than the pool (512) in all. Each sends a
 	// header line just under the limit and never ends it.
 	const addrs, perAddr = 6, 150
-	line := "GET / HTTP/1.1\r\nHost: busbar\r\nX-Flood: " + strings.Repeat("a", httpMaxHeaderBytes-1024)
+	line := "GET / HTTP/1.1\r\nHost: busbar\r\nX-Flood: " + strings.Repeat("a", edge.HTTPMaxHeaderBytes-1024)
 	var closed atomic.Int64
 	var wg sync.WaitGroup
 	var conns []net.Conn
@@ -163,8 +164,8 @@ func TestHTTPHeadersOverTheLimitAreRefused(t *testing.T) {
 		want string
 	}{
 		// net/http reads up to the limit plus 4,096 bytes of slack.
-		{httpMaxHeaderBytes + 4096, "HTTP/1.1 200"},
-		{httpMaxHeaderBytes + 4096 + 1, "HTTP/1.1 431"},
+		{edge.HTTPMaxHeaderBytes + 4096, "HTTP/1.1 200"},
+		{edge.HTTPMaxHeaderBytes + 4096 + 1, "HTTP/1.1 431"},
 	} {
 		c, err := net.Dial("tcp", m[1])
 		if err != nil {

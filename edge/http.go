@@ -1,16 +1,17 @@
-package cli
+package edge
 
 import (
 	"context"
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// What serve's HTTP listener lets a peer that has not authenticated hold
-// (docs/messaging.md#limits). A connection counts as unauthenticated from
+// What an HTTP-based door (serve's HTTP listener, --cosmix) lets a peer
+// that has not authenticated hold (docs/operations.md#doors). A connection counts as unauthenticated from
 // its accept until its first request with the token, or its upgrade to
 // the bus over WebSocket (where the bus's handshake takes over), and it
 // holds a place in the broker's login pool of its kind all that time
@@ -18,17 +19,51 @@ import (
 // many for local ones, MaxHandshakesPerAddr per network address; the
 // place past its grace with the least of a hello (an HTTP one has none),
 // the oldest of those, is closed to make room. What one such connection can make serve
-// hold is its request line and headers (httpMaxHeaderBytes, plus the
+// hold is its request line and headers (HTTPMaxHeaderBytes, plus the
 // 4 KiB of slack and the 4 KiB read and write buffers of net/http) and a
 // goroutine.
 const (
-	// httpMaxHeaderBytes bounds a request's line and headers; a request
+	// HTTPMaxHeaderBytes bounds a request's line and headers; a request
 	// over it is answered 431 and its connection closed.
-	httpMaxHeaderBytes = 16 << 10
-	// httpIdleTimeout closes a keep-alive connection idle this long
+	HTTPMaxHeaderBytes = 16 << 10
+	// HTTPReadHeaderTimeout bounds how long a peer may take to send a
+	// request's headers, so idle peers cannot hold goroutines.
+	HTTPReadHeaderTimeout = 5 * time.Second
+	// HTTPIdleTimeout closes a keep-alive connection idle this long
 	// between requests.
-	httpIdleTimeout = 30 * time.Second
+	HTTPIdleTimeout = 30 * time.Second
 )
+
+// Hold counts nc, accepted by a door and not yet authenticated, in the
+// shared pre-login admission, and returns what gives its place back
+// (idempotent); when there is no room it closes nc and returns a no-op.
+// broker.(*Broker).HoldLoginPlace is the one busbar serve uses.
+type Hold func(nc net.Conn) (release func())
+
+// HTTPServer returns an http.Server with the settings every HTTP-based
+// door shares, serving h, and a listener wrapper for it: each connection
+// ln accepts holds an admission place (hold; nil: none) until its first
+// authenticated request (call authenticated from the handler), its
+// hijack (an upgrade: the protocol behind it takes over), or its close.
+// door names the listener in the accept log.
+func HTTPServer(h http.Handler, ln net.Listener, door string, log *slog.Logger, hold Hold) (srv *http.Server, wrapped net.Listener, authenticated func(*http.Request)) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: HTTPReadHeaderTimeout,
+		MaxHeaderBytes:    HTTPMaxHeaderBytes,
+		IdleTimeout:       HTTPIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	wrapped = Listener(ln, door, log)
+	if hold == nil {
+		return srv, wrapped, func(*http.Request) {}
+	}
+	wrapped = &admitListener{Listener: wrapped, hold: hold}
+	return srv, wrapped, admitHTTP(srv)
+}
 
 // admitListener counts each connection it accepts in the broker's login
 // pool until release.
