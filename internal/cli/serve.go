@@ -338,6 +338,7 @@ func (s *serveRun) start() int {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		return exitFail
 	}
+	checkFileLimit(log, s.doorLimits())
 	return exitOK
 }
 

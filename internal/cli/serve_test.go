@@ -44,8 +44,16 @@ const serveStartDeadline = time.Minute
 
 func startServe(t *testing.T, data string, args ...string) *server {
 	t.Helper()
+	return startServeUnder(t, nil, data, args...)
+}
+
+// startServeUnder is startServe with serve run by wrapper, a command
+// line that execs its last arguments (a shell that sets a limit first).
+func startServeUnder(t *testing.T, wrapper []string, data string, args ...string) *server {
+	t.Helper()
 	s := &server{data: data, exited: make(chan error, 1)}
-	s.cmd = exec.Command(binPath, append([]string{"serve", "--data", data, "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	argv := append(append(wrapper, binPath, "serve", "--data", data, "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "warn"), args...)
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {

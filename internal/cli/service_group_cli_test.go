@@ -90,16 +90,22 @@ func startWorker(t *testing.T, s *server, name string) (kill func()) {
 // busClient connects a Go client as node to s's socket.
 func busClient(t *testing.T, ctx context.Context, s *server, node string) *client.Client {
 	t.Helper()
-	cred, err := auth.LoadCredential(filepath.Join(s.data, auth.CredentialsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Connect(ctx, client.Options{Node: node, Server: "unix://" + filepath.Join(s.data, "busbar.sock"), Credential: cred})
+	c, err := dialBusClient(ctx, s, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// dialBusClient connects a Go client as node to s's socket, returning
+// the error; the caller closes the client.
+func dialBusClient(ctx context.Context, s *server, node string) (*client.Client, error) {
+	cred, err := auth.LoadCredential(filepath.Join(s.data, auth.CredentialsFile))
+	if err != nil {
+		return nil, err
+	}
+	return client.Connect(ctx, client.Options{Node: node, Server: "unix://" + filepath.Join(s.data, "busbar.sock"), Credential: cred})
 }
 
 // awaitWorkers waits until c's broker knows n instances of echoer, each
