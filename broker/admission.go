@@ -93,9 +93,30 @@ type handshakePool struct {
 
 // handshakes is the broker's admission of connections still logging in.
 type handshakes struct {
-	mu    sync.Mutex // guards the pools and every loginPlace
+	mu    sync.Mutex // guards the pools and every loginPlace, and peekBuf
 	local handshakePool
 	net   handshakePool
+	// peekBuf holds what victim peeks of a place's socket (unread).
+	peekBuf [prefixLen + MaxHelloBytes]byte
+}
+
+// unread is the progress of what p's peer has sent that p's reader has
+// not read yet, for a place whose reader has read nothing: on a busy
+// broker a prompt client's whole hello can wait in its socket past
+// HandshakeIdleGrace, and it must not then rank below a peer that drips
+// a byte at a time. It peeks at the socket (peekConn), leaving the bytes
+// for the reader; 0 where the connection cannot be peeked (TLS, a pipe,
+// an HTTP place) or nothing waits. Called with h.mu held.
+func (h *handshakes) unread(p *loginPlace) int64 {
+	if p.conn == nil {
+		return 0 // an HTTP place: no hello to measure
+	}
+	n := peekConn(p.conn.nc, h.peekBuf[:])
+	if n <= 0 {
+		return 0
+	}
+	var scan helloScan
+	return scan.feed(h.peekBuf[:n])
 }
 
 func (h *handshakes) init() {
@@ -140,9 +161,9 @@ func (b *Broker) admitPlace(p *loginPlace, nc net.Conn) (evicted *loginPlace, re
 	idleGraced := p.since.Add(-b.opts.HandshakeIdleGrace) // …or, having sent nothing, before this
 	switch {
 	case !p.local && pool.byAddr[p.addr] >= b.opts.MaxHandshakesPerAddr:
-		evicted = pool.victim(graced, idleGraced, p.addr)
+		evicted = pool.victim(graced, idleGraced, p.addr, h.unread)
 	case pool.order.Len() >= b.opts.MaxHandshakes:
-		evicted = pool.victim(graced, idleGraced, "")
+		evicted = pool.victim(graced, idleGraced, "", h.unread)
 	default:
 		full = false
 	}
@@ -252,10 +273,12 @@ func (b *Broker) HoldLoginPlace(nc net.Conn) (release func()) {
 // victim is the place that makes room in pool (or, with addr, in that
 // address's share): of those admitted no later than graced, the one with
 // the least progress, the oldest of equals; nil when none is past its
-// grace. The places are in the order admitted, so it stops at the first
-// one still within its grace, or at the first that has sent nothing (none
-// can have less): under a flood of idle peers it looks at one.
-func (pool *handshakePool) victim(graced, idleGraced time.Time, addr string) *loginPlace {
+// grace. A place whose reader has read nothing counts what waits unread
+// on its socket (unread). The places are in the order admitted, so it
+// stops at the first one still within its grace, or at the first that
+// has sent nothing (none can have less): under a flood of idle peers it
+// looks at one.
+func (pool *handshakePool) victim(graced, idleGraced time.Time, addr string, unread func(*loginPlace) int64) *loginPlace {
 	var v *loginPlace
 	least := int64(0)
 	for e := pool.order.Front(); e != nil; e = e.Next() {
@@ -269,7 +292,11 @@ func (pool *handshakePool) victim(graced, idleGraced time.Time, addr string) *lo
 		if o.since.After(graced) && o.stalledSince().After(idleGraced) {
 			continue // within its grace, and its peer sent some of a hello lately
 		}
-		if n := o.progress.Load(); v == nil || n < least {
+		n := o.progress.Load()
+		if n == 0 {
+			n = unread(o)
+		}
+		if v == nil || n < least {
 			v, least = o, n
 			if n == 0 {
 				break // none has less, and it is the oldest of those
