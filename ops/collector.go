@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"busbar/broker"
+	"busbar/edge"
 	"busbar/relay"
 )
 
@@ -48,6 +49,7 @@ type collector struct {
 	relayExpired, relayDamaged, relayRefused      *prometheus.Desc
 	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
 	groupRequests                                 *prometheus.Desc
+	acceptFailures, refusalLines                  *prometheus.Desc
 	traffic                                       trafficDescs
 }
 
@@ -78,6 +80,8 @@ func newCollector(b *broker.Broker) *collector {
 		relaySegments:  desc("relay_segments", "Segment files of the relay's log."),
 		relayDiskBytes: desc("relay_disk_bytes", "Bytes of the relay's segment files."),
 		relayLiveBytes: desc("relay_live_bytes", "Bytes of the relay's records still needed."),
+		acceptFailures: desc("accept_failures_total", "Temporary accept failures (out of file descriptors, a peer gone before its accept) retried after a pause, by door.", "door"),
+		refusalLines:   desc("refusal_log_lines_total", "Refusal warnings of every door, by outcome: written, or not_logged past the refusal log's rate (edge.RefusalLog).", "outcome"),
 		groupRequests:  desc("group_requests_total", "Requests this broker sent to each live member of a service group through the service's bare name.", "service", "group", "node"),
 	}
 	for _, k := range counters {
@@ -90,7 +94,7 @@ func newCollector(b *broker.Broker) *collector {
 func (c *collector) all() []*prometheus.Desc {
 	return slices.Concat([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
-		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes, c.groupRequests}, c.counters, c.traffic.all())
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes, c.groupRequests, c.acceptFailures, c.refusalLines}, c.counters, c.traffic.all())
 }
 
 // Describe implements prometheus.Collector.
@@ -115,6 +119,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range broker.DropReasons() {
 		count(c.dropped, float64(st.Drops[r]), r.String())
 	}
+	for door, n := range edge.AcceptFailures() {
+		count(c.acceptFailures, float64(n), door)
+	}
+	written, notLogged := c.b.Refusals().Counts()
+	count(c.refusalLines, float64(written), "written")
+	count(c.refusalLines, float64(notLogged), "not_logged")
 	gauge(c.connections, float64(c.b.Connections()))
 	gauge(c.nodes, float64(st.Nodes))
 	gauge(c.services, float64(len(c.b.Services())))
