@@ -354,7 +354,7 @@ func (b *Broker) readLoop(c *conn, r *wire.Reader) {
 			}
 			continue
 		case errors.Is(err, wire.ErrTooLarge):
-			b.log.Warn("oversize frame; closing", "node", c.node, "err", err)
+			b.refusals.Warn("oversize frame; closing", remoteHost(c.nc), "node", c.node, "err", err)
 			b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultTooLarge, err.Error()))
 			return
 		default:

@@ -156,7 +156,7 @@ func (c *endpoint) writeLoop() {
 	c.setReason(wire.ResultSlow)
 	c.b.stats.slowConsumers.Add(1)
 	c.b.events.add(Event{Kind: EventSlow, Node: node, Text: err.Error()})
-	c.b.log.Warn("write timed out; disconnecting slow consumer", "node", node, "err", err)
+	c.b.refusals.Warn("write timed out; disconnecting slow consumer", remoteHost(c.nc), "node", node, "err", err)
 }
 
 func (c *endpoint) setReason(r wire.Result) {

@@ -81,7 +81,7 @@ func (b *Broker) malformedFrame(c *conn, err error) (closed bool) {
 	c.malformedRun++
 	if c.malformedRun >= MaxMalformedRun {
 		b.stats.garbageClosed.Add(1)
-		b.log.Warn("closing a connection that sends only garbage", "node", c.node, "remote", remote(c.nc),
+		b.refusals.Warn("closing a connection that sends only garbage", remoteHost(c.nc), "node", c.node,
 			"malformed_in_a_row", c.malformedRun, "err", clip(err.Error()))
 		b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultMalformed,
 			"closed after "+strconv.Itoa(c.malformedRun)+" frames in a row that did not parse; the last: "+err.Error()))

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,12 +83,13 @@ func TestMalformedFramesAreLoggedOncePerSecondAndGarbageIsClosed(t *testing.T) {
 		t.Fatalf("suppressed %d, malformed %d; want %d and %d", s.LogSuppressed, s.Malformed, sent-written, sent)
 	}
 
-	// Another connection's first warning is its own.
+	// Another connection from the same address shares the address's
+	// allowance (edge.RefusalLog): reconnecting buys no more lines.
 	other := e.DialRaw(t)
 	other.Hello(t, wire.ProtocolVersion, "other", "local", e.Secrets["local"])
 	sendBad(t, other, 1)
-	if logs.n("malformed frame") != written+1 {
-		t.Fatal("another connection's malformed frame was not logged")
+	if n, most := logs.n("malformed frame"), 1+int(time.Since(start)/time.Second); n > most {
+		t.Fatalf("%d warnings written in %v from one address, want at most %d", n, time.Since(start), most)
 	}
 
 	// One more: the run reaches MaxMalformedRun, the last answer says so,
@@ -100,5 +102,29 @@ func TestMalformedFramesAreLoggedOncePerSecondAndGarbageIsClosed(t *testing.T) {
 	}
 	if s := e.Broker.Stats(); s.GarbageClosed != 1 || logs.n("closing a connection that sends only garbage") != 1 {
 		t.Fatalf("garbage closed %d, logged %d; want 1 and 1", s.GarbageClosed, logs.n("closing a connection that sends only garbage"))
+	}
+}
+
+// A peer that reconnects after each burst of malformed frames gets no
+// more lines in the log than one that stays: the refusal log counts per
+// source address across connections, one line a second.
+func TestReconnectingAfterEachBurstDoesNotFloodTheLog(t *testing.T) {
+	const logins = 100
+	logs := &logCounter{count: map[string]int{}}
+	e := testbroker.Start(t, "tcp", broker.Options{Logger: slog.New(logs)})
+	start := time.Now()
+	for i := range logins {
+		r := e.DialRaw(t)
+		r.Hello(t, wire.ProtocolVersion, "mallory-"+strconv.Itoa(i), "local", e.Secrets["local"])
+		sendBad(t, r, 3)
+		r.Conn.Close()
+	}
+	elapsed := time.Since(start)
+	if n, most := logs.n("malformed frame"), 1+int(elapsed/time.Second); n > most {
+		t.Fatalf("%d warnings written for %d logins of one address in %v; want at most %d", n, logins, elapsed, most)
+	}
+	written, notLogged := e.Broker.Refusals().Counts()
+	if written+notLogged < logins {
+		t.Fatalf("the refusal log saw %d+%d warnings, want at least %d", written, notLogged, logins)
 	}
 }

@@ -85,7 +85,7 @@ func (b *Broker) cutForReceipts(c *conn) {
 	if first { // not already closing (its writer timed out, its lease ran out…)
 		b.stats.slowConsumers.Add(1)
 		b.events.add(Event{Kind: EventSlow, Node: c.node, Text: text})
-		b.log.Warn("no receipts; disconnecting slow consumer", "node", c.node, "epoch", c.epoch, "owed", len(owed), "receipt_timeout", b.opts.ReceiptTimeout)
+		b.refusals.Warn("no receipts; disconnecting slow consumer", remoteHost(c.nc), "node", c.node, "epoch", c.epoch, "owed", len(owed), "receipt_timeout", b.opts.ReceiptTimeout)
 	}
 	c.closeWith(wire.ResultSlow, text)
 	b.retire(c)
