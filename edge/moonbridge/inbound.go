@@ -59,10 +59,15 @@ func (ss *session) toBackend(m *wire.Message, kind Kind) {
 	ss.nextOp++
 	op := ss.nextOp
 	ss.toBack[op] = in
-	in.timer = time.AfterFunc(time.Duration(timeout)*time.Millisecond, func() { ss.takeInbound(op, in) })
+	budget := time.Duration(timeout) * time.Millisecond
+	deadline := time.Now().Add(budget)
+	in.timer = time.AfterFunc(budget, func() { ss.takeInbound(op, in) })
 	ss.mu.Unlock()
+	// The frame carries its deadline to the writer, which drops it if the
+	// deadline passes first, and else writes what is left then as its
+	// timeout (stampTimeout).
 	frame, err := EncodeMessage(MessageFrame{OperationID: op, TimeoutMillis: timeout, Message: in.msg})
-	if err == nil && !ss.queue(frame) {
+	if err == nil && !ss.queue(frame, deadline) {
 		if ss.takeInbound(op, in) {
 			ss.answerBus(in, Backpressured, CodeBackpressured, "the backend's write queue is full")
 		}
