@@ -65,6 +65,7 @@ type env struct {
 	addr     string
 	log      *logBuf
 	refusals *edge.RefusalLog // the door's, writing to log
+	dialer   net.Dialer       // what backends dial with
 }
 
 // start runs a broker and a MoonBridge server in front of it, on the
@@ -139,7 +140,7 @@ func registration(name, instance, keyID string) Register {
 // error the registration met (io.EOF: closed without a frame).
 func (e *env) dial(reg Register, secret string) (*backend, error) {
 	e.t.Helper()
-	nc, err := net.Dial("tcp", e.addr)
+	nc, err := e.dialer.Dial("tcp", e.addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
