@@ -271,7 +271,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	ss, err := s.login(nc, reg, p)
 	if err != nil {
-		s.refused(nc, reg, err)
+		if !errors.Is(err, ErrServerClosed) { // the broker is stopping: not the peer's doing
+			s.refused(nc, reg, err)
+		}
 		return
 	}
 	release()
