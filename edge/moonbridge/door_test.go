@@ -206,3 +206,34 @@ func TestStampTimeoutBounds(t *testing.T) {
 		t.Fatal("stamped a PONG")
 	}
 }
+
+// Without a shared admission (a Door with no Hold) the server keeps its
+// own: MaxConnections connections before REGISTERED at once; one more
+// is closed before its HELLO, and logged; a place is free again once
+// one of them leaves, and a registered backend holds none.
+func TestOwnAdmissionWithoutHold(t *testing.T) {
+	const max = 2
+	e := start(t, func(c *Config) { c.Door.Hold = nil; c.MaxConnections = max })
+	var idle []net.Conn
+	for range max {
+		idle = append(idle, e.idle())
+	}
+	over, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetDeadline(time.Now().Add(wait))
+	if f, err := ReadFrame(over); err == nil {
+		t.Fatalf("connection %d of %d before REGISTERED got %x", max+1, max, f)
+	}
+	if !strings.Contains(e.log.String(), "too many logging in") {
+		t.Fatalf("not logged:\n%s", e.log.String())
+	}
+	idle[0].Close()
+	testbroker.Await(t, wait, "a free place", func() error {
+		_, err := e.dial(registration("island-a", "island-a", "primary"), secretA)
+		return err
+	})
+	e.register("island-b") // island-a's place was given back at REGISTERED
+}

@@ -75,7 +75,9 @@ type Config struct {
 	// every refusal a peer can cause (a bad registration, over capacity,
 	// a malformed frame, a failed handshake, a backend not reading) is
 	// written through Door.Refusals, rate-limited. Its zero value is a
-	// door of its own (edge.Door.Ready).
+	// door of its own (edge.Door.Ready), except that without a Hold the
+	// server admits at most MaxConnections connections before
+	// REGISTERED at once, and closes one past that at once.
 	Door edge.Door
 	// Zero values take the defaults above.
 	HandshakeTimeout time.Duration
@@ -95,6 +97,7 @@ type Server struct {
 	door       edge.Door
 	log        *slog.Logger
 	slots      chan struct{} // a place per registered backend, MaxConnections
+	loggingIn  chan struct{} // without Door.Hold: a place per connection before REGISTERED, MaxConnections
 
 	expiredGone atomic.Uint64 // Expired of the sessions that ended
 
@@ -134,9 +137,30 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger != nil {
 		door.Log = cfg.Logger
 	}
-	door = door.Ready()
-	return &Server{cfg: cfg, proxyEpoch: NewUUID(), door: door, log: door.Log, slots: make(chan struct{}, cfg.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}, nil
+	s := &Server{cfg: cfg, proxyEpoch: NewUUID(), slots: make(chan struct{}, cfg.MaxConnections),
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}
+	if door.Hold == nil {
+		s.loggingIn = make(chan struct{}, cfg.MaxConnections)
+		door.Hold = s.holdOwn
+	}
+	s.door = door.Ready()
+	s.log = s.door.Log
+	return s, nil
+}
+
+// holdOwn is the admission of a server without a shared one: a place
+// among MaxConnections for a connection before REGISTERED; none left,
+// the connection is closed at once.
+func (s *Server) holdOwn(nc net.Conn) (release func()) {
+	select {
+	case s.loggingIn <- struct{}{}:
+	default:
+		s.door.Refusals.Warn("moonbridge: connection refused: too many logging in", sourceHost(nc), "max_connections", s.cfg.MaxConnections)
+		nc.Close()
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-s.loggingIn }) }
 }
 
 // ProxyEpoch is the epoch REGISTERED carries.
@@ -269,14 +293,13 @@ func (s *Server) serveConn(nc net.Conn) {
 			"backend", clip(reg.Name), "instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID))
 		return
 	}
-	ss, err := s.login(nc, reg, p)
+	ss, err := s.login(nc, reg, p, release)
 	if err != nil {
 		if !errors.Is(err, ErrServerClosed) { // the broker is stopping: not the peer's doing
 			s.refused(nc, reg, err)
 		}
 		return
 	}
-	release()
 	ss.run()
 }
 

@@ -41,8 +41,11 @@ type session struct {
 }
 
 // login dials the broker as the backend's principal, logs the node in,
-// registers its subscription and handlers, and answers REGISTERED.
-func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, error) {
+// registers its subscription and handlers, and answers REGISTERED,
+// calling registered (which gives the connection's admission place
+// back) just before: once the backend reads REGISTERED its place is
+// free.
+func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal, registered func()) (*session, error) {
 	ss := &session{s: s, nc: nc, name: reg.Name, instance: reg.InstanceID, address: reg.Address, p: p,
 		toBack: map[int64]*inbound{}, fromBk: map[string]*pending{}, done: make(chan struct{})}
 	ss.w = edge.NewWriter(nc, edge.WriterOptions{Queue: MaxWriteQueue, WriteTimeout: s.cfg.WriteTimeout,
@@ -65,6 +68,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, 
 		return nil, errors.Join(ErrRegistration, err)
 	}
 	frame, _ := EncodeRegistered(Registered{Epoch: int64(epoch &^ (1 << 63)), ProxyEpoch: s.proxyEpoch})
+	registered()
 	if err := WriteFrame(nc, frame); err != nil {
 		ss.close(err)
 		ss.wg.Wait()
