@@ -145,7 +145,7 @@ func (ss *session) register() error {
 			return err
 		}
 		if wire.ResponseRC(m).IsError() {
-			ss.s.log.Warn("moonbridge: busbar refused a registration of the backend's node", "backend", ss.name,
+			ss.s.door.Refusals.Warn("moonbridge: busbar refused a registration of the backend's node", sourceHost(ss.nc), "backend", ss.name,
 				"command", c[0], "channel", c[1], "error", m.Value(wire.HeaderError))
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
+	"busbar/edge"
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
 )
@@ -58,23 +59,38 @@ func (l *logBuf) String() string {
 }
 
 type env struct {
-	t    *testing.T
-	bus  *testbroker.Env
-	srv  *Server
-	addr string
-	log  *logBuf
+	t        *testing.T
+	bus      *testbroker.Env
+	srv      *Server
+	addr     string
+	log      *logBuf
+	refusals *edge.RefusalLog // the door's, writing to log
+	dialer   net.Dialer       // what backends dial with
 }
 
+// start runs a broker and a MoonBridge server in front of it, on the
+// broker's door as busbar serve sets it up: the broker's admission (its
+// login pools), and a refusal log of the server's own over e.log so that
+// tests read what it wrote.
 func start(t *testing.T, mod func(*Config), extra ...auth.Principal) *env {
 	t.Helper()
-	e := &env{t: t, bus: testbroker.Start(t, "tcp", broker.Options{}), log: &logBuf{}}
+	return startWith(t, broker.Options{}, nil, mod, extra...)
+}
+
+// startWith is start with the broker's options, and a wrapper for the
+// server's listener (nil: none).
+func startWith(t *testing.T, opts broker.Options, wrap func(net.Listener) net.Listener, mod func(*Config), extra ...auth.Principal) *env {
+	t.Helper()
+	e := &env{t: t, bus: testbroker.Start(t, "tcp", opts), log: &logBuf{}}
 	ps := append([]auth.Principal{islands("primary", secretA)}, extra...)
 	keys, err := auth.NewStore(ps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.refusals = edge.NewRefusalLog(logger)
 	cfg := Config{Keys: keys, ProxyNode: e.bus.Broker.Name(), Dial: e.bus.Broker.DialInProcessAs,
-		Logger: slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		Door: edge.Door{Log: logger, Refusals: e.refusals, Hold: e.bus.Broker.HoldLoginPlace}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -87,6 +103,9 @@ func start(t *testing.T, mod func(*Config), extra ...auth.Principal) *env {
 		t.Fatal(err)
 	}
 	e.addr = l.Addr().String()
+	if wrap != nil {
+		l = wrap(l)
+	}
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -121,7 +140,7 @@ func registration(name, instance, keyID string) Register {
 // error the registration met (io.EOF: closed without a frame).
 func (e *env) dial(reg Register, secret string) (*backend, error) {
 	e.t.Helper()
-	nc, err := net.Dial("tcp", e.addr)
+	nc, err := e.dialer.Dial("tcp", e.addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,11 +11,14 @@ import (
 // inbound is an operation busbar opened towards the backend (an event to
 // receipt, a request to answer), waiting for the backend's RESPONSE.
 type inbound struct {
-	id    string // busbar's message id, which the answer replies to
-	from  string // the caller's address
-	kind  Kind   // 0 for a stream message, which gets no answer
-	msg   Message
-	timer *time.Timer
+	id   string // busbar's message id, which the answer replies to
+	from string // the caller's address
+	kind Kind   // 0 for a stream message, which gets no answer
+	msg  Message
+	// deadline is when the operation ends unanswered (timer), and its
+	// MESSAGE, if not written by then, is dropped.
+	deadline time.Time
+	timer    *time.Timer
 }
 
 func (in *inbound) stop() { in.timer.Stop() }
@@ -59,10 +62,15 @@ func (ss *session) toBackend(m *wire.Message, kind Kind) {
 	ss.nextOp++
 	op := ss.nextOp
 	ss.toBack[op] = in
-	in.timer = time.AfterFunc(time.Duration(timeout)*time.Millisecond, func() { ss.takeInbound(op, in) })
+	budget := time.Duration(timeout) * time.Millisecond
+	in.deadline = time.Now().Add(budget)
+	in.timer = time.AfterFunc(budget, func() { ss.takeInbound(op, in) })
 	ss.mu.Unlock()
+	// The frame carries its deadline to the writer, which drops it if the
+	// deadline passes first, and else writes what is left then as its
+	// timeout (stampTimeout).
 	frame, err := EncodeMessage(MessageFrame{OperationID: op, TimeoutMillis: timeout, Message: in.msg})
-	if err == nil && !ss.queue(frame) {
+	if err == nil && !ss.queue(frame, in.deadline) {
 		if ss.takeInbound(op, in) {
 			ss.answerBus(in, Backpressured, CodeBackpressured, "the backend's write queue is full")
 		}

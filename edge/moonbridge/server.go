@@ -9,9 +9,11 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/auth"
+	"busbar/edge"
 )
 
 // Defaults of Config.
@@ -26,8 +28,10 @@ const (
 	// DefaultWriteTimeout bounds one write to a backend; a backend that
 	// takes no bytes for that long is disconnected as a slow consumer.
 	DefaultWriteTimeout = 10 * time.Second
-	// DefaultMaxConnections bounds the backend connections served at
-	// once, registered or not; one past it is closed at once.
+	// DefaultMaxConnections bounds the registered backends served at
+	// once: a registration past it is refused (closed without a frame).
+	// A connection that has not registered takes no place here; it holds
+	// one in the shared admission (Config.Door's Hold) until it has.
 	DefaultMaxConnections = 256
 )
 
@@ -65,12 +69,24 @@ type Config struct {
 	// AllowHosts, when not empty, lists the hosts a backend may advertise
 	// in its game address (MoonBridge's allowedHosts); empty allows any.
 	AllowHosts []string
+	// Door is the shared door the server stands behind (busbar serve
+	// gives broker.(*Broker).Door()): a connection holds a place in its
+	// admission (Door.Hold) from accept until REGISTERED, or its close;
+	// every refusal a peer can cause (a bad registration, over capacity,
+	// a malformed frame, a failed handshake, a backend not reading) is
+	// written through Door.Refusals, rate-limited. Its zero value is a
+	// door of its own (edge.Door.Ready), except that without a Hold the
+	// server admits at most MaxConnections connections before
+	// REGISTERED at once, and closes one past that at once.
+	Door edge.Door
 	// Zero values take the defaults above.
 	HandshakeTimeout time.Duration
 	Lease            time.Duration
 	WriteTimeout     time.Duration
 	MaxConnections   int
-	Logger           *slog.Logger
+	// Logger is where the server logs what is not a refusal (backends
+	// registered and gone); nil: Door.Log.
+	Logger *slog.Logger
 }
 
 // Server serves MoonBridge backend connections. Each registered backend
@@ -78,8 +94,12 @@ type Config struct {
 type Server struct {
 	cfg        Config
 	proxyEpoch UUID
+	door       edge.Door
 	log        *slog.Logger
-	slots      chan struct{}
+	slots      chan struct{} // a place per registered backend, MaxConnections
+	loggingIn  chan struct{} // without Door.Hold: a place per connection before REGISTERED, MaxConnections
+
+	expiredGone atomic.Uint64 // Expired of the sessions that ended
 
 	mu        sync.Mutex // guards closed, listeners, sessions, conns; taken before wg.Add
 	closed    bool
@@ -113,68 +133,75 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	door := cfg.Door
+	if cfg.Logger != nil {
+		door.Log = cfg.Logger
 	}
-	return &Server{cfg: cfg, proxyEpoch: NewUUID(), log: cfg.Logger, slots: make(chan struct{}, cfg.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}, nil
+	s := &Server{cfg: cfg, proxyEpoch: NewUUID(), slots: make(chan struct{}, cfg.MaxConnections),
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}
+	if door.Hold == nil {
+		s.loggingIn = make(chan struct{}, cfg.MaxConnections)
+		door.Hold = s.holdOwn
+	}
+	s.door = door.Ready()
+	s.log = s.door.Log
+	return s, nil
+}
+
+// holdOwn is the admission of a server without a shared one: a place
+// among MaxConnections for a connection before REGISTERED; none left,
+// the connection is closed at once.
+func (s *Server) holdOwn(nc net.Conn) (release func()) {
+	select {
+	case s.loggingIn <- struct{}{}:
+	default:
+		s.door.Refusals.Warn("moonbridge: connection refused: too many logging in", sourceHost(nc), "max_connections", s.cfg.MaxConnections)
+		nc.Close()
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-s.loggingIn }) }
 }
 
 // ProxyEpoch is the epoch REGISTERED carries.
 func (s *Server) ProxyEpoch() UUID { return s.proxyEpoch }
 
 // Serve accepts backend connections on l until Close, then returns
-// ErrServerClosed. It closes l.
+// ErrServerClosed. It closes l. A temporary accept failure (out of file
+// descriptors, and its like) is retried as edge.Accept retries it: it
+// never stops the door.
 func (s *Server) Serve(l net.Listener) error {
+	el := edge.Listener(l, "moonbridge", s.log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		l.Close()
+		el.Close()
 		return ErrServerClosed
 	}
-	s.listeners[l] = struct{}{}
+	s.listeners[el] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
-	defer l.Close()
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			delete(s.listeners, l)
-			s.mu.Unlock()
-			if closed {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		s.accept(nc)
+	defer el.Close()
+	err := edge.Accept(el, "moonbridge", s.log, s.accept)
+	s.mu.Lock()
+	closed := s.closed
+	delete(s.listeners, el)
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
 	}
+	return err
 }
 
-// accept serves nc in a goroutine of its own, or closes it at once when
-// MaxConnections are served.
+// accept serves nc in a goroutine of its own.
 func (s *Server) accept(nc net.Conn) {
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		s.log.Warn("moonbridge: connection refused: at capacity", "max_connections", s.cfg.MaxConnections, "remote", nc.RemoteAddr().String())
-		nc.Close()
-		return
-	}
 	if !s.track(nc) {
-		<-s.slots
 		nc.Close()
 		return
 	}
 	go func() {
 		defer s.wg.Done()
-		defer func() { <-s.slots }()
 		defer s.untrack(nc)
 		s.serveConn(nc)
 	}()
@@ -198,8 +225,8 @@ func (s *Server) untrack(nc net.Conn) {
 }
 
 // ServeConn serves one backend connection until it ends, as Serve does
-// for each it accepts (MaxConnections counts only those); it takes
-// ownership of nc. After Close it returns ErrServerClosed at once.
+// for each it accepts; it takes ownership of nc. After Close it returns
+// ErrServerClosed at once.
 func (s *Server) ServeConn(nc net.Conn) error {
 	if !s.track(nc) {
 		if nc != nil {
@@ -245,16 +272,32 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// serveConn runs one connection: the handshake, then the session.
+// serveConn runs one connection: the handshake, then the session. From
+// accept until REGISTERED the connection holds a place in the shared
+// admission (Door.Hold; when there is no room the hold closes nc, and
+// the handshake fails at once); from a verified REGISTER until it ends,
+// a registered backend holds one of MaxConnections.
 func (s *Server) serveConn(nc net.Conn) {
 	defer nc.Close()
+	release := s.door.Hold(nc)
+	defer release()
 	reg, p, err := s.handshake(nc)
 	if err != nil {
 		return
 	}
-	ss, err := s.login(nc, reg, p)
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.door.Refusals.Warn("moonbridge: registration refused: at capacity", sourceHost(nc), "max_connections", s.cfg.MaxConnections,
+			"backend", clip(reg.Name), "instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID))
+		return
+	}
+	ss, err := s.login(nc, reg, p, release)
 	if err != nil {
-		s.refused(nc, reg, err)
+		if !errors.Is(err, ErrServerClosed) { // the broker is stopping: not the peer's doing
+			s.refused(nc, reg, err)
+		}
 		return
 	}
 	ss.run()
@@ -268,11 +311,12 @@ func (s *Server) handshake(nc net.Conn) (Register, *auth.Principal, error) {
 	var nonce [NonceBytes]byte
 	_, _ = rand.Read(nonce[:])
 	if err := WriteFrame(nc, EncodeHello(Hello{Version: Version, Nonce: nonce})); err != nil {
+		s.handshakeFailed(nc, err)
 		return Register{}, nil, err
 	}
 	frame, err := ReadFrame(nc)
 	if err != nil {
-		s.log.Debug("moonbridge: no registration", "remote", nc.RemoteAddr().String(), "err", err)
+		s.handshakeFailed(nc, err)
 		return Register{}, nil, err
 	}
 	reg, err := DecodeRegister(frame)
@@ -322,10 +366,51 @@ func (s *Server) checkAddress(addr string) error {
 	return nil
 }
 
-// refused logs a refused registration once, without the secret.
+// refused logs a refused registration, without the secret, through the
+// refusal log.
 func (s *Server) refused(nc net.Conn, reg Register, err error) {
-	s.log.Warn("moonbridge: registration refused", "remote", nc.RemoteAddr().String(), "backend", clip(reg.Name),
+	s.door.Refusals.Warn("moonbridge: registration refused", sourceHost(nc), "backend", clip(reg.Name),
 		"instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID), "reason", err.Error())
+}
+
+// handshakeFailed logs a connection that sent no REGISTER (it timed out,
+// closed, or sent a frame past MaxFrameBytes) through the refusal log.
+// One closed here (the server's Close, or the shared admission closing
+// it for room) is not logged: whoever closed it said why.
+func (s *Server) handshakeFailed(nc net.Conn, err error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	s.door.Refusals.Warn("moonbridge: handshake failed", sourceHost(nc), "err", err.Error())
+}
+
+// sourceHost is the host a peer connects from: what the refusal log
+// counts its lines by.
+func sourceHost(nc net.Conn) string {
+	a := nc.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
+}
+
+// Expired returns how many MESSAGE frames for backends were dropped,
+// never written, because their deadline passed before the writer came
+// to them.
+func (s *Server) Expired() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.expiredGone.Load()
+	for _, ss := range s.sessions {
+		n += ss.w.Expired()
+	}
+	return n
 }
 
 // claim makes ss the live session of its backend name: refused while
@@ -355,6 +440,7 @@ func (s *Server) release(ss *session) {
 	if s.sessions[ss.name] == ss {
 		delete(s.sessions, ss.name)
 	}
+	s.expiredGone.Add(ss.w.Expired()) // once per session: its writer has ended
 	s.mu.Unlock()
 }
 

@@ -2,18 +2,20 @@ package moonbridge
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
 	"time"
 
 	"busbar/auth"
+	"busbar/edge"
 )
 
 // session is one registered backend: its MoonBridge connection and its
 // busbar node. Goroutines: run (the backend reader, the connection's own),
-// writeLoop (the one writer to the backend) and the bus reader; close
-// ends all three and run waits for them.
+// the writer's (w, the one writer to the backend) and the bus reader;
+// close ends all three and run waits for them.
 type session struct {
 	s        *Server
 	nc       net.Conn // the backend
@@ -23,7 +25,10 @@ type session struct {
 	p        *auth.Principal
 	bus      *busNode
 
-	out chan []byte // frames for the backend, bounded by MaxWriteQueue
+	// w writes the backend's frames, at most MaxWriteQueue queued; a
+	// MESSAGE carries its deadline, and is dropped if that passes before
+	// it is written (stampTimeout).
+	w *edge.Writer
 
 	mu     sync.Mutex // guards the fields below
 	ended  error      // why the session ended; set once
@@ -32,16 +37,19 @@ type session struct {
 	fromBk map[string]*pending // the backend's operations open through busbar, by busbar id
 	done   chan struct{}       // closed when the session ends
 
-	bye     chan struct{} // closed by goodbye: the broker is stopping
-	byeOnce sync.Once
-	wg      sync.WaitGroup // writeLoop and the bus reader
+	wg sync.WaitGroup // the bus reader
 }
 
 // login dials the broker as the backend's principal, logs the node in,
-// registers its subscription and handlers, and answers REGISTERED.
-func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, error) {
+// registers its subscription and handlers, and answers REGISTERED,
+// calling registered (which gives the connection's admission place
+// back) just before: once the backend reads REGISTERED its place is
+// free.
+func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal, registered func()) (*session, error) {
 	ss := &session{s: s, nc: nc, name: reg.Name, instance: reg.InstanceID, address: reg.Address, p: p,
-		out: make(chan []byte, MaxWriteQueue), toBack: map[int64]*inbound{}, fromBk: map[string]*pending{}, done: make(chan struct{}), bye: make(chan struct{})}
+		toBack: map[int64]*inbound{}, fromBk: map[string]*pending{}, done: make(chan struct{})}
+	ss.w = edge.NewWriter(nc, edge.WriterOptions{Queue: MaxWriteQueue, WriteTimeout: s.cfg.WriteTimeout,
+		Stamp: stampTimeout, Stopped: ss.writerStopped})
 	if err := s.claim(ss); err != nil {
 		return nil, err
 	}
@@ -60,6 +68,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, 
 		return nil, errors.Join(ErrRegistration, err)
 	}
 	frame, _ := EncodeRegistered(Registered{Epoch: int64(epoch &^ (1 << 63)), ProxyEpoch: s.proxyEpoch})
+	registered()
 	if err := WriteFrame(nc, frame); err != nil {
 		ss.close(err)
 		ss.wg.Wait()
@@ -69,8 +78,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, 
 	_ = nc.SetDeadline(time.Time{})
 	s.log.Info("moonbridge: backend registered", "backend", ss.name, "instance", clip(ss.instance), "address", clip(ss.address),
 		"principal", p.Name, "epoch", epoch)
-	ss.wg.Add(1)
-	go func() { defer ss.wg.Done(); ss.writeLoop() }()
+	ss.w.Start()
 	return ss, nil
 }
 
@@ -78,6 +86,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal) (*session, 
 // its goroutines.
 func (ss *session) run() {
 	defer ss.s.release(ss)
+	defer ss.w.Wait()
 	defer ss.wg.Wait()
 	r := bufio.NewReader(ss.nc)
 	for {
@@ -135,75 +144,59 @@ var errSlow = errors.New("moonbridge: backend is not reading (its write queue is
 // PONG): when it does not fit the backend is not reading, and the
 // session ends.
 func (ss *session) queueResponse(frame []byte) error {
-	if !ss.queue(frame) {
+	if !ss.queue(frame, time.Time{}) {
 		return errSlow
 	}
 	return nil
 }
 
-// queue offers a frame to the writer without waiting.
-func (ss *session) queue(frame []byte) bool {
+// queue offers a frame to the writer without waiting; a deadline that
+// is not zero drops the frame if it passes before the frame is written.
+func (ss *session) queue(frame []byte, deadline time.Time) bool {
 	select {
 	case <-ss.done:
 		return false
 	default:
 	}
-	select {
-	case ss.out <- frame:
-		return true
-	default:
+	b, err := AppendFrame(make([]byte, 0, 4+len(frame)), frame)
+	if err != nil {
 		return false
 	}
+	return ss.w.Queue(edge.Frame{Bytes: b, Deadline: deadline})
 }
 
-// writeLoop writes queued frames, flushing when the queue is empty.
-// When the broker stops (goodbye) it writes what is queued, then GOODBYE,
-// and ends the session.
-func (ss *session) writeLoop() {
-	w := bufio.NewWriter(ss.nc)
-	for {
-		select {
-		case frame := <-ss.out:
-			if !ss.write(w, frame) || len(ss.out) == 0 && !ss.flush(w) {
-				return
-			}
-		case <-ss.bye:
-			for len(ss.out) > 0 {
-				if !ss.write(w, <-ss.out) {
-					return
-				}
-			}
-			if ss.write(w, EncodeEmpty(TypeGoodbye)) && ss.flush(w) {
-				ss.close(ErrServerClosed)
-			}
-			return
-		case <-ss.done:
-			return
-		}
+// timeoutAt is where a MESSAGE frame's timeout sits in its bytes on the
+// wire: after the length prefix, the type byte and the operation id.
+const timeoutAt = 4 + 1 + 8
+
+// stampTimeout rewrites a queued MESSAGE's timeout as the time left when
+// the writer writes it: whole milliseconds, at least MinTimeoutMillis
+// (what is left below 1 ms is still sent as 1 ms, the protocol's least),
+// at most MaxTimeoutMillis.
+func stampTimeout(b []byte, left time.Duration) {
+	if len(b) < timeoutAt+8 || b[4] != TypeMessage {
+		return
 	}
+	ms := min(max(left.Milliseconds(), MinTimeoutMillis), MaxTimeoutMillis)
+	binary.BigEndian.PutUint64(b[timeoutAt:], uint64(ms))
 }
 
-func (ss *session) write(w *bufio.Writer, frame []byte) bool {
-	_ = ss.nc.SetWriteDeadline(time.Now().Add(ss.s.cfg.WriteTimeout))
-	b, _ := AppendFrame(make([]byte, 0, 4+len(frame)), frame)
-	if _, err := w.Write(b); err != nil {
-		ss.close(err)
-		return false
+// writerStopped ends the session when its writer ends: after the
+// GOODBYE goodbye asked for, as the broker stops, or on a failed write.
+func (ss *session) writerStopped(err error) {
+	if err == nil {
+		err = ErrServerClosed
 	}
-	return true
-}
-
-func (ss *session) flush(w *bufio.Writer) bool {
-	if err := w.Flush(); err != nil {
-		ss.close(err)
-		return false
-	}
-	return true
+	ss.close(err)
 }
 
 // goodbye ends the session as the broker stops: the writer sends what is
-// queued and a GOODBYE (within the write timeout), then closes.
-func (ss *session) goodbye() { ss.byeOnce.Do(func() { close(ss.bye) }) }
+// queued (what has not expired) and a GOODBYE (within the write
+// timeout), then the session closes.
+func (ss *session) goodbye() {
+	b, _ := AppendFrame(nil, EncodeEmpty(TypeGoodbye))
+	ss.w.Finish(b)
+}
 
 // close ends the session once: both connections are closed and every
 // open operation fails (busbar's callers are answered by the broker when
@@ -225,11 +218,18 @@ func (ss *session) close(why error) {
 	clear(ss.fromBk)
 	clear(ss.toBack)
 	ss.mu.Unlock()
+	ss.w.Close()
 	ss.nc.Close()
 	if ss.bus != nil {
 		ss.bus.close()
 	}
-	if !errors.Is(why, errGoodbye) && !errors.Is(why, ErrServerClosed) {
+	switch {
+	case errors.Is(why, errGoodbye), errors.Is(why, ErrServerClosed), errors.Is(why, edge.ErrWriterClosed):
+	case errors.Is(why, ErrMalformed), errors.Is(why, ErrFrameSize):
+		ss.s.door.Refusals.Warn("moonbridge: malformed frame", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+	case errors.Is(why, errSlow):
+		ss.s.door.Refusals.Warn("moonbridge: backend not reading", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+	default:
 		ss.s.log.Info("moonbridge: backend disconnected", "backend", ss.name, "reason", why.Error())
 	}
 }

@@ -428,7 +428,7 @@ func startMoonBridge(addr, proxy, hosts string, b *broker.Broker, store *auth.St
 	if addr == "" || addr == "off" {
 		return nil, nil, nil
 	}
-	cfg := moonbridge.Config{Keys: store, Dial: b.DialInProcessAs, ProxyNode: cmp.Or(proxy, b.Name()), Logger: log}
+	cfg := moonbridge.Config{Keys: store, Dial: b.DialInProcessAs, ProxyNode: cmp.Or(proxy, b.Name()), Logger: log, Door: b.Door()}
 	for _, h := range strings.Split(hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			cfg.AllowHosts = append(cfg.AllowHosts, h)
