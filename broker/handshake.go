@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/edge"
 	"busbar/wire"
 )
 
@@ -38,6 +39,7 @@ func (b *Broker) handshake(c *conn, r *wire.Reader) error {
 		b.answer(c, subject{kind: kindFrame}, fatal(wire.ResultMalformed, "handshake: "+err.Error()))
 		return err
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		edge.CountClosed("bus", edge.ReasonLoginTimeout)
 		c.closeWith(wire.ResultTimeout, "handshake: no hello within "+b.opts.HandshakeTimeout.String())
 		return err
 	default: // the peer left, or was closed to make room

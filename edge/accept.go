@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -19,30 +18,6 @@ const (
 	AcceptPauseMin = 5 * time.Millisecond
 	AcceptPauseMax = time.Second
 )
-
-// acceptFailures counts, per door name, the temporary accept failures of
-// the process (AcceptFailures). A door's name is one of a handful, so
-// the map stays small.
-var acceptFailures sync.Map // string → *atomic.Uint64
-
-// AcceptFailures returns how many temporary accept failures each door has
-// retried since the process started, for the metrics.
-func AcceptFailures() map[string]uint64 {
-	out := map[string]uint64{}
-	acceptFailures.Range(func(k, v any) bool {
-		out[k.(string)] = v.(*atomic.Uint64).Load()
-		return true
-	})
-	return out
-}
-
-func countAcceptFailure(door string) {
-	v, ok := acceptFailures.Load(door)
-	if !ok {
-		v, _ = acceptFailures.LoadOrStore(door, new(atomic.Uint64))
-	}
-	v.(*atomic.Uint64).Add(1)
-}
 
 // Temporary reports whether an accept error passes on its own (the
 // process or the system is out of descriptors or buffers for now, a peer
@@ -121,7 +96,7 @@ func (l *listener) Accept() (net.Conn, error) {
 // pause counts a temporary failure, logs the first of a burst, and waits
 // before the next try; false: the listener was closed meanwhile.
 func (l *listener) pause(err error) bool {
-	countAcceptFailure(l.door)
+	acceptFailures.add(l.door, 1)
 	if l.burst == 0 {
 		l.since = time.Now()
 		l.log.Warn("accept failed; retrying with a growing pause until it passes", "door", l.door,

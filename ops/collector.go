@@ -50,6 +50,7 @@ type collector struct {
 	relaySegments, relayDiskBytes, relayLiveBytes *prometheus.Desc
 	groupRequests                                 *prometheus.Desc
 	acceptFailures, refusalLines                  *prometheus.Desc
+	doorClosed, doorExpired                       *prometheus.Desc
 	traffic                                       trafficDescs
 }
 
@@ -82,6 +83,8 @@ func newCollector(b *broker.Broker) *collector {
 		relayLiveBytes: desc("relay_live_bytes", "Bytes of the relay's records still needed."),
 		acceptFailures: desc("accept_failures_total", "Temporary accept failures (out of file descriptors, a peer gone before its accept) retried after a pause, by door.", "door"),
 		refusalLines:   desc("refusal_log_lines_total", "Refusal warnings of every door, by outcome: written, or not_logged past the refusal log's rate (edge.RefusalLog).", "outcome"),
+		doorClosed:     desc("door_closed_total", "Connections a door ended on a deadline, by door (bus, moonbridge, trueseal, cosmix) and reason (login_timeout: no proof of identity in time; idle: a session that did nothing in time).", "door", "reason"),
+		doorExpired:    desc("door_frames_expired_total", "Frames a door's writer dropped, never written, because their deadline passed while they waited, by door.", "door"),
 		groupRequests:  desc("group_requests_total", "Requests this broker sent to each live member of a service group through the service's bare name.", "service", "group", "node"),
 	}
 	for _, k := range counters {
@@ -94,7 +97,7 @@ func newCollector(b *broker.Broker) *collector {
 func (c *collector) all() []*prometheus.Desc {
 	return slices.Concat([]*prometheus.Desc{c.dropped, c.connections, c.nodes, c.services, c.ready, c.namespaces, c.keys, c.tappers, c.tapMissed,
 		c.relayInboxes, c.relayBlobs, c.relayBytes, c.relayPushes, c.relayFsyncs, c.relayAcks, c.relayExpired,
-		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes, c.groupRequests, c.acceptFailures, c.refusalLines}, c.counters, c.traffic.all())
+		c.relayDamaged, c.relayRefused, c.relaySegments, c.relayDiskBytes, c.relayLiveBytes, c.groupRequests, c.acceptFailures, c.refusalLines, c.doorClosed, c.doorExpired}, c.counters, c.traffic.all())
 }
 
 // Describe implements prometheus.Collector.
@@ -121,6 +124,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for door, n := range edge.AcceptFailures() {
 		count(c.acceptFailures, float64(n), door)
+	}
+	for dr, n := range edge.Closed() {
+		count(c.doorClosed, float64(n), dr.Door, dr.Reason)
+	}
+	for door, n := range edge.Expired() {
+		count(c.doorExpired, float64(n), door)
 	}
 	written, notLogged := c.b.Refusals().Counts()
 	count(c.refusalLines, float64(written), "written")

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"busbar/broker"
-	"busbar/relay"
 	"busbar/edge/trueseal"
+	"busbar/relay"
 	"busbar/wire"
 )
 

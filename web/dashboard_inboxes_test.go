@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"busbar/broker"
-	"busbar/internal/testbroker"
 	"busbar/edge/trueseal"
+	"busbar/internal/testbroker"
 )
 
 func TestDashboardShowsDurableInboxesByProtocol(t *testing.T) {

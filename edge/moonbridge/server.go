@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -171,7 +172,7 @@ func (s *Server) ProxyEpoch() UUID { return s.proxyEpoch }
 // descriptors, and its like) is retried as edge.Accept retries it: it
 // never stops the door.
 func (s *Server) Serve(l net.Listener) error {
-	el := edge.Listener(l, "moonbridge", s.log)
+	el := edge.Listener(l, doorName, s.log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -183,7 +184,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer el.Close()
-	err := edge.Accept(el, "moonbridge", s.log, s.accept)
+	err := edge.Accept(el, doorName, s.log, s.accept)
 	s.mu.Lock()
 	closed := s.closed
 	delete(s.listeners, el)
@@ -384,8 +385,14 @@ func (s *Server) handshakeFailed(nc net.Conn, err error) {
 	if closed || errors.Is(err, net.ErrClosed) {
 		return
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		edge.CountClosed(doorName, edge.ReasonLoginTimeout)
+	}
 	s.door.Refusals.Warn("moonbridge: handshake failed", sourceHost(nc), "err", err.Error())
 }
+
+// doorName is this door's name in the log and the metrics.
+const doorName = "moonbridge"
 
 // sourceHost is the host a peer connects from: what the refusal log
 // counts its lines by.
@@ -441,6 +448,7 @@ func (s *Server) release(ss *session) {
 		delete(s.sessions, ss.name)
 	}
 	s.expiredGone.Add(ss.w.Expired()) // once per session: its writer has ended
+	edge.CountExpired(doorName, ss.w.Expired())
 	s.mu.Unlock()
 }
 

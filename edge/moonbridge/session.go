@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -93,6 +94,9 @@ func (ss *session) run() {
 		_ = ss.nc.SetReadDeadline(time.Now().Add(ss.s.cfg.Lease))
 		frame, err := ReadFrame(r)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				edge.CountClosed(doorName, edge.ReasonIdle) // silent past its lease
+			}
 			ss.close(err)
 			return
 		}
