@@ -23,8 +23,15 @@
 //     failed): at most RefusalBurst lines per RefusalInterval per reason,
 //     and one per source address within that, each saying how many were
 //     not written since.
+//   - Writer: one writer per connection, a bounded queue of frames and
+//     one goroutine that drains it, flushes once, then blocks. A frame
+//     whose deadline passed while it waited is dropped, never written,
+//     and one that carries a remaining time is stamped with the time
+//     left as it is written (seed 003 §6).
 //   - HTTPServer: the hardened settings every HTTP-based door uses
 //     (header size, header, read and idle timeouts).
+//   - Counters by door and reason (AcceptFailures, CountClosed,
+//     CountExpired), which the broker's metrics read.
 //   - FileLimit: the process's descriptor limit, for serve to check its
 //     doors' limits against at start.
 //
