@@ -23,6 +23,10 @@
 //     Malformed are permanent; InboxFull, RateLimited, Unavailable and
 //     Internal temporary. Every bound is a named constant with an Options
 //     field (docs/relay-store.md#limits).
+//   - busbar's own inboxes and the edge protocols' (EdgeDevice: trueseal's)
+//     are bounded by two budgets, counted apart (budget.go): no amount of
+//     pushes to the edge's inboxes, anonymous ones included, refuses a
+//     push to one of busbar's own.
 //   - A blob not acked within the TTL (30 days by default, at most 30
 //     days: a longer Options.TTL refuses to open) is deleted and never
 //     delivered; nobody is told.

@@ -28,6 +28,8 @@ type inbox struct {
 	pendingBlobs int   // pushes admitted but not yet committed: they count against the limits
 	pendingBytes int64 //
 
+	class class // whose budget it counts against (classOf its device id)
+
 	tokens   float64 // the push-rate token bucket
 	refilled int64   // Unix nanoseconds of the last refill
 
@@ -35,8 +37,8 @@ type inbox struct {
 	wake    chan struct{} // closed when a commit adds entries; made by a waiter
 }
 
-func newInbox(now int64, burst int) *inbox {
-	return &inbox{tokens: float64(burst), refilled: now}
+func newInbox(device string, now int64, burst int) *inbox {
+	return &inbox{tokens: float64(burst), refilled: now, class: classOf(device)}
 }
 
 // add appends e, whose seq is higher than every entry's.

@@ -69,6 +69,23 @@ func checkCounts(t testing.TB, s *Store) {
 	if pendingBytes != s.pendingBytes || pendingOnly != s.pendingOnly {
 		t.Fatalf("pending %d bytes in %d inboxes with nothing else, recomputed %d in %d", s.pendingBytes, s.pendingOnly, pendingBytes, pendingOnly)
 	}
+	var cls [classes]classUse
+	for dev, ib := range s.inboxes {
+		if ib.class != classOf(dev) {
+			t.Fatalf("%s: inbox of class %d, its id says %d", dev, ib.class, classOf(dev))
+		}
+		u := &cls[ib.class]
+		u.bytes += ib.bytes
+		u.pendingBytes += ib.pendingBytes
+		if ib.blobs > 0 {
+			u.inboxes++
+		} else if ib.pendingBlobs > 0 {
+			u.pendingOnly++
+		}
+	}
+	if cls != s.classes {
+		t.Fatalf("per class %+v, recomputed %+v", s.classes, cls)
+	}
 	k := s.counts
 	if c.inboxes != k.inboxes || c.blobs != k.blobs || c.bytes != k.bytes || c.liveBytes != k.liveBytes || c.diskBytes != k.diskBytes {
 		t.Fatalf("counts %+v, recomputed %+v", k, c)
@@ -92,7 +109,7 @@ func TestAgainstAModel(t *testing.T) {
 				pushed time.Time
 			}
 			model := map[string][]blob{}
-			devices := []string{"a", "b", "c", "d", "e"}
+			devices := []string{"a", "b", "c", "d", "x.e"} // "x.e": an edge inbox, of the other budget
 			sweepModel := func() {
 				for d, bs := range model {
 					model[d] = slices.DeleteFunc(bs, func(b blob) bool { return !clk.Now().Before(b.pushed.Add(opts.TTL)) })

@@ -29,13 +29,28 @@ const (
 	// size).
 	DefaultMaxInboxBytes = 64 << 20
 
-	// DefaultMaxStoreBytes bounds the blob bytes of the whole store, all
-	// inboxes together, pushes in flight included; DefaultMaxInboxes
-	// bounds the inboxes holding a blob (or a push in flight). Past
-	// either, a push is refused InboxFull (temporary): made-up device ids
-	// cannot fill the disk the broker's other stores share.
+	// DefaultMaxStoreBytes bounds the blob bytes of busbar's own inboxes
+	// all together, pushes in flight included; DefaultMaxInboxes bounds
+	// those holding a blob (or a push in flight). Past either, a push is
+	// refused InboxFull (temporary): made-up device ids cannot fill the
+	// disk the broker's other stores share. The edge protocols' inboxes
+	// have a budget of their own (the DefaultEdge constants), so nothing
+	// pushed to them counts here.
 	DefaultMaxStoreBytes = 1 << 30
 	DefaultMaxInboxes    = 10_000
+
+	// The budget of the edge protocols' inboxes (EdgeDevice: trueseal's),
+	// kept apart from busbar's own so that no amount of pushes to them,
+	// which an edge protocol may take from anonymous senders, refuses a
+	// push to a busbar device's inbox: their blob bytes all together and
+	// their inboxes holding a blob (pushes in flight included), and one
+	// inbox's blobs and bytes. Past any of them a push to an edge inbox is
+	// refused InboxFull (temporary). One inbox holds at most 256 blobs of
+	// the largest size; 4,096 smaller ones.
+	DefaultEdgeMaxStoreBytes = 512 << 20
+	DefaultEdgeMaxInboxes    = 10_000
+	DefaultEdgeMaxInboxBlobs = 4_096
+	DefaultEdgeMaxInboxBytes = 16 << 20
 
 	// DefaultMaxPushRate and DefaultPushBurst are the token bucket of one
 	// device's inbox: pushes a second, sustained, and how many may come at
@@ -89,11 +104,17 @@ type Options struct {
 	MaxInboxBlobs int
 	MaxInboxBytes int64
 
-	// MaxStoreBytes and MaxInboxes bound the whole store: its blob bytes
-	// and its inboxes holding a blob, pushes in flight included. 0 is the
+	// MaxStoreBytes and MaxInboxes bound busbar's own inboxes all
+	// together (every inbox but the edge protocols'): their blob bytes
+	// and those holding a blob, pushes in flight included. 0 is the
 	// default.
 	MaxStoreBytes int64
 	MaxInboxes    int
+
+	// Edge is the budget of the edge protocols' inboxes (EdgeDevice),
+	// counted apart from the limits above, which bind only busbar's own
+	// inboxes. A zero field is its DefaultEdge constant.
+	Edge Budget
 
 	// MaxPushRate is the pushes a second into one device's inbox, and
 	// PushBurst how many may come at once. 0 is the default; a negative
@@ -137,6 +158,28 @@ type hooks struct {
 	beforeWrite func()
 }
 
+// Budget bounds one class of the store's inboxes: busbar's own
+// (Options.MaxInboxBlobs and the rest) or the edge protocols'
+// (Options.Edge). Each class's figures count only its own inboxes, pushes
+// admitted and not yet on disk included; past any of them a push to an
+// inbox of the class is refused InboxFull (temporary).
+type Budget struct {
+	// MaxStoreBytes bounds the blob bytes of the class's inboxes all
+	// together; MaxInboxes, those of its inboxes holding a blob (or a
+	// push in flight). A device already holding one is not refused for
+	// MaxInboxes.
+	MaxStoreBytes int64
+	MaxInboxes    int
+	// MaxInboxBlobs and MaxInboxBytes bound one inbox of the class.
+	MaxInboxBlobs int
+	MaxInboxBytes int64
+}
+
+// own is the budget of busbar's own inboxes, from o's fields.
+func (o Options) own() Budget {
+	return Budget{MaxStoreBytes: o.MaxStoreBytes, MaxInboxes: o.MaxInboxes, MaxInboxBlobs: o.MaxInboxBlobs, MaxInboxBytes: o.MaxInboxBytes}
+}
+
 func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.TTL < 0:
@@ -145,7 +188,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("relay: TTL %v is longer than the most a blob may wait, %v (MaxTTL)", o.TTL, MaxTTL)
 	case o.MaxBlobBytes < 0 || o.MaxBlobBytes > MaxBlobBytes:
 		return o, fmt.Errorf("relay: MaxBlobBytes %d is outside 1..%d", o.MaxBlobBytes, MaxBlobBytes)
-	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.MaxStoreBytes < 0, o.MaxInboxes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0, o.RetryInterval < 0:
+	case o.MaxInboxBlobs < 0, o.MaxInboxBytes < 0, o.MaxStoreBytes < 0, o.MaxInboxes < 0, o.PushBurst < 0, o.SegmentBytes < 0, o.SweepInterval < 0, o.RetryInterval < 0,
+		o.Edge.MaxInboxBlobs < 0, o.Edge.MaxInboxBytes < 0, o.Edge.MaxStoreBytes < 0, o.Edge.MaxInboxes < 0:
 		return o, fmt.Errorf("relay: negative limit in %+v", o)
 	}
 	o.TTL = cmp.Or(o.TTL, DefaultTTL)
@@ -154,6 +198,10 @@ func (o Options) withDefaults() (Options, error) {
 	o.MaxInboxBytes = cmp.Or(o.MaxInboxBytes, DefaultMaxInboxBytes)
 	o.MaxStoreBytes = cmp.Or(o.MaxStoreBytes, DefaultMaxStoreBytes)
 	o.MaxInboxes = cmp.Or(o.MaxInboxes, DefaultMaxInboxes)
+	o.Edge.MaxInboxBlobs = cmp.Or(o.Edge.MaxInboxBlobs, DefaultEdgeMaxInboxBlobs)
+	o.Edge.MaxInboxBytes = cmp.Or(o.Edge.MaxInboxBytes, DefaultEdgeMaxInboxBytes)
+	o.Edge.MaxStoreBytes = cmp.Or(o.Edge.MaxStoreBytes, DefaultEdgeMaxStoreBytes)
+	o.Edge.MaxInboxes = cmp.Or(o.Edge.MaxInboxes, DefaultEdgeMaxInboxes)
 	o.MaxPushRate = cmp.Or(o.MaxPushRate, DefaultMaxPushRate)
 	o.PushBurst = cmp.Or(o.PushBurst, DefaultPushBurst)
 	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)

@@ -62,7 +62,7 @@ func (ss *Session) Next(ctx context.Context) (Blob, error) {
 		}
 		ib := s.inboxes[ss.device]
 		if ib == nil {
-			ib = newInbox(s.opts.Now().UnixNano(), s.opts.PushBurst)
+			ib = newInbox(ss.device, s.opts.Now().UnixNano(), s.opts.PushBurst)
 			s.inboxes[ss.device] = ib
 		}
 		if b, ok := s.nextLocked(ss, ib); ok {

@@ -8,6 +8,11 @@ type Stats struct {
 	Blobs   int   // blobs in all inboxes
 	Bytes   int64 // their bytes
 
+	// Own and Edge are what busbar's own inboxes and the edge protocols'
+	// hold, each against its own budget (Options.MaxStoreBytes and the
+	// rest; Options.Edge).
+	Own, Edge ClassStats
+
 	Pushes         uint64  // pushes committed since Open
 	Fsyncs         uint64  // group commits synced since Open
 	PushesPerFsync float64 // Pushes / Fsyncs
@@ -41,6 +46,10 @@ func (s *Store) Stats() Stats {
 		Inboxes: c.inboxes, Blobs: c.blobs, Bytes: c.bytes,
 		Pushes: c.pushes, Fsyncs: c.fsyncs, Acks: c.acks, Expired: c.expired, Damaged: c.damaged,
 		Segments: len(s.segs), DiskBytes: c.diskBytes, LiveBytes: c.liveBytes, Copied: c.copied, TornBytes: s.tornCut,
+	}
+	for i, cs := range []*ClassStats{&st.Own, &st.Edge} {
+		u := &s.classes[i]
+		*cs = ClassStats{Inboxes: u.inboxes, Bytes: u.bytes, Pending: u.pendingBytes}
 	}
 	if c.fsyncs > 0 {
 		st.PushesPerFsync = float64(c.pushes) / float64(c.fsyncs)

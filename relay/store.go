@@ -46,8 +46,12 @@ type Store struct {
 	// pushes: with counts they are what MaxStoreBytes and MaxInboxes bound.
 	pendingBytes int64
 	pendingOnly  int
-	tornCut      int64       // set by Open: bytes cut from the log's tail
-	writerWS     writerState // owned by the writer
+	// guarded by mu: the same, and the inboxes holding a blob and their
+	// bytes, per class of inbox: what each class's Budget bounds.
+	classes  [classes]classUse
+	budgets  [classes]Budget // set by Open
+	tornCut  int64           // set by Open: bytes cut from the log's tail
+	writerWS writerState     // owned by the writer
 }
 
 // counters are the store's totals, guarded by Store.mu.
@@ -116,6 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		signal: make(chan struct{}, 1), done: make(chan struct{}),
 		stopSweep: make(chan struct{}), stopWriter: make(chan struct{}),
 		inboxes: map[string]*inbox{}, pending: newBatch(), nextSeq: 1,
+		budgets: [classes]Budget{classOwn: opts.own(), classEdge: opts.Edge},
 	}
 	if err := s.recover(); err != nil {
 		for _, seg := range s.segs {
@@ -261,7 +266,7 @@ func (s *Store) recover() error {
 	for _, f := range live {
 		ib := s.inboxes[f.device]
 		if ib == nil {
-			ib = newInbox(now, s.opts.PushBurst)
+			ib = newInbox(f.device, now, s.opts.PushBurst)
 			s.inboxes[f.device] = ib
 		}
 		ib.entries = append(ib.entries, f.e)
@@ -273,6 +278,9 @@ func (s *Store) recover() error {
 		s.counts.inboxes++
 		s.counts.blobs += ib.blobs
 		s.counts.bytes += ib.bytes
+		u := &s.classes[ib.class]
+		u.inboxes++
+		u.bytes += ib.bytes
 	}
 	return nil
 }
@@ -391,13 +399,12 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 	now := s.opts.Now().UnixNano()
 	ib := s.inboxes[device]
 	if ib == nil {
-		ib = newInbox(now, s.opts.PushBurst)
+		ib = newInbox(device, now, s.opts.PushBurst)
 		s.inboxes[device] = ib
 	}
 	empty := ib.blobs+ib.pendingBlobs == 0
-	if ib.blobs+ib.pendingBlobs >= s.opts.MaxInboxBlobs || ib.bytes+ib.pendingBytes+int64(len(data)) > s.opts.MaxInboxBytes ||
-		s.counts.bytes+s.pendingBytes+int64(len(data)) > s.opts.MaxStoreBytes ||
-		empty && s.counts.inboxes+s.pendingOnly >= s.opts.MaxInboxes {
+	u := &s.classes[ib.class]
+	if u.over(&s.budgets[ib.class], ib, int64(len(data)), empty) {
 		s.mu.Unlock()
 		return nil, 0, s.refuse(ErrInboxFull)
 	}
@@ -410,8 +417,10 @@ func (s *Store) admit(device string, blob []byte, owned bool, then func(Seq, err
 	ib.pendingBlobs++
 	ib.pendingBytes += int64(len(data))
 	s.pendingBytes += int64(len(data))
+	u.pendingBytes += int64(len(data))
 	if empty {
 		s.pendingOnly++
+		u.pendingOnly++
 	}
 	b := s.pending
 	b.pushes = append(b.pushes, pushOp{ib: ib, device: device, blob: data, seq: seq, pushed: now, then: then})
@@ -516,11 +525,15 @@ func (s *Store) dropLocked(device string, ib *inbox, i int) {
 	s.counts.liveBytes -= rec
 	s.counts.blobs--
 	s.counts.bytes -= int64(e.size)
+	u := &s.classes[ib.class]
+	u.bytes -= int64(e.size)
 	ib.kill(i)
 	if ib.blobs == 0 {
 		s.counts.inboxes--
+		u.inboxes--
 		if ib.pendingBlobs > 0 { // it holds nothing but pushes in flight now
 			s.pendingOnly++
+			u.pendingOnly++
 		}
 	}
 }

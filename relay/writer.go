@@ -204,9 +204,14 @@ func (s *Store) commit(reclaim bool) {
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
 		s.pendingBytes -= int64(len(p.blob))
+		u := &s.classes[p.ib.class]
+		u.pendingBytes -= int64(len(p.blob))
+		u.bytes += int64(len(p.blob))
 		if p.ib.blobs == 0 {
 			s.counts.inboxes++
 			s.pendingOnly-- // it held nothing but pushes in flight, this one among them
+			u.inboxes++
+			u.pendingOnly--
 		}
 		var keep []byte // the push's copy, handed to the first session that delivers it
 		if s.cached+int64(len(p.blob)) <= s.opts.CacheBytes {
@@ -337,8 +342,11 @@ func (s *Store) abort(b *batch) {
 		p.ib.pendingBlobs--
 		p.ib.pendingBytes -= int64(len(p.blob))
 		s.pendingBytes -= int64(len(p.blob))
+		u := &s.classes[p.ib.class]
+		u.pendingBytes -= int64(len(p.blob))
 		if p.ib.pendingBlobs == 0 && p.ib.blobs == 0 {
 			s.pendingOnly--
+			u.pendingOnly--
 		}
 	}
 	s.mu.Unlock()

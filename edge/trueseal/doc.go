@@ -31,6 +31,18 @@
 // sessions and DeliverAcks there, so any broker with a trueseal listener
 // reaches any trueseal inbox.
 //
-// docs/trueseal.md has the configuration, the limits, the bus and what
-// differs from trueseal-relay.
+// The server stands behind busbar's shared door (Options.Door, package
+// edge): its accept loop is edge.Accept; a connection holds a place in
+// the shared pre-login admission (Door.Hold) from accept until its
+// handshake is done, and only then a session place (MaxSessions), which
+// a session that pushes and receives nothing gives up first, and after
+// FirstFrameTimeout; every refusal a peer can cause is written through
+// Door.Refusals. Anonymous pushers are bounded by a token bucket per
+// source address (SourcePushRate) and, in the store, by the edge
+// protocols' budget (relay.Options.Edge), apart from busbar's own
+// inboxes.
+//
+// docs/trueseal.md has the configuration, the limits, what an anonymous
+// pusher can make the relay hold, the bus and what differs from
+// trueseal-relay.
 package trueseal

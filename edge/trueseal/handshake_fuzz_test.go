@@ -48,7 +48,7 @@ func FuzzHandshake(f *testing.F) {
 			_, _ = peer.Write(in)
 			peer.Close()
 		}()
-		srv.serveConn(relaySide)
+		srv.serveConn(relaySide, func() {})
 		relaySide.Close()
 		<-wrote
 		<-drained

@@ -13,6 +13,8 @@ type Collector struct {
 	inboxes, blobs, bytes              *prometheus.Desc
 	sessions, pushes, delivered, dacks *prometheus.Desc
 	handshakesFailed, sessionsRefused  *prometheus.Desc
+	handshakes, sessionsClosed         *prometheus.Desc
+	sourceRateLimited                  *prometheus.Desc
 }
 
 // NewCollector returns the collector of s.
@@ -29,13 +31,17 @@ func NewCollector(s *Server) *Collector {
 		delivered:        d("trueseal_delivered_total", "Deliver frames written to trueseal receive sessions."),
 		dacks:            d("trueseal_deliver_acks_total", "trueseal DeliverAcks that deleted a blob (of an inbox on another broker of the bus: forwarded to its home)."),
 		handshakesFailed: d("trueseal_handshakes_failed_total", "trueseal connections whose Noise handshake failed or timed out."),
-		sessionsRefused:  d("trueseal_sessions_refused_total", "trueseal connections closed at once: MaxSessions reached."),
+		sessionsRefused:  d("trueseal_sessions_refused_total", "trueseal connections closed at the end of their handshake: MaxSessions reached, every session in use."),
+		handshakes:       d("trueseal_handshakes", "trueseal connections in their Noise handshake now, each holding a place in the shared pre-login admission."),
+		sessionsClosed: d("trueseal_sessions_closed_total", "trueseal sessions the relay closed, by reason: unused (nothing pushed or received within FirstFrameTimeout of the handshake), "+
+			"evicted (an unused one closed to make room at MaxSessions), idle (nothing read for IdleTimeout).", "reason"),
+		sourceRateLimited: d("trueseal_source_rate_limited_total", "trueseal pushes refused for now because their source address was over its push rate (SourcePushRate)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inboxes, c.blobs, c.bytes, c.sessions, c.pushes, c.delivered, c.dacks, c.handshakesFailed, c.sessionsRefused} {
+	for _, d := range []*prometheus.Desc{c.inboxes, c.blobs, c.bytes, c.sessions, c.pushes, c.delivered, c.dacks, c.handshakesFailed, c.sessionsRefused, c.handshakes, c.sessionsClosed, c.sourceRateLimited} {
 		ch <- d
 	}
 }
@@ -67,4 +73,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.dacks, float64(st.DeliverAcks))
 	count(c.handshakesFailed, float64(st.HandshakeFailed))
 	count(c.sessionsRefused, float64(st.SessionsRefused))
+	gauge(c.handshakes, float64(st.Handshakes))
+	count(c.sessionsClosed, float64(st.Unused), "unused")
+	count(c.sessionsClosed, float64(st.Evicted), "evicted")
+	count(c.sessionsClosed, float64(st.Idle), "idle")
+	count(c.sourceRateLimited, float64(st.SourceRateLimited))
 }

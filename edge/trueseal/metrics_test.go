@@ -42,15 +42,20 @@ func TestMetricsCountTruesealInboxesApartFromBusbarsAndHoldNoKey(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{
-		"busbar_relay_protocol_blobs{protocol=busbar}":        1,
-		"busbar_relay_protocol_blobs{protocol=trueseal}":      1,
-		"busbar_relay_protocol_inboxes{protocol=busbar}":      1,
-		"busbar_relay_protocol_inboxes{protocol=trueseal}":    1,
-		"busbar_relay_protocol_blob_bytes{protocol=trueseal}": 2,
-		"busbar_trueseal_pushes_total{result=acked}":          1,
-		"busbar_trueseal_pushes_total{result=refused}":        1,
-		"busbar_trueseal_sessions{kind=push}":                 1,
-		"busbar_trueseal_sessions{kind=receive}":              0,
+		"busbar_relay_protocol_blobs{protocol=busbar}":          1,
+		"busbar_relay_protocol_blobs{protocol=trueseal}":        1,
+		"busbar_relay_protocol_inboxes{protocol=busbar}":        1,
+		"busbar_relay_protocol_inboxes{protocol=trueseal}":      1,
+		"busbar_relay_protocol_blob_bytes{protocol=trueseal}":   2,
+		"busbar_trueseal_pushes_total{result=acked}":            1,
+		"busbar_trueseal_pushes_total{result=refused}":          1,
+		"busbar_trueseal_sessions{kind=push}":                   1,
+		"busbar_trueseal_sessions{kind=receive}":                0,
+		"busbar_trueseal_handshakes":                            0,
+		"busbar_trueseal_sessions_closed_total{reason=unused}":  0,
+		"busbar_trueseal_sessions_closed_total{reason=evicted}": 0,
+		"busbar_trueseal_sessions_closed_total{reason=idle}":    0,
+		"busbar_trueseal_source_rate_limited_total":             0,
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)

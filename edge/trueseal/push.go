@@ -11,7 +11,9 @@ import (
 )
 
 // A push session (Noise NK: the relay proves its key, the sender stays
-// anonymous). The reader admits each Push to the store without waiting
+// anonymous). Each Push spends a token of its source address's bucket
+// (SourcePushRate) before it reaches the store; over it, the push is
+// refused for now like any temporary refusal. The reader admits each Push to the store without waiting
 // (Pusher.PushAsync), so a session's pushes share group commits; the
 // writer answers them in push order, Ack once the fsync that covers the
 // push has returned, Error for a permanent refusal (the session goes on).
@@ -24,7 +26,7 @@ import (
 
 // pushSession runs a push session until the peer leaves, a write fails or
 // the server closes.
-func (s *Server) pushSession(c net.Conn, cs ciphers) {
+func (s *Server) pushSession(c net.Conn, cs ciphers, ss *session) {
 	s.pushN.Add(1)
 	defer s.pushN.Add(-1)
 	_ = c.SetDeadline(time.Time{})
@@ -33,13 +35,17 @@ func (s *Server) pushSession(c net.Conn, cs ciphers) {
 	room := make(chan struct{}, n)      // one token per push not yet answered
 	done := make(chan struct{})         // closed when the writer returns
 	var w sync.WaitGroup
-	w.Go(func() { s.answerPushes(c, cs.send, answers, room, done) })
-	s.readPushes(c, cs.recv, answers, room, done)
+	w.Go(func() { s.answerPushes(c, ss, cs.send, answers, room, done) })
+	s.readPushes(c, ss, cs.recv, answers, room, done)
 	close(answers)
 	w.Wait()
 }
 
-func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- chan error, room chan struct{}, done <-chan struct{}) {
+// errSourceRate is a push refused for its source address's
+// SourcePushRate: RateLimited, told apart in the refusal log.
+var errSourceRate = &relay.Refusal{Code: relay.RateLimited, Temporary: true}
+
+func (s *Server) readPushes(c net.Conn, ss *session, recv *noise.CipherState, answers chan<- chan error, room chan struct{}, done <-chan struct{}) {
 	var buf []byte
 	s.mu.Lock() // sessions start under mu (track): a test's pushAsync set under it is seen
 	push := s.pushAsync
@@ -53,9 +59,10 @@ func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- 
 		case <-done:
 			return
 		}
-		_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		_ = c.SetReadDeadline(s.readDeadline(ss))
 		msg, err := readMessage(c, buf)
 		if err != nil {
+			s.readFailed(ss, err)
 			return
 		}
 		buf = msg
@@ -68,11 +75,17 @@ func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- 
 			<-room
 			continue
 		}
+		s.markUsed(ss)
 		ans := make(chan error, 1) // the store's callback never blocks
 		if err != nil {
 			ans <- relay.ErrMalformed
 		} else if key, env, err := ParsePush(body); err != nil {
 			ans <- relay.ErrMalformed
+		} else if !s.sources.take(ss.host, time.Now()) {
+			s.srcRate.Add(1)
+			ans <- errSourceRate
+			answers <- ans // the writer closes the session at it
+			return
 		} else if err := push(DeviceID(key), env, func(_ relay.Seq, err error) { ans <- err }); err != nil {
 			ans <- err
 			if code, ok := relay.RefusalCode(err); !ok || code.Temporary() {
@@ -87,7 +100,7 @@ func (s *Server) readPushes(c net.Conn, recv *noise.CipherState, answers chan<- 
 	}
 }
 
-func (s *Server) answerPushes(c net.Conn, send *noise.CipherState, answers <-chan chan error, room <-chan struct{}, done chan<- struct{}) {
+func (s *Server) answerPushes(c net.Conn, ss *session, send *noise.CipherState, answers <-chan chan error, room <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	var frame, out []byte
 	for ans := range answers {
@@ -101,6 +114,7 @@ func (s *Server) answerPushes(c net.Conn, send *noise.CipherState, answers <-cha
 		t := Ack
 		if err != nil {
 			s.refused.Add(1)
+			s.pushRefused(ss.host, err)
 			if code, ok := relay.RefusalCode(err); !ok || code.Temporary() {
 				c.Close() // no frame says "later": unacked, the client pushes it again
 				return
@@ -124,4 +138,18 @@ func (s *Server) answerPushes(c net.Conn, send *noise.CipherState, answers <-cha
 		}
 		<-room
 	}
+}
+
+// pushRefused logs a refused push: its code, never its inbox or bytes.
+func (s *Server) pushRefused(host string, err error) {
+	if err == errSourceRate {
+		s.door.Refusals.Warn("trueseal push refused: its source address is over its push rate", host,
+			"rate", s.opts.SourcePushRate, "burst", s.opts.SourcePushBurst)
+		return
+	}
+	code, ok := relay.RefusalCode(err)
+	if !ok {
+		code = relay.Internal
+	}
+	s.door.Refusals.Warn("trueseal push refused", host, "code", code.String(), "temporary", code.Temporary())
 }

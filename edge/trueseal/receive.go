@@ -22,9 +22,12 @@ import (
 // again only on a new session. The writer sends a Heartbeat when nothing
 // was written for HeartbeatInterval and echoes a Heartbeat the device
 // starts (not the device's echo of its own); the reader closes the session
-// when nothing was read for IdleTimeout.
+// when nothing was read for IdleTimeout. Until the device has sent a
+// frame, the writer also sends a Heartbeat at half FirstFrameTimeout, so
+// that a live device answers before that deadline, when a session from
+// which nothing came is closed.
 
-func (s *Server) receiveSession(c net.Conn, cs ciphers, peer []byte) {
+func (s *Server) receiveSession(c net.Conn, cs ciphers, peer []byte, ss *session) {
 	s.recvN.Add(1)
 	defer s.recvN.Add(-1)
 	_ = c.SetDeadline(time.Time{})
@@ -46,8 +49,8 @@ func (s *Server) receiveSession(c net.Conn, cs ciphers, peer []byte) {
 		// and gets, on a new session, what it did not ack.
 		c.Close()
 	})
-	w.Go(func() { s.writeReceive(ctx, c, cs.send, frames, echo, &awaiting) })
-	s.readReceive(c, cs.recv, sess, echo, &awaiting)
+	w.Go(func() { s.writeReceive(ctx, c, ss, cs.send, frames, echo, &awaiting) })
+	s.readReceive(c, ss, cs.recv, sess, echo, &awaiting)
 	cancel()
 	c.Close()
 	w.Wait()
@@ -71,10 +74,13 @@ func deliverBlobs(ctx context.Context, sess Receiver, frames chan<- []byte) {
 	}
 }
 
-func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.CipherState, frames <-chan []byte, echo <-chan struct{}, awaiting *atomic.Bool) {
+func (s *Server) writeReceive(ctx context.Context, c net.Conn, ss *session, send *noise.CipherState, frames <-chan []byte, echo <-chan struct{}, awaiting *atomic.Bool) {
 	hb := AppendFrame(nil, Heartbeat, nil)
 	t := time.NewTimer(s.opts.HeartbeatInterval)
 	defer t.Stop()
+	first := time.NewTimer(time.Until(ss.by) / 2) // the Heartbeat that asks a silent device for its first frame
+	defer first.Stop()
+	firstC := first.C
 	var out []byte
 	for {
 		var f []byte
@@ -87,6 +93,13 @@ func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.Ciphe
 		case <-echo:
 			f = hb
 		case <-t.C:
+			awaiting.Store(true)
+			f = hb
+		case <-firstC:
+			firstC = nil
+			if ss.used.Load() {
+				continue
+			}
 			awaiting.Store(true)
 			f = hb
 		}
@@ -108,12 +121,13 @@ func (s *Server) writeReceive(ctx context.Context, c net.Conn, send *noise.Ciphe
 	}
 }
 
-func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, sess Receiver, echo chan<- struct{}, awaiting *atomic.Bool) {
+func (s *Server) readReceive(c net.Conn, ss *session, recv *noise.CipherState, sess Receiver, echo chan<- struct{}, awaiting *atomic.Bool) {
 	var buf, plain []byte
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		_ = c.SetReadDeadline(s.readDeadline(ss))
 		msg, err := readMessage(c, buf)
 		if err != nil {
+			s.readFailed(ss, err)
 			return
 		}
 		buf = msg
@@ -121,6 +135,7 @@ func (s *Server) readReceive(c net.Conn, recv *noise.CipherState, sess Receiver,
 		if err != nil {
 			return
 		}
+		s.markUsed(ss)
 		typ, body, err := ParseFrame(plain)
 		if err != nil {
 			continue

@@ -1,17 +1,20 @@
 package trueseal
 
 import (
+	"container/list"
 	"context"
 	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flynn/noise"
 
+	"busbar/edge"
 	"busbar/relay"
 )
 
@@ -25,19 +28,50 @@ const (
 	// DefaultIdleTimeout: a session from which nothing was read for this
 	// long is closed (three heartbeats unanswered: the peer is gone).
 	DefaultIdleTimeout = 3 * DefaultHeartbeatInterval
-	// DefaultHandshakeTimeout bounds the Noise handshake.
+	// DefaultHandshakeTimeout bounds the Noise handshake. Until it is
+	// done a connection also holds a place in the shared pre-login
+	// admission (Options.Door.Hold), whose rules bound and evict the
+	// connections still in their handshake.
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultFirstFrameTimeout: a session whose handshake is done but
+	// from which no frame came within this long (a push session that
+	// pushed nothing; a receive session whose device answered nothing,
+	// not even the Heartbeat the relay sends it at half this time) is
+	// closed, counted as "unused". Such a session is also the first to
+	// make room for a new one at MaxSessions.
+	DefaultFirstFrameTimeout = 10 * time.Second
 	// DefaultMaxSessions bounds the sessions open at once, push and
-	// receive together; a connection past it is closed at once.
+	// receive together, counted from the end of their handshake. At it,
+	// a new session takes the place of the oldest one that has pushed and
+	// received nothing yet (closed, counted as "evicted"); when every
+	// session has, the new one is closed at once (SessionsRefused).
 	DefaultMaxSessions = 10_000
 	// DefaultMaxPushesInFlight bounds a push session's pushes admitted
 	// and not yet answered; past it the session stops reading until an
 	// answer goes out (backpressure, nothing dropped).
 	DefaultMaxPushesInFlight = 256
+	// DefaultSourcePushRate and DefaultSourcePushBurst are the token
+	// bucket of one source address (an IPv4 address, an IPv6 /64): the
+	// pushes a second, sustained, that its push sessions may make
+	// together, and how many at once. A push over it is refused for now
+	// (RateLimited: the session closes unacked and the client pushes it
+	// again later). trueseal's pushers are anonymous: this, and the store's
+	// edge budget (relay.Options.Edge), are what bound them.
+	DefaultSourcePushRate  = 20
+	DefaultSourcePushBurst = 200
+	// MaxPushSources bounds the source addresses with a bucket of their
+	// own; past it (after forgetting the full buckets, at most once a
+	// second) every further address shares one bucket, so a flood from
+	// many addresses costs no more memory and gets no more pushes.
+	MaxPushSources = 16_384
 	// DeliverQueue is how many Deliver frames a receive session holds
 	// ready for its writer.
 	DeliverQueue = 16
 )
+
+// DoorName names the trueseal listener in the edge's accept log and
+// counts (edge.AcceptFailures).
+const DoorName = "trueseal"
 
 // Protocol names trueseal's inboxes to the broker (its edge protocol's
 // label, broker.EdgeInboxes): a trueseal push forwarded between brokers
@@ -73,52 +107,83 @@ type Options struct {
 	// Inboxes, if set, is where the inboxes are kept (BusInboxes: on a
 	// bus, each on its home broker).
 	Inboxes Inboxes
+	// Door is the process's shared door (broker.(*Broker).Door): its
+	// Hold admits a connection from accept until its handshake is done,
+	// its Refusals log every refusal a peer can cause, its Log the rest.
+	// The zero Door is one of the server's own, admitting every
+	// connection (then only HandshakeTimeout bounds those in their
+	// handshake).
+	Door edge.Door
 
 	HeartbeatInterval time.Duration
 	IdleTimeout       time.Duration
 	HandshakeTimeout  time.Duration
+	FirstFrameTimeout time.Duration
 	MaxSessions       int
 	MaxPushesInFlight int
+	// SourcePushRate and SourcePushBurst: 0 is the default; a negative
+	// SourcePushRate turns the bucket per source address off.
+	SourcePushRate  float64
+	SourcePushBurst int
 }
 
-// The server logs nothing: what it could say of a session (a key, an
-// address, a failed decryption) would tell who talks to whom. Stats and
-// the Collector count what happens.
+// What the server logs: refusals only (a failed handshake, a session
+// refused or closed to make room or for saying nothing, a push refused),
+// through Door.Refusals, with the source address and the reason, never
+// a key, an inbox or a byte of a blob: who talks to whom stays unsaid.
+// Stats and the Collector count everything.
 
 // Stats are the server's counts, for /metrics.
 type Stats struct {
-	Sessions                      int    // connections held now, handshakes included (MaxSessions bounds it)
+	Accepted                      uint64 // connections accepted (or given to ServeConn)
+	Handshakes                    int    // connections in their handshake now (Door.Hold bounds them)
+	Sessions                      int    // sessions open now, handshake done (MaxSessions bounds it)
 	PushSessions, ReceiveSessions int64  // open now
 	Pushed, Refused, Delivered    uint64 // pushes acked, pushes answered Error or dropped, blobs delivered
+	SourceRateLimited             uint64 // pushes refused for their source address's SourcePushRate (in Refused too)
 	DeliverAcks, HandshakeFailed  uint64
-	SessionsRefused               uint64 // past MaxSessions
+	SessionsRefused               uint64 // past MaxSessions, every session in use
+	// Sessions closed by the server, by reason: nothing read within
+	// FirstFrameTimeout of the handshake (Unused), closed to make room at
+	// MaxSessions (Evicted), nothing read for IdleTimeout (Idle).
+	Unused, Evicted, Idle uint64
 }
 
 // Server is a trueseal relay over busbar's relay store: Noise NK push
 // sessions and Noise XX receive sessions on one listener.
 type Server struct {
 	opts    Options
+	door    edge.Door
 	inboxes Inboxes
+	sources *sourceLimiter
 	// pushAsync, if set, replaces the sessions' pushers: tests hold
 	// callbacks back with their own.
 	pushAsync func(device string, blob []byte, then func(relay.Seq, error)) error
 
-	mu      sync.Mutex
-	closed  bool                      // guarded by mu
-	lns     map[net.Listener]struct{} // guarded by mu
-	conns   map[net.Conn]struct{}     // guarded by mu
-	wg      sync.WaitGroup            // every Serve loop and every session
-	quit    chan struct{}             // closed by Close
-	ctx     context.Context           // ends with Close
-	stop    context.CancelFunc
-	pushN   atomic.Int64
-	recvN   atomic.Int64
-	pushed  atomic.Uint64
-	refused atomic.Uint64
-	deliv   atomic.Uint64
-	dacks   atomic.Uint64
-	hsFail  atomic.Uint64
-	full    atomic.Uint64
+	mu       sync.Mutex
+	closed   bool                      // guarded by mu
+	lns      map[net.Listener]struct{} // guarded by mu
+	conns    map[net.Conn]struct{}     // guarded by mu
+	sessions int                       // guarded by mu: handshakes done, sessions not ended
+	unused   list.List                 // guarded by mu: of *session, those not used yet, oldest first
+	wg       sync.WaitGroup            // every Serve loop and every session
+	quit     chan struct{}             // closed by Close
+	ctx      context.Context           // ends with Close
+	stop     context.CancelFunc
+	accepted atomic.Uint64
+	hsN      atomic.Int64
+	pushN    atomic.Int64
+	recvN    atomic.Int64
+	pushed   atomic.Uint64
+	refused  atomic.Uint64
+	srcRate  atomic.Uint64
+	deliv    atomic.Uint64
+	dacks    atomic.Uint64
+	hsFail   atomic.Uint64
+	full     atomic.Uint64
+	unusedN  atomic.Uint64
+	evicted  atomic.Uint64
+	idle     atomic.Uint64
 }
 
 // NewServer checks opts and returns a server serving nothing yet.
@@ -141,14 +206,24 @@ func NewServer(opts Options) (*Server, error) {
 	def(&opts.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&opts.IdleTimeout, 3*opts.HeartbeatInterval)
 	def(&opts.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&opts.FirstFrameTimeout, DefaultFirstFrameTimeout)
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.MaxPushesInFlight <= 0 {
 		opts.MaxPushesInFlight = DefaultMaxPushesInFlight
 	}
+	if opts.SourcePushRate == 0 {
+		opts.SourcePushRate = DefaultSourcePushRate
+	}
+	if opts.SourcePushBurst <= 0 {
+		opts.SourcePushBurst = DefaultSourcePushBurst
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Server{opts: opts, inboxes: inboxes, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{}), ctx: ctx, stop: stop}, nil
+	return &Server{opts: opts, door: opts.Door.Ready(), inboxes: inboxes,
+		sources: newSourceLimiter(opts.SourcePushRate, opts.SourcePushBurst),
+		lns:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+		quit: make(chan struct{}), ctx: ctx, stop: stop}, nil
 }
 
 func validKeyPair(k noise.DHKey) bool {
@@ -166,54 +241,52 @@ func (s *Server) PublicKey() []byte { return append([]byte(nil), s.opts.Key.Publ
 // Stats returns the server's counts.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	n := len(s.conns)
+	n := s.sessions
 	s.mu.Unlock()
 	return Stats{
-		Sessions:     n,
+		Accepted: s.accepted.Load(), Handshakes: int(s.hsN.Load()), Sessions: n,
 		PushSessions: s.pushN.Load(), ReceiveSessions: s.recvN.Load(),
 		Pushed: s.pushed.Load(), Refused: s.refused.Load(), Delivered: s.deliv.Load(),
-		DeliverAcks: s.dacks.Load(), HandshakeFailed: s.hsFail.Load(), SessionsRefused: s.full.Load(),
+		SourceRateLimited: s.srcRate.Load(),
+		DeliverAcks:       s.dacks.Load(), HandshakeFailed: s.hsFail.Load(), SessionsRefused: s.full.Load(),
+		Unused: s.unusedN.Load(), Evicted: s.evicted.Load(), Idle: s.idle.Load(),
 	}
 }
 
 // Serve accepts connections on ln until Close (then it returns ErrClosed)
-// or until ln fails. Close closes ln.
+// or until ln fails for good: the edge's accept loop (edge.Accept), which
+// retries a temporary failure (out of descriptors, say) after a growing
+// pause. Close closes ln.
 func (s *Server) Serve(ln net.Listener) error {
+	wl := edge.Listener(ln, DoorName, s.door.Log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
 		return ErrClosed
 	}
-	s.lns[ln] = struct{}{}
+	s.lns[wl] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			select {
-			case <-s.quit:
-				return ErrClosed
-			default:
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
+	err := edge.Accept(wl, DoorName, s.door.Log, func(c net.Conn) {
 		if !s.track(c) {
 			c.Close()
-			continue
+			return
 		}
 		go s.served(c)
+	})
+	select {
+	case <-s.quit:
+		return ErrClosed
+	default:
 	}
+	return err
 }
 
 // ServeConn serves one connection, from any transport (a TCP connection
-// Serve accepted elsewhere, a net.Pipe), until its session ends. Past
-// MaxSessions, or once Close has begun, c is closed at once.
+// Serve accepted elsewhere, a net.Pipe), until its session ends. Once
+// Close has begun, c is closed at once.
 func (s *Server) ServeConn(c net.Conn) {
 	if !s.track(c) {
 		c.Close()
@@ -222,23 +295,22 @@ func (s *Server) ServeConn(c net.Conn) {
 	s.served(c)
 }
 
-// served runs a tracked connection and untracks it.
+// served runs a tracked connection and untracks it. From here until its
+// handshake is done, it holds a place in the door's admission.
 func (s *Server) served(c net.Conn) {
 	defer s.wg.Done()
 	defer s.untrack(c)
-	s.serveConn(c)
+	s.accepted.Add(1)
+	release := s.door.Hold(c) // no room: c is closed, and the handshake's read fails
+	defer release()
+	s.serveConn(c, release)
 }
 
-// track registers c as a session (wg counted), or refuses it: closed
-// server, or MaxSessions reached.
+// track registers c for Close (wg counted), or refuses it: closed server.
 func (s *Server) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
-	}
-	if len(s.conns) >= s.opts.MaxSessions {
-		s.full.Add(1)
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -277,71 +349,243 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// session is one connection past its handshake, counted against
+// MaxSessions until it ends.
+type session struct {
+	c    net.Conn
+	host string    // the peer's address, for the refusal log
+	by   time.Time // its first frame must come before this (FirstFrameTimeout)
+	used atomic.Bool
+	open bool          // guarded by Server.mu: counted in Server.sessions
+	elem *list.Element // guarded by Server.mu: in Server.unused while not used
+}
+
+// admit counts a connection whose handshake is done as a session. At
+// MaxSessions the oldest session not used yet is closed to make room;
+// when every one is used, nil: the connection is refused (and closed by
+// its caller).
+func (s *Server) admit(c net.Conn, host string) *session {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	var victim *session
+	if s.sessions >= s.opts.MaxSessions {
+		e := s.unused.Front()
+		if e == nil {
+			s.mu.Unlock()
+			s.full.Add(1)
+			s.door.Refusals.Warn("trueseal session refused: MaxSessions reached, every session in use", host,
+				"max_sessions", s.opts.MaxSessions)
+			return nil
+		}
+		victim = e.Value.(*session)
+		s.leaveLocked(victim)
+	}
+	ss := &session{c: c, host: host, by: time.Now().Add(s.opts.FirstFrameTimeout), open: true}
+	ss.elem = s.unused.PushBack(ss)
+	s.sessions++
+	s.mu.Unlock()
+	if victim != nil {
+		s.evicted.Add(1)
+		s.door.Refusals.Warn("trueseal session closed to make room: it had pushed and received nothing", victim.host,
+			"max_sessions", s.opts.MaxSessions)
+		victim.c.Close()
+	}
+	return ss
+}
+
+// markUsed notes that ss pushed or received: it is no longer the first to
+// make room, nor closed at FirstFrameTimeout.
+func (s *Server) markUsed(ss *session) {
+	if ss.used.Load() {
+		return
+	}
+	ss.used.Store(true)
+	s.mu.Lock()
+	if ss.elem != nil {
+		s.unused.Remove(ss.elem)
+		ss.elem = nil
+	}
+	s.mu.Unlock()
+}
+
+// end stops counting ss.
+func (s *Server) end(ss *session) {
+	s.mu.Lock()
+	s.leaveLocked(ss)
+	s.mu.Unlock()
+}
+
+func (s *Server) leaveLocked(ss *session) {
+	if !ss.open {
+		return
+	}
+	ss.open = false
+	s.sessions--
+	if ss.elem != nil {
+		s.unused.Remove(ss.elem)
+		ss.elem = nil
+	}
+}
+
+// readDeadline is when a read of ss gives up: IdleTimeout from now, and
+// before its first frame no later than FirstFrameTimeout after its
+// handshake.
+func (s *Server) readDeadline(ss *session) time.Time {
+	d := time.Now().Add(s.opts.IdleTimeout)
+	if !ss.used.Load() && ss.by.Before(d) {
+		return ss.by
+	}
+	return d
+}
+
+// readFailed counts a session's read that failed by its deadline: unused
+// (no first frame in time) or idle.
+func (s *Server) readFailed(ss *session, err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	if ss.used.Load() {
+		s.idle.Add(1)
+		return
+	}
+	s.unusedN.Add(1)
+	s.door.Refusals.Warn("trueseal session closed: nothing pushed or received since its handshake", ss.host,
+		"first_frame_timeout", s.opts.FirstFrameTimeout)
+}
+
+// handshakeFailed counts and logs a handshake that failed, unless the
+// connection was closed under it (by the door's admission, which counts
+// and logs its own, or by Close).
+func (s *Server) handshakeFailed(host string, err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	s.hsFail.Add(1)
+	s.door.Refusals.Warn("trueseal handshake failed", host, "timed_out", errors.Is(err, os.ErrDeadlineExceeded))
+}
+
 // serveConn runs one connection: the handshake, then its session.
-func (s *Server) serveConn(c net.Conn) {
+// release gives back its admission place, once the handshake is done.
+func (s *Server) serveConn(c net.Conn, release func()) {
+	host := remoteHost(c)
+	s.hsN.Add(1)
+	inHandshake := true
+	done := func() {
+		if inHandshake {
+			inHandshake = false
+			s.hsN.Add(-1)
+			release()
+		}
+	}
+	defer done()
 	_ = c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	first, err := readMessage(c, nil)
 	if err != nil {
-		s.hsFail.Add(1)
+		s.handshakeFailed(host, err)
 		return
 	}
 	// NK's first message is e, es and an encrypted empty payload: 48
 	// bytes that only the relay's static key opens. Anything it does not
 	// open is taken as XX's first message (e alone, in clear).
-	if cs, ok := s.acceptNK(c, first); ok {
-		s.pushSession(c, cs)
+	if hs, ok := s.openNK(first); ok {
+		// A session place is taken before the relay answers: a client
+		// refused sees its handshake fail.
+		ss := s.admit(c, host)
+		if ss == nil {
+			return
+		}
+		defer s.end(ss)
+		cs, err := s.answerNK(c, hs)
+		if err != nil {
+			s.handshakeFailed(host, err)
+			return
+		}
+		done()
+		s.pushSession(c, cs, ss)
 		return
 	}
-	if cs, peer, ok := s.acceptXX(c, first); ok {
-		s.receiveSession(c, cs, peer)
+	cs, peer, err := s.acceptXX(c, first)
+	if err != nil {
+		s.handshakeFailed(host, err)
 		return
 	}
-	s.hsFail.Add(1)
+	ss := s.admit(c, host)
+	if ss == nil {
+		return
+	}
+	defer s.end(ss)
+	done()
+	s.receiveSession(c, cs, peer, ss)
+}
+
+// remoteHost is c's peer's address without its port, for the refusal log.
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // ciphers are a session's two directions after the handshake.
 type ciphers struct{ recv, send *noise.CipherState }
 
-func (s *Server) acceptNK(c net.Conn, first []byte) (ciphers, bool) {
+// openNK reads an NK first message; false: it is not one for this relay.
+func (s *Server) openNK(first []byte) (*noise.HandshakeState, bool) {
 	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeNK, StaticKeypair: s.opts.Key})
 	if err != nil {
-		return ciphers{}, false
+		return nil, false
 	}
 	if _, _, _, err := hs.ReadMessage(nil, first); err != nil {
-		return ciphers{}, false
+		return nil, false
 	}
-	msg, toRelay, toClient, err := hs.WriteMessage(nil, nil)
-	if err != nil {
-		return ciphers{}, false
-	}
-	if _, err := c.Write(appendMessage(nil, msg)); err != nil {
-		return ciphers{}, false
-	}
-	return ciphers{recv: toRelay, send: toClient}, true
+	return hs, true
 }
 
-func (s *Server) acceptXX(c net.Conn, first []byte) (ciphers, []byte, bool) {
+// answerNK writes the relay's NK answer, which ends the handshake.
+func (s *Server) answerNK(c net.Conn, hs *noise.HandshakeState) (ciphers, error) {
+	msg, toRelay, toClient, err := hs.WriteMessage(nil, nil)
+	if err != nil {
+		return ciphers{}, err
+	}
+	if _, err := c.Write(appendMessage(nil, msg)); err != nil {
+		return ciphers{}, err
+	}
+	return ciphers{recv: toRelay, send: toClient}, nil
+}
+
+func (s *Server) acceptXX(c net.Conn, first []byte) (ciphers, []byte, error) {
 	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeXX, StaticKeypair: s.opts.Key})
 	if err != nil {
-		return ciphers{}, nil, false
+		return ciphers{}, nil, err
 	}
 	if _, _, _, err := hs.ReadMessage(nil, first); err != nil {
-		return ciphers{}, nil, false
+		return ciphers{}, nil, err
 	}
 	msg, _, _, err := hs.WriteMessage(nil, nil)
 	if err != nil {
-		return ciphers{}, nil, false
+		return ciphers{}, nil, err
 	}
 	if _, err := c.Write(appendMessage(nil, msg)); err != nil {
-		return ciphers{}, nil, false
+		return ciphers{}, nil, err
 	}
 	third, err := readMessage(c, nil)
 	if err != nil {
-		return ciphers{}, nil, false
+		return ciphers{}, nil, err
 	}
 	_, toRelay, toDevice, err := hs.ReadMessage(nil, third)
-	if err != nil || toRelay == nil {
-		return ciphers{}, nil, false
+	if err != nil {
+		return ciphers{}, nil, err
 	}
-	return ciphers{recv: toRelay, send: toDevice}, append([]byte(nil), hs.PeerStatic()...), true
+	if toRelay == nil {
+		return ciphers{}, nil, ErrHandshake
+	}
+	return ciphers{recv: toRelay, send: toDevice}, append([]byte(nil), hs.PeerStatic()...), nil
 }

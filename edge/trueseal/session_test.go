@@ -162,7 +162,7 @@ func TestOtherFramesOnAPushSessionAreDropped(t *testing.T) {
 }
 
 func TestTemporaryRefusalClosesThePushSessionUnacked(t *testing.T) {
-	f := start(t, Options{}, relay.Options{MaxInboxBlobs: 1})
+	f := start(t, Options{}, relay.Options{Edge: relay.Budget{MaxInboxBlobs: 1}}) // trueseal inboxes count against the edge budget
 	dev := newDevice(t)
 	p := pushSession(t, f.addr, f.key.Public)
 	p.push(dev.Public, []byte("fits"))

@@ -71,7 +71,7 @@ func listenTrueseal(addrs, dir, keyFile string, busRelays []string, b *broker.Br
 	if err != nil {
 		return nil, fmt.Errorf("--trueseal: the relay key: %w", err)
 	}
-	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: b.RelayStore(), Inboxes: inboxes})
+	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: b.RelayStore(), Inboxes: inboxes, Door: b.Door()})
 	if err != nil {
 		return nil, err
 	}

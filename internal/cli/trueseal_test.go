@@ -278,3 +278,31 @@ func TestServeTruesealOnABusSharesOneKeyFile(t *testing.T) {
 		t.Fatalf("deliver through b2: %q %v", env, err)
 	}
 }
+
+// TestServeTruesealStandsBehindTheBrokersDoor: serve gives the trueseal
+// listener the broker's door (Broker.Door), so a refusal there is written
+// through the broker's shared refusal log, with the source address and
+// no key, and a push still works beside it.
+func TestServeTruesealStandsBehindTheBrokersDoor(t *testing.T) {
+	s, addr, key := startTrueseal(t, filepath.Join(t.TempDir(), "state"))
+	bad, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	tsWrite(t, bad, []byte("not a handshake")) // neither NK's first message nor XX's
+	testbroker.Eventually(t, 10*time.Second, "the failed handshake in serve's log", func() bool {
+		return strings.Contains(s.stderr.String(), "trueseal handshake failed")
+	})
+	line := s.stderr.String()
+	if !strings.Contains(line, "127.0.0.1") || strings.Contains(line, hex.EncodeToString(key)) {
+		t.Fatalf("the refusal line lacks the source address or names the relay key:\n%s", line)
+	}
+	dev, err := noise.DH25519.GenerateKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tsDial(t, addr, key, nil)
+	p.write(trueseal.Push, append(append([]byte(nil), dev.Public...), "beside it"...))
+	p.expect(trueseal.Ack)
+}
