@@ -7,9 +7,7 @@ package trueseal
 // one for the message, which holds only if the relay writes each message
 // in one piece. Its three flows: push then deliver to a device online,
 // to a device that connects later, and redelivery after the device's TCP
-// connection drops before its DeliverAck. scripts/trueseal-real-client
-// runs the file itself, from a trueseal-relay checkout, against busbar
-// serve --trueseal (docs/trueseal.md#trueseal-relays-own-e2e-flow).
+// connection drops before its DeliverAck (docs/trueseal.md#trueseal-relays-own-e2e-flow).
 
 import (
 	"net"

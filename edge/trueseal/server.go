@@ -447,6 +447,7 @@ func (s *Server) readFailed(ss *session, err error) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return
 	}
+	edge.CountClosed("trueseal", edge.ReasonIdle) // unused or idle: a session that did nothing in time
 	if ss.used.Load() {
 		s.idle.Add(1)
 		return
@@ -464,6 +465,9 @@ func (s *Server) handshakeFailed(host string, err error) {
 		return
 	}
 	s.hsFail.Add(1)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		edge.CountClosed("trueseal", edge.ReasonLoginTimeout)
+	}
 	s.door.Refusals.Warn("trueseal handshake failed", host, "timed_out", errors.Is(err, os.ErrDeadlineExceeded))
 }
 
