@@ -110,11 +110,12 @@ func (r *refusals) counts() map[Refusal]uint64 {
 	return out
 }
 
-// refuse counts a refusal of reason at door and writes it to the shared
-// refusal log, under the peer's source host ("" for a local peer).
+// refuse writes a refusal of reason at door to the shared refusal log,
+// under the peer's source host ("" for a local peer), then counts it: a
+// refusal counted is one the log has had.
 func (s *Server) refuse(door, reason, host string, args ...any) {
-	s.refused.add(Refusal{Door: door, Reason: reason})
 	s.cfg.Door.Refusals.Warn(refusalText[reason], host, append(args, "door", door, "reason", reason)...)
+	s.refused.add(Refusal{Door: door, Reason: reason})
 }
 
 // sourceHost is the host a refusal from remote (a request's RemoteAddr)
