@@ -40,6 +40,16 @@
 // the broker vouches for its sender: another native connection (a call,
 // its reply, an event).
 //
+// # The door
+//
+// Both listeners stand behind the process's shared door (Config.Door,
+// package edge): the HTTP server is edge.HTTPServer (its header bound and
+// timeouts, edge.Listener's accept retries), each connection holds a
+// place of the broker's login pool until its upgrade or its close, an
+// upgrade must send its first message within Config.FirstFrameTimeout,
+// and every refusal a peer can cause is written through
+// Door.Refusals and counted by door and reason (Stats, NewCollector).
+//
 // The whole contract (what a cosmix user sets, what differs from noded,
 // the limits) is docs/cosmix.md.
 package cosmix

@@ -39,12 +39,13 @@ func start(t *testing.T, tweak func(*Config), extra ...auth.Principal) *env {
 	return startWith(t, broker.Options{}, tweak, extra...)
 }
 
-// startWith is start with a broker of options opts.
+// startWith is start with a broker of options opts. The server stands
+// behind the broker's door (its refusal log and login pool), as serve's.
 func startWith(t *testing.T, opts broker.Options, tweak func(*Config), extra ...auth.Principal) *env {
 	t.Helper()
 	bus := testbroker.Start(t, "inproc", opts, extra...)
 	cfg := Config{Dial: Dialer(bus.Broker),
-		BrokerName: bus.Broker.Name(), Version: "test"}
+		BrokerName: bus.Broker.Name(), Version: "test", Door: bus.Broker.Door()}
 	if tweak != nil {
 		tweak(&cfg)
 	}

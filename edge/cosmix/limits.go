@@ -45,6 +45,13 @@ const (
 	// connection in to the broker may take.
 	DefaultLoginTimeout = 10 * time.Second
 
+	// DefaultFirstFrameTimeout is Config.FirstFrameTimeout: how long an
+	// upgraded connection has to send its first message, whole (any
+	// frame; the heartbeat "---\n---\n" will do). One that sends none is
+	// closed and counted (RefusedNoFirstFrame). cosmix-lib-client's
+	// connect and connect_unix send theirs (register, ping) at once.
+	DefaultFirstFrameTimeout = 10 * time.Second
+
 	// DefaultWriteTimeout is Config.WriteTimeout: how long one frame may
 	// take to be written to a cosmix peer that does not read; past it the
 	// connection is closed.

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,6 +20,7 @@ import (
 	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
+	"busbar/edge"
 	"busbar/transport"
 )
 
@@ -61,11 +60,15 @@ type Config struct {
 	// (ListenUnix) logs in with: the broker owner's, whose OS user alone
 	// may connect there. Unused by the loopback listener.
 	Owner auth.Credential
-	// MaxConns, MaxCalls, CallTimeout, LoginTimeout and WriteTimeout are
-	// limits (zero: DefaultMaxConns and so on).
-	MaxConns, MaxCalls                      int
-	CallTimeout, LoginTimeout, WriteTimeout time.Duration
-	Logger                                  *slog.Logger
+	// MaxConns, MaxCalls, CallTimeout, LoginTimeout, WriteTimeout and
+	// FirstFrameTimeout are limits (zero: DefaultMaxConns and so on).
+	MaxConns, MaxCalls                                         int
+	CallTimeout, LoginTimeout, WriteTimeout, FirstFrameTimeout time.Duration
+	// Door is the process's shared door (broker.(*Broker).Door): the log,
+	// the refusal log every refusal goes to, and the pre-login admission
+	// each connection holds a place in from its accept to its upgrade (or
+	// its close). Its zero value is a door of the server's own.
+	Door edge.Door
 }
 
 // Server serves cosmix clients over WebSocket, each as a busbar node.
@@ -85,7 +88,7 @@ type Server struct {
 	unixLns  []*UnixListener
 
 	dropped atomic.Uint64 // frames for apps their full queues refused
-	refused atomic.Uint64 // Unix socket peers of another OS user
+	refused refusals      // by door and reason
 
 	epoch    string              // broker_epoch of the principals stamped
 	vmu      sync.Mutex          // guards vouchers and each session's vouched
@@ -119,9 +122,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.FirstFrameTimeout <= 0 {
+		cfg.FirstFrameTimeout = DefaultFirstFrameTimeout
 	}
+	cfg.Door = cfg.Door.Ready()
 	ctx, cancel := context.WithCancel(context.Background())
 	var epoch [16]byte
 	_, _ = rand.Read(epoch[:])
@@ -152,27 +156,37 @@ func Listen(addr string) (net.Listener, error) {
 	return net.Listen("tcp", addr)
 }
 
-// httpReadHeaderTimeout bounds an upgrade request's headers.
-const httpReadHeaderTimeout = 5 * time.Second
+// Serve answers cosmix clients on ln until Close. The HTTP server is the
+// edge's (edge.HTTPServer: its header size and timeouts), and each
+// connection holds a place of Config.Door's admission from its accept to
+// its upgrade, which only a request with a credential that logs in gets,
+// or to its close.
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, DoorTCP, nil) }
 
-// Serve answers cosmix clients on ln until Close.
-func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
-
-// serve answers cosmix clients on ln until Close; connCtx, when set, is
-// the HTTP server's ConnContext.
-func (s *Server) serve(ln net.Listener, connCtx func(context.Context, net.Conn) context.Context) error {
+// serve answers cosmix clients on ln, door, until Close; connCtx, when
+// set, adds to each connection's context.
+func (s *Server) serve(ln net.Listener, door string, connCtx func(context.Context, net.Conn) context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, s)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout, ConnContext: connCtx}
+	hs, wrapped, _ := edge.HTTPServer(mux, ln, door, s.cfg.Door.Log, s.cfg.Door.Hold)
+	if connCtx != nil {
+		admit := hs.ConnContext
+		hs.ConnContext = func(ctx context.Context, nc net.Conn) context.Context {
+			if admit != nil {
+				ctx = admit(ctx, nc)
+			}
+			return connCtx(ctx, nc)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = ln.Close()
+		_ = wrapped.Close()
 		return ErrServerClosed
 	}
 	s.hsrvs = append(s.hsrvs, hs)
 	s.mu.Unlock()
-	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := hs.Serve(wrapped); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return ErrServerClosed
@@ -201,13 +215,20 @@ func (s *Server) Close() error {
 // busbar node in with the request's credential (401 when it cannot), then
 // upgrades and serves the connection until it ends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	door, host := DoorTCP, sourceHost(r.RemoteAddr)
+	peer, native := peerOf(r)
+	if native {
+		door, host = DoorUnix, "" // a local peer, as the broker logs one
+	}
 	if err := checkOrigin(r); err != nil {
+		s.refuse(door, RefusedOrigin, host, "origin", oneLine(r.Header.Get("Origin")))
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
+		s.refuse(door, RefusedOverCapacity, host, "max_conns", s.cfg.MaxConns)
 		http.Error(w, fmt.Sprintf("cosmix: %d connections already (the limit)", s.cfg.MaxConns), http.StatusServiceUnavailable)
 		return
 	}
@@ -217,41 +238,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	peer, native := peerOf(r)
 	cred, err := credential(r)
 	var stamp string
 	if native {
 		cred, err = s.cfg.Owner, nil // the kernel vouched for the user: the owner
 		if stamp, err = s.stampFor(peer); err != nil {
+			s.refuse(door, RefusedForbidden, host, "err", err)
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
 	}
 	if err != nil {
+		s.refuse(door, RefusedBadToken, host, "err", err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="busbar"`)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
 	bc, err := s.login(r, cred)
 	if err != nil {
-		code := http.StatusServiceUnavailable
+		code, reason := http.StatusServiceUnavailable, RefusedLogin
 		if errors.Is(err, client.ErrAuth) {
-			code = http.StatusUnauthorized
+			code, reason = http.StatusUnauthorized, RefusedBadToken
 		}
+		s.refuse(door, reason, host, "principal", cred.Principal, "err", err)
 		http.Error(w, "cosmix: cannot log in to the broker: "+err.Error(), code)
 		return
 	}
 	sess := newSession(s, bc)
-	sess.native, sess.stamp = native, stamp
+	sess.native, sess.stamp, sess.door, sess.host = native, stamp, door, host
 	if err := sess.setup(); err != nil {
 		sess.end()
+		s.refuse(door, RefusedForbidden, host, "principal", cred.Principal, "err", err)
 		http.Error(w, "cosmix: the node may not take calls: "+err.Error(), http.StatusForbidden)
 		return
 	}
-	// Origins are checked above, by busbar's rule.
+	// Origins are checked above, by busbar's rule. The upgrade hijacks the
+	// connection, which gives its admission place back (edge.HTTPServer).
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		sess.end()
+		s.refuse(door, RefusedBadUpgrade, host, "err", err)
 		return
 	}
 	ws.SetReadLimit(MaxMessageBytes)
@@ -260,14 +286,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.end()
 		return
 	}
+	log := s.cfg.Door.Log
 	if native {
-		s.cfg.Logger.Debug("cosmix: native connection", "node", bc.Node(), "principal", cred.Principal, "uid", peer.UID, "pid", peer.PID)
+		log.Debug("cosmix: native connection", "node", bc.Node(), "principal", cred.Principal, "uid", peer.UID, "pid", peer.PID)
 	} else {
-		s.cfg.Logger.Debug("cosmix: connection", "node", bc.Node(), "principal", cred.Principal, "remote", r.RemoteAddr)
+		log.Debug("cosmix: connection", "node", bc.Node(), "principal", cred.Principal, "remote", r.RemoteAddr)
 	}
 	sess.run()
 	s.untrack(sess)
-	s.cfg.Logger.Debug("cosmix: connection ended", "node", bc.Node(), "dropped", sess.dropped.Load())
+	log.Debug("cosmix: connection ended", "node", bc.Node(), "dropped", sess.dropped.Load())
 }
 
 // Dialer is Config.Dial for a broker in this process: a pipe the broker
@@ -326,7 +353,7 @@ func (s *Server) login(r *http.Request, cred auth.Credential) (*client.Client, e
 		Credential:     cred,
 		MaxReconnects:  client.NoReconnect,
 		DefaultTimeout: s.cfg.CallTimeout,
-		Logger:         s.cfg.Logger,
+		Logger:         s.cfg.Door.Log,
 	})
 }
 

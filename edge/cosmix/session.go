@@ -2,6 +2,7 @@ package cosmix
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,9 @@ type session struct {
 	// other native connections (vouch.go); "" unless native.
 	stamp   string
 	vouched []string // its unredeemed vouchers, oldest first; under srv.vmu
+	// door is the listener it came in on (DoorTCP, DoorUnix); host the
+	// source host its refusals are logged under ("" for a local peer).
+	door, host string
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -67,17 +71,34 @@ func (s *session) setup() error {
 }
 
 // run serves the upgraded connection until it ends, then ends the session.
+// Its first message must come within Config.FirstFrameTimeout: a
+// connection that sends none is closed (RefusedNoFirstFrame), so an
+// upgrade cannot hold a node and its goroutines for nothing.
 func (s *session) run() {
 	defer s.end()
 	s.wg.Go(s.writeLoop)
 	s.wg.Go(s.watchNode)
+	first, cancel := context.WithTimeout(s.ctx, s.srv.cfg.FirstFrameTimeout)
+	defer cancel()
+	ctx, waitingFirst := first, true
 	for {
-		typ, data, err := s.ws.Read(s.ctx)
+		typ, data, err := s.ws.Read(ctx) // a Read whose ctx ends closes the connection
 		if err != nil {
+			switch {
+			case waitingFirst && errors.Is(first.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil:
+				s.srv.refuse(s.door, RefusedNoFirstFrame, s.host, "node", s.bc.Node(), "first_frame_timeout", s.srv.cfg.FirstFrameTimeout)
+			case errors.Is(err, websocket.ErrMessageTooBig):
+				s.srv.refuse(s.door, RefusedTooBig, s.host, "node", s.bc.Node(), "max_message_bytes", MaxMessageBytes)
+			}
 			return
+		}
+		if waitingFirst {
+			cancel()
+			ctx, waitingFirst = s.ctx, false
 		}
 		if typ != websocket.MessageText {
 			if s.native {
+				s.srv.refuse(s.door, RefusedBinary, s.host, "node", s.bc.Node())
 				_ = s.ws.Close(websocket.StatusUnsupportedData, "cosmix: text frames only")
 				return
 			}
@@ -133,7 +154,7 @@ func (s *session) enqueue(m *wire.Message) bool { return s.enqueueAs(m, "") }
 // enqueueAs is enqueue, stamping m with the sender's principal when there
 // is one (a redeemed voucher's).
 func (s *session) enqueueAs(m *wire.Message, stamp string) bool {
-	stripPrincipal(m)
+	stripStamped(m)
 	if stamp != "" {
 		m.Set(PrincipalHeader, stamp)
 	}
@@ -144,13 +165,14 @@ func (s *session) enqueueAs(m *wire.Message, stamp string) bool {
 func (s *session) take(data []byte) {
 	m, err := Decode(data)
 	if err != nil {
+		s.srv.refuse(s.door, RefusedMalformedFrame, s.host, "node", s.bc.Node(), "err", err)
 		s.enqueue(invalidFrame(err))
 		return
 	}
 	if m.IsHeartbeat() {
 		return
 	}
-	stripPrincipal(m) // an app's own claim travels nowhere
+	stripStamped(m) // an app's own claim travels nowhere
 	if m.Value(wire.HeaderType) == wire.TypeResponse {
 		s.answered(m)
 		return

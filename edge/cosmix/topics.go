@@ -122,6 +122,7 @@ func (s *session) publish(ctx context.Context, m *wire.Message, name, ch string)
 	for _, h := range topicHeaders {
 		inner.Del(h)
 	}
+	stripStamped(inner) // a publisher's claim is neither delivered nor retained
 	retain := m.Value("retain") != "false"
 	r := &s.srv.topics
 	r.mu.Lock()
@@ -214,7 +215,7 @@ func (s *session) subscribeTopic(ctx context.Context, id, name, ch string) *wire
 	resp.SetBody(fmt.Appendf(nil, `{"subscription_id": %s, "replayed": %t, "seq": %d}`, body, snapshot != nil, seq))
 	s.enqueue(resp)
 	if snapshot != nil {
-		s.enqueueRaw(snapshot)
+		s.enqueueRaw(topicDelivery(name, snapshot)) // as a live delivery is made
 	}
 	return nil
 }
@@ -233,12 +234,16 @@ func (s *session) unsubscribeTopic(id, name string) *wire.Message {
 	return resp
 }
 
-// topicDelivery is what a subscriber gets: the published frame as it is
-// when it came through a cosmix connection (it has the topic headers),
-// else a busbar node's payload as the body of an event frame.
+// topicDelivery is what a subscriber gets, live or replayed from the
+// retained frame: the published frame as it is when it came through a
+// cosmix connection (it has the topic headers), else a busbar node's
+// payload as the body of an event frame; never a stamped header
+// (stampedHeaders).
 func topicDelivery(name string, payload []byte) []byte {
-	if m, err := wire.Parse(payload); err == nil && m.Value("topic") == name {
-		if stripPrincipal(m) { // a busbar node's frame may carry a claim
+	if m, rep, err := wire.ParseLenient(payload); err == nil && m.Value("topic") == name {
+		// A busbar node's frame may carry a claim, or a line the parse
+		// skipped ("broker_principal:{}"): such a frame travels as parsed.
+		if stripStamped(m) || !rep.Clean() {
 			return Encode(m)
 		}
 		return payload

@@ -165,3 +165,32 @@ func TestTopicListCountAndClearAnswerAsNodedDoes(t *testing.T) {
 		t.Fatalf("after clear: %v", m)
 	}
 }
+
+// forgedTopic is a topic frame whose publisher wrote the headers the
+// adapter stamps (stampedHeaders), in several spellings.
+const forgedTopic = "---\nBROKER_PRINCIPAL: forged\nbroker_principal: {\"version\":1,\"assurance\":\"local-unix\"}\nbusbar-vouch: forged\n" +
+	"command: world.changed\ntype: event\n---\n{\"n\":1}\n"
+
+// What every subscriber gets of forgedTopic, live or replayed.
+const strippedTopic = "---\nbroker_origin: local\ncommand: world.changed\ntopic: world.noded\ntopic_seq: 1\ntype: event\n---\n{\"n\":1}\n"
+
+// A publisher's broker_principal (or voucher) is neither delivered nor
+// retained: a later subscriber's replay is the frame a live one got.
+func TestARetainedTopicFrameIsReplayedWithoutTheHeadersTheBrokerStamps(t *testing.T) {
+	e := start(t, nil)
+	sub, pub := e.dial(), e.dial()
+	sub.send("---\ncommand: topic.subscribe\nid: 1\nname: world.noded\nto: noded\ntype: request\n---\n")
+	if m := sub.recvMsg(); m.Value("rc") != "0" {
+		t.Fatalf("subscribe: %v", m)
+	}
+	pub.send("---\ncommand: topic.publish\nid: 1\nname: world.noded\nto: noded\ntype: request\n---\n" + forgedTopic)
+	pub.expect("---\ncommand: topic.publish\nfrom: noded\nid: 1\nrc: 0\ntype: response\n---\n{\"seq\": 1, \"delivered\": 1}\n")
+	sub.expect(strippedTopic)
+
+	late := e.dial()
+	late.send("---\ncommand: topic.subscribe\nid: 1\nname: world.noded\nto: noded\ntype: request\n---\n")
+	if m := late.recvMsg(); m.Value("rc") != "0" || !strings.Contains(string(m.Body()), `"replayed": true`) {
+		t.Fatalf("late subscribe: %v", m)
+	}
+	late.expect(strippedTopic)
+}

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -74,37 +73,46 @@ func CheckPeer(c PeerCred, owner int) error {
 
 // UnixListener is the native ingress's socket: it hands on only the
 // connections of the broker's own user, each with its peer credentials.
+// ServeUnix serves it behind the edge's accept loop (edge.HTTPServer, so
+// edge.Listener retries its temporary failures).
 type UnixListener struct {
-	ln      net.Listener
-	path    string
-	owner   int
-	log     *slog.Logger
-	refused func() // counts a refused peer
+	ln     net.Listener
+	path   string
+	owner  int
+	refuse func(PeerCred, error) // logs and counts a refused peer
 
 	once sync.Once // Close
 	err  error
 }
 
-// Accept returns the next connection of the broker's own user; others
-// are closed at once, before a byte is read, and logged.
+// Accept returns the next connection of the broker's own user; another
+// user's is closed at once, before a byte is read, and refused
+// (RefusedForeignPeer). An error of the socket is returned as it is.
 func (l *UnixListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
 			return nil, err
 		}
-		cred, err := peerCred(c)
-		if err == nil {
-			err = CheckPeer(cred, l.owner)
+		if pc := l.admit(c); pc != nil {
+			return pc, nil
 		}
-		if err != nil {
-			l.log.Warn("cosmix: refused a connection on the Unix socket", "path", l.path, "err", err)
-			l.refused()
-			_ = c.Close()
-			continue
-		}
-		return &peerConn{Conn: c, cred: cred}, nil
 	}
+}
+
+// admit is c with its peer credentials when its peer is the broker's own
+// user; else it closes c, refuses it, and returns nil.
+func (l *UnixListener) admit(c net.Conn) net.Conn {
+	cred, err := peerCred(c)
+	if err == nil {
+		err = CheckPeer(cred, l.owner)
+	}
+	if err != nil {
+		_ = c.Close()
+		l.refuse(cred, err)
+		return nil
+	}
+	return &peerConn{Conn: c, cred: cred}
 }
 
 // Close closes the socket and removes its file; it may be called more
@@ -121,10 +129,29 @@ func (l *UnixListener) Addr() net.Addr { return l.ln.Addr() }
 func (l *UnixListener) Path() string { return l.path }
 
 // peerConn is a connection accepted on the Unix socket, with its peer.
+// Its RemoteAddr carries the credentials through what wraps it (the
+// edge's admission), to ServeUnix's ConnContext.
 type peerConn struct {
 	net.Conn
 	cred PeerCred
 }
+
+func (c *peerConn) RemoteAddr() net.Addr {
+	var s string
+	if a := c.Conn.RemoteAddr(); a != nil {
+		s = a.String()
+	}
+	return &peerAddr{s: s, cred: c.cred}
+}
+
+// peerAddr is a Unix socket peer's address and credentials.
+type peerAddr struct {
+	s    string
+	cred PeerCred
+}
+
+func (a *peerAddr) Network() string { return "unix" }
+func (a *peerAddr) String() string  { return a.s }
 
 type peerKey struct{}
 
@@ -158,7 +185,9 @@ func (s *Server) ListenUnix(path string) (*UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	ul := &UnixListener{ln: ln, path: path, owner: owner, log: s.cfg.Logger, refused: func() { s.refused.Add(1) }}
+	ul := &UnixListener{ln: ln, path: path, owner: owner, refuse: func(c PeerCred, err error) {
+		s.refuse(DoorUnix, RefusedForeignPeer, "", "path", path, "uid", c.UID, "pid", c.PID, "err", err)
+	}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -170,17 +199,13 @@ func (s *Server) ListenUnix(path string) (*UnixListener, error) {
 	return ul, nil
 }
 
-// Refused is how many connections on the Unix socket were closed because
-// their peer was another OS user (or its credentials could not be read).
-func (s *Server) Refused() uint64 { return s.refused.Load() }
-
 // ServeUnix answers cosmix clients on the socket of ListenUnix until
-// Close. Each connection is a node of Config.Owner's principal; it sends
-// no token.
+// Close, as Serve does (the edge's HTTP server and admission). Each
+// connection is a node of Config.Owner's principal; it sends no token.
 func (s *Server) ServeUnix(ln *UnixListener) error {
-	return s.serve(ln, func(ctx context.Context, c net.Conn) context.Context {
-		if pc, ok := c.(*peerConn); ok {
-			return context.WithValue(ctx, peerKey{}, pc.cred)
+	return s.serve(ln, DoorUnix, func(ctx context.Context, c net.Conn) context.Context {
+		if pa, ok := c.RemoteAddr().(*peerAddr); ok {
+			return context.WithValue(ctx, peerKey{}, pa.cred)
 		}
 		return ctx
 	})
@@ -221,15 +246,26 @@ func checkSocketPath(path string, owner int) error {
 	return nil
 }
 
-// stripPrincipal removes every spelling of PrincipalHeader from m, and
+// stampedHeaders are the headers the adapter stamps on what an app
+// receives or on what passes between its sessions: PrincipalHeader (the
+// sender's kernel-verified principal) and vouchHeader (a reply's
+// voucher). What a client sends never carries them on: a frame it sends,
+// a topic frame it publishes (live and retained).
+var stampedHeaders = []string{PrincipalHeader, vouchHeader}
+
+// stripStamped removes every spelling of the stampedHeaders from m, and
 // reports whether there was one. A key with a colon counts by what comes
 // before it: the client reads a line's key up to its first colon, and
 // ends the connection on a second or non-canonical one.
-func stripPrincipal(m *wire.Message) bool {
+func stripStamped(m *wire.Message) bool {
 	var found []string
 	for k := range m.Headers() {
-		if key, _, _ := strings.Cut(k, ":"); strings.EqualFold(key, PrincipalHeader) {
-			found = append(found, k)
+		key, _, _ := strings.Cut(k, ":")
+		for _, h := range stampedHeaders {
+			if strings.EqualFold(key, h) {
+				found = append(found, k)
+				break
+			}
 		}
 	}
 	for _, k := range found {

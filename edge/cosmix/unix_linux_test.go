@@ -55,8 +55,8 @@ func TestAPeerOfAnotherUserIsHungUpOn(t *testing.T) {
 	if strings.Contains(string(out), "HTTP/") {
 		t.Fatalf("another user's peer was answered:\n%s", out)
 	}
-	if got := u.srv.Refused(); got != 1 {
-		t.Fatalf("Refused() = %d, want 1", got)
+	if got := u.srv.Stats().Refused[Refusal{DoorUnix, RefusedForeignPeer}]; got != 1 {
+		t.Fatalf("refused %d foreign peers, want 1", got)
 	}
 	// The owner's own connections still come in.
 	a := u.dialUnix()

@@ -47,12 +47,22 @@ type unixEnv struct {
 
 func startUnix(t *testing.T) *unixEnv {
 	t.Helper()
+	return startUnixWith(t, nil)
+}
+
+// startUnixWith is startUnix with the socket's own listener wrapped by
+// wrap, when it is set.
+func startUnixWith(t *testing.T, wrap func(net.Listener) net.Listener) *unixEnv {
+	t.Helper()
 	e := start(t, func(c *Config) { c.Owner = auth.Credential{Principal: "local", Secret: "unset"} })
 	e.srv.cfg.Owner.Secret = e.bus.Secrets["local"]
 	sock := filepath.Join(socketDir(t), "bus.sock")
 	ln, err := e.srv.ListenUnix(sock)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln.ln = wrap(ln.ln)
 	}
 	served := make(chan error, 1)
 	go func() { served <- e.srv.ServeUnix(ln) }()

@@ -35,7 +35,9 @@ func (s *Server) ServeBus(ctx context.Context, c *client.Client, service string)
 	_, err := c.Scope("port").Channel(ch).Handle(ctx, func(hctx context.Context, m *client.Message) ([]byte, error) {
 		var req BusRequest
 		if err := json.Unmarshal(m.Payload(), &req); err != nil || req.Command == "" {
-			return nil, &client.HandlerError{RC: wire.RCFailure, Text: `want a JSON payload {"command": NAME, "args": ARGS}`}
+			text := `want a JSON payload {"command": NAME, "args": ARGS}`
+			s.refuse(RefusedMalformed, m.From(), failure("%s", text))
+			return nil, &client.HandlerError{RC: wire.RCFailure, Text: text}
 		}
 		if len(req.Args) == 0 {
 			req.Args = json.RawMessage("null")
@@ -44,7 +46,9 @@ func (s *Server) ServeBus(ctx context.Context, c *client.Client, service string)
 		case s.slots <- struct{}{}:
 			defer func() { <-s.slots }()
 		default:
-			return nil, &client.HandlerError{RC: wire.RCFailure, Text: s.busy().Error}
+			r := s.busy()
+			s.refuse(RefusedBusy, m.From(), r)
+			return nil, &client.HandlerError{RC: wire.RCFailure, Text: r.Error}
 		}
 		r := s.Dispatch(hctx, req.Command, req.Args)
 		if r.RC.IsError() {

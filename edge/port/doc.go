@@ -28,7 +28,8 @@
 // (Config.ReadTimeout), and at most Config.MaxConns connections are served
 // at once: a peer that sends garbage gets an rc 20 reply saying why, and a
 // peer that never finishes gets one at its deadline, while other callers
-// are served.
+// are served. The accept loop is the edge's (edge.Accept), and
+// every refusal goes through Config.Door's refusal log.
 //
 // # Calling
 //

@@ -55,3 +55,10 @@ var (
 	// ErrUnsafeDir: the ports directory can be reached by other users.
 	ErrUnsafeDir = errors.New("port: directory is not private")
 )
+
+// refuse writes a refusal of reason, answered r, to the door's refusal
+// log, under the caller's source (host: "" for a local caller, the node
+// address of a bus caller).
+func (s *Server) refuse(reason, host string, r Reply) {
+	s.cfg.Door.Refusals.Warn("port: refused a request: "+reason, host, "port", s.cfg.Name, "reason", reason, "error", r.Error)
+}

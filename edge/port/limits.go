@@ -32,6 +32,28 @@ const (
 	DefaultMaxRequestMemory = 256 << 20
 )
 
+// DoorName names a port's listener in the edge's accept log and
+// edge.AcceptFailures.
+const DoorName = "port"
+
+// The reasons a port refuses a request, as its refusal log names them
+// (Config.Door.Refusals: a few lines a second per reason, the rest
+// counted). Each is answered rc 20 saying why.
+const (
+	// RefusedBusy: MaxConns connections (and bus calls) served already.
+	RefusedBusy = "busy"
+	// RefusedMemory: the requests being read hold MaxRequestMemory.
+	RefusedMemory = "busy_memory"
+	// RefusedTooLarge: a request over MaxRequestBytes.
+	RefusedTooLarge = "too_large"
+	// RefusedTimeout: a request not complete within ReadTimeout.
+	RefusedTimeout = "read_timeout"
+	// RefusedMalformed: a request that cannot be run: empty, not a frame,
+	// no command, arguments that are not JSON (a bus request's payload
+	// that is not a BusRequest).
+	RefusedMalformed = "malformed_request"
+)
+
 // firstRead is a request buffer's first size; it doubles from there.
 const firstRead = 64 << 10
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"busbar/edge"
 	"busbar/wire"
 )
 
@@ -54,6 +55,11 @@ type Config struct {
 	MaxConns        int           // DefaultMaxConns: socket connections and bus calls together
 	// MaxRequestMemory: DefaultMaxRequestMemory.
 	MaxRequestMemory int64
+	// Door is the shared door the port stands behind: Serve's accept loop
+	// logs to Door.Log, and every refusal a caller can cause (the
+	// Refused reasons) is written through Door.Refusals. Its zero value
+	// is a door of the port's own that logs nowhere.
+	Door edge.Door
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +81,7 @@ func (c *Config) setDefaults() {
 	if c.MaxRequestMemory <= 0 {
 		c.MaxRequestMemory = DefaultMaxRequestMemory
 	}
+	c.Door = c.Door.Ready()
 }
 
 // Server answers a port's commands on the listeners given to Serve.
@@ -133,8 +140,9 @@ func (s *Server) Commands() []string {
 
 // Serve accepts connections on l and answers each in a goroutine of its
 // own until Close, then returns ErrServerClosed. It closes l when it
-// returns. An accept error that is not the listener closing is retried
-// after a pause that grows to a second.
+// returns. The accept loop is the edge's (edge.Accept, door DoorName): a
+// temporary failure (out of descriptors) is retried after a pause that
+// grows to edge.AcceptPauseMax; another failure of l ends Serve with it.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -142,34 +150,17 @@ func (s *Server) Serve(l net.Listener) error {
 		l.Close()
 		return ErrServerClosed
 	}
-	s.listeners[l] = struct{}{}
+	el := edge.Listener(l, DoorName, s.cfg.Door.Log)
+	s.listeners[el] = struct{}{} // Close closes it, ending a pause at once
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
-	defer l.Close()
-	pause := 5 * time.Millisecond
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			if s.ctx.Err() != nil {
-				return ErrServerClosed
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				t.Stop()
-				return ErrServerClosed
-			}
-			pause = min(2*pause, time.Second)
-			continue
-		}
-		pause = 5 * time.Millisecond
-		s.accept(conn)
+	defer el.Close()
+	err := edge.Accept(el, DoorName, s.cfg.Door.Log, s.accept)
+	if s.ctx.Err() != nil {
+		return ErrServerClosed
 	}
+	return err
 }
 
 // accept hands conn to a goroutine of its own, or answers "busy" at once
@@ -178,10 +169,12 @@ func (s *Server) accept(conn net.Conn) {
 	select {
 	case s.slots <- struct{}{}:
 	default:
+		r := s.busy()
+		s.refuse(RefusedBusy, "", r)
 		// A short reply to a fresh socket fits its buffer: this write does
 		// not wait for the peer, and the deadline makes sure.
 		_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = conn.Write(encodeReply(s.busy()))
+		_, _ = conn.Write(encodeReply(r))
 		conn.Close()
 		return
 	}
@@ -218,13 +211,16 @@ func (s *Server) serveConn(conn net.Conn) {
 	switch {
 	case errors.Is(err, errNoMemory):
 		r = failure("port %s is busy: the requests being read hold %d bytes already (MaxRequestMemory)", s.cfg.Name, s.cfg.MaxRequestMemory)
+		s.refuse(RefusedMemory, "", r)
 	case errors.As(err, new(errTooLarge)):
 		r = failure("request %v (MaxRequestBytes)", err)
+		s.refuse(RefusedTooLarge, "", r)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		if s.ctx.Err() != nil {
 			r = failure("port %s is closing", s.cfg.Name)
 		} else {
 			r = failure("request not complete within %v (ReadTimeout): end it by shutting down the write side", s.cfg.ReadTimeout)
+			s.refuse(RefusedTimeout, "", r)
 		}
 	case err != nil:
 		return // the connection failed: nobody to answer
@@ -245,27 +241,43 @@ func failure(format string, a ...any) Reply {
 	return Reply{RC: wire.RCFailure, Error: fmt.Sprintf(format, a...)}
 }
 
-// handle parses a request and runs its command.
+// handle parses a request and runs its command; a request that cannot
+// be run is refused (RefusedMalformed).
 func (s *Server) handle(data []byte) Reply {
+	r, cmd, args := parseRequest(data)
+	if r != nil {
+		s.refuse(RefusedMalformed, "", *r)
+		return *r
+	}
+	return s.Dispatch(s.ctx, cmd, args)
+}
+
+// parseRequest is a request's command and arguments, or the reply to a
+// request that has none.
+func parseRequest(data []byte) (*Reply, string, json.RawMessage) {
+	refuse := func(format string, a ...any) (*Reply, string, json.RawMessage) {
+		r := failure(format, a...)
+		return &r, "", nil
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return failure("empty request: want a frame with a command header")
+		return refuse("empty request: want a frame with a command header")
 	}
 	// Plain parse, as forgiving as cosmix's: defective lines are skipped.
 	m, err := wire.Parse(data)
 	if err != nil {
-		return failure("malformed request: %v", err)
+		return refuse("malformed request: %v", err)
 	}
 	cmd, ok := m.Get(wire.HeaderCommand)
 	if cmd = strings.TrimSpace(cmd); !ok || cmd == "" {
-		return failure("missing 'command' header")
+		return refuse("missing 'command' header")
 	}
 	args := json.RawMessage(bytes.TrimSpace(m.Body()))
 	if len(args) == 0 {
 		args = json.RawMessage("null")
 	} else if !json.Valid(args) {
-		return failure("arguments of %q are not JSON", cmd)
+		return refuse("arguments of %q are not JSON", cmd)
 	}
-	return s.Dispatch(s.ctx, cmd, args)
+	return nil, cmd, args
 }
 
 // Dispatch runs command with args as a request would, bounded by

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"busbar/auth"
 	"busbar/broker"
 	"busbar/edge/cosmix"
@@ -28,12 +30,12 @@ type cosmixListener struct {
 // not that one), refusing an address that is not loopback and a socket
 // path others could change. The socket's connections log in with the
 // owner's credential, <dir>/credentials.json.
-func listenCosmix(addr, sock, dir string, b *broker.Broker, log *slog.Logger) (*cosmixListener, error) {
+func listenCosmix(addr, sock, dir string, b *broker.Broker) (*cosmixListener, error) {
 	addr, sock = offToEmpty(addr), offToEmpty(sock)
 	if addr == "" && sock == "" {
 		return &cosmixListener{}, nil
 	}
-	cfg := cosmix.Config{Dial: cosmix.Dialer(b), BrokerName: b.Name(), Version: readBuildInfo().Version, Logger: log}
+	cfg := cosmix.Config{Dial: cosmix.Dialer(b), BrokerName: b.Name(), Version: readBuildInfo().Version, Door: b.Door()}
 	if sock != "" {
 		path := filepath.Join(dir, auth.CredentialsFile)
 		cred, err := auth.LoadCredential(path)
@@ -92,6 +94,14 @@ func (c *cosmixListener) serve(wg *sync.WaitGroup, w io.Writer, log *slog.Logger
 			}
 		})
 	}
+}
+
+// collectors are the cosmix figures for /metrics (none when off).
+func (c *cosmixListener) collectors() []prometheus.Collector {
+	if c.srv == nil {
+		return nil
+	}
+	return []prometheus.Collector{cosmix.NewCollector(c.srv)}
 }
 
 // close closes the cosmix connections (their nodes log out) and the

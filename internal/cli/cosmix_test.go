@@ -90,3 +90,40 @@ func TestServeCosmixRefusesAnAddressOffLoopback(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// serve's cosmix door stands behind the broker's: a refused upgrade is a
+// line of its refusal log (stderr) and a count on /metrics by door and
+// reason.
+func TestServeCosmixRefusalsAreLoggedAndCountedOnMetrics(t *testing.T) {
+	s := startServe(t, filepath.Join(t.TempDir(), "state"), "--cosmix", "127.0.0.1:0")
+	m := regexp.MustCompile(`busbar: dashboard at (http://127\.0\.0\.1:\d+)/\?token=([0-9a-f]+)`).FindStringSubmatch(s.banner)
+	if m == nil {
+		t.Fatalf("no dashboard URL:\n%s", s.banner)
+	}
+	base, token := m[1], m[2]
+	var url string
+	re := regexp.MustCompile(`cosmix apps connect to (ws://\S+/ws)\?token=PRINCIPAL:SECRET`)
+	testbroker.Eventually(t, 10*time.Second, "serve to print the cosmix URL", func() bool {
+		m := re.FindStringSubmatch(s.stdout.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, url+"?token=local:wrong", nil)
+	if err == nil {
+		_ = ws.CloseNow()
+		t.Fatal("a wrong token was upgraded")
+	}
+	if resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("a wrong token: %v %v", resp, err)
+	}
+	if n := metric(t, base, token, `busbar_cosmix_refused_total\{door="cosmix",reason="bad_token"\}`); n != 1 {
+		t.Fatalf("%d bad tokens counted, want 1", n)
+	}
+	testbroker.Eventually(t, 10*time.Second, "the refusal on stderr", func() bool {
+		return strings.Contains(s.stderr.String(), "cosmix: refused an upgrade: no credential, or one that does not log in")
+	})
+}

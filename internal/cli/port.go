@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"busbar/edge"
 	"busbar/edge/port"
 	"busbar/wire"
 )
@@ -93,7 +95,10 @@ func runPortServe(args []string, stdio IO) int {
 		return exitUsage
 	}
 	name := v.arg(0)
-	cfg := port.Config{Name: name, App: *app, Version: *version, Group: *group, Commands: map[string]port.Command{}}
+	// The port's door logs its accept failures and, rate-limited, the
+	// requests it refuses, as warnings on stderr.
+	door := edge.Door{Log: slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cfg := port.Config{Name: name, App: *app, Version: *version, Group: *group, Commands: map[string]port.Command{}, Door: door}
 	if cfg.App == "" {
 		cfg.App = name
 	}

@@ -284,7 +284,7 @@ func (s *serveRun) start() int {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		return exitUsage
 	}
-	s.cx, err = listenCosmix(o.cosmixAddr, o.cosmixSock, dir, s.b, log)
+	s.cx, err = listenCosmix(o.cosmixAddr, o.cosmixSock, dir, s.b)
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "busbar serve:", err)
 		if errors.Is(err, cosmix.ErrNotLoopback) || errors.Is(err, cosmix.ErrUnsafeSocketPath) || errors.Is(err, cosmix.ErrUnixUnsupported) {
@@ -309,7 +309,7 @@ func (s *serveRun) start() int {
 		log.Warn(note)
 	}
 	store, principalsPath := s.store, s.principalsPath
-	s.hls, err = serveHTTPFlags(o.httpAddr, o.httpsAddr, httpSock, o.tlsCert, o.tlsKey, o.wsOrigins, ops.Options{Broker: s.b, Token: s.token, DataDir: dir, Version: readBuildInfo().Version, Collectors: s.ts.collectors(),
+	s.hls, err = serveHTTPFlags(o.httpAddr, o.httpsAddr, httpSock, o.tlsCert, o.tlsKey, o.wsOrigins, ops.Options{Broker: s.b, Token: s.token, DataDir: dir, Version: readBuildInfo().Version, Collectors: append(s.ts.collectors(), s.cx.collectors()...),
 		ReloadPrincipals: func() (string, error) { return principalsPath, reloadPrincipals(store, principalsPath, log, "http") }})
 	if err != nil {
 		if transport.IsNoUnixSockets(err) {
