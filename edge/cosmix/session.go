@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"busbar/edge"
 	"busbar/client"
 	"busbar/wire"
 )
@@ -86,6 +87,7 @@ func (s *session) run() {
 		if err != nil {
 			switch {
 			case waitingFirst && errors.Is(first.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil:
+				edge.CountClosed("cosmix", edge.ReasonIdle)
 				s.srv.refuse(s.door, RefusedNoFirstFrame, s.host, "node", s.bc.Node(), "first_frame_timeout", s.srv.cfg.FirstFrameTimeout)
 			case errors.Is(err, websocket.ErrMessageTooBig):
 				s.srv.refuse(s.door, RefusedTooBig, s.host, "node", s.bc.Node(), "max_message_bytes", MaxMessageBytes)
