@@ -9,8 +9,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"busbar/edge"
 	"busbar/client"
+	"busbar/edge"
 	"busbar/wire"
 )
 
