@@ -108,7 +108,7 @@ func (l *WebSocketListener) checkOrigin(r *http.Request) error {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return refused(origin)
 	}
-	if isLoopbackHost(u.Host) && isLoopbackHost(r.Host) {
+	if IsLoopbackHost(u.Host) && IsLoopbackHost(r.Host) {
 		return nil
 	}
 	// Over TLS the certificate vouches for the Host; over plain HTTP a
@@ -132,9 +132,10 @@ func refused(origin string) error {
 	return errors.Join(ErrOriginRefused, errors.New("busbar: a page from "+origin+" may not connect (see docs/browser.md#origins)"))
 }
 
-// isLoopbackHost reports whether hostport names this machine: localhost
-// or a loopback address, with or without a port.
-func isLoopbackHost(hostport string) bool {
+// IsLoopbackHost reports whether hostport names this machine: localhost
+// or a loopback address, with or without a port. Every door that admits
+// only this machine's pages or peers asks it.
+func IsLoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h

@@ -7,7 +7,6 @@ package cosmix
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"busbar/broker"
 	"busbar/edge"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 )
 
@@ -258,7 +257,7 @@ func TestALoginPlaceIsHeldFromAcceptToTheUpgradeOrTheClose(t *testing.T) {
 // one that did send is kept past that time.
 func TestAnUpgradeThatSendsNoFrameIsClosedAtFirstFrameTimeout(t *testing.T) {
 	const timeout = time.Second
-	logs := &lockedBuffer{}
+	logs := &edgetest.LogBuffer{}
 	e := start(t, func(c *Config) {
 		c.FirstFrameTimeout = timeout
 		c.Door.Refusals = edge.NewRefusalLog(slog.New(slog.NewTextHandler(logs, nil)))
@@ -290,28 +289,10 @@ func TestAnUpgradeThatSendsNoFrameIsClosedAtFirstFrameTimeout(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's output, written by several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // What a peer can have refused is counted by door and reason, and written
 // through the door's refusal log (Door.Refusals), never to its log.
 func TestEveryRefusalIsCountedByDoorAndReasonAndWrittenToTheRefusalLog(t *testing.T) {
-	logs, other := &lockedBuffer{}, &lockedBuffer{}
+	logs, other := &edgetest.LogBuffer{}, &edgetest.LogBuffer{}
 	e := start(t, func(c *Config) {
 		c.MaxConns = 1
 		c.Door.Log = slog.New(slog.NewTextHandler(other, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -366,20 +347,6 @@ func TestEveryRefusalIsCountedByDoorAndReasonAndWrittenToTheRefusalLog(t *testin
 	}
 }
 
-// failOnce is a listener whose first Accept fails as one does when the
-// process is out of descriptors.
-type failOnce struct {
-	net.Listener
-	failed atomic.Bool
-}
-
-func (l *failOnce) Accept() (net.Conn, error) {
-	if !l.failed.Swap(true) {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
-	}
-	return l.Listener.Accept()
-}
-
 // The cosmix listener's accept loop is the edge's: a temporary failure is
 // counted under its door and retried, and the listener serves on.
 func TestATemporaryAcceptFailureIsRetriedByTheEdge(t *testing.T) {
@@ -394,7 +361,7 @@ func TestATemporaryAcceptFailureIsRetriedByTheEdge(t *testing.T) {
 	}
 	before := edge.AcceptFailures()[DoorTCP]
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(&failOnce{Listener: ln}) }()
+	go func() { served <- srv.Serve(edgetest.EMFILE(ln, 1)) }()
 	defer func() {
 		_ = srv.Close()
 		if err := <-served; !errors.Is(err, ErrServerClosed) {

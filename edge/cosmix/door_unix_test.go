@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"busbar/edge"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 )
 
@@ -47,7 +48,7 @@ func TestARetainedTopicFrameReachesANativeAppWithoutAForgedPrincipal(t *testing.
 // under DoorUnix and retried; a binary message is refused there too.
 func TestTheSocketsAcceptLoopIsTheEdgesAndItsRefusalsAreCountedUnderItsDoor(t *testing.T) {
 	before := edge.AcceptFailures()[DoorUnix]
-	u := startUnixWith(t, func(ln net.Listener) net.Listener { return &failOnce{Listener: ln} })
+	u := startUnixWith(t, func(ln net.Listener) net.Listener { return edgetest.EMFILE(ln, 1) })
 	a := u.dialUnix()
 	a.send("---\ncommand: noded.ping\nid: 1\nto: noded\ntype: request\n---\n")
 	if m := a.recvMsg(); m.Value("rc") != "0" {

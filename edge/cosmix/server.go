@@ -380,21 +380,8 @@ func checkOrigin(r *http.Request) error {
 		return nil
 	}
 	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" && loopbackHost(u.Host) && loopbackHost(r.Host) {
+	if err == nil && u.Host != "" && transport.IsLoopbackHost(u.Host) && transport.IsLoopbackHost(r.Host) {
 		return nil
 	}
 	return fmt.Errorf("cosmix: a page from %s may not connect", origin)
-}
-
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

@@ -8,15 +8,13 @@ package moonbridge
 import (
 	"fmt"
 	"net"
-	"os"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"busbar/broker"
 	"busbar/edge"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 )
 
@@ -127,20 +125,6 @@ func TestRefusalsAreRateLimited(t *testing.T) {
 	}
 }
 
-// emfileListener fails its first fail Accepts as a process out of file
-// descriptors does, then accepts from the real listener.
-type emfileListener struct {
-	net.Listener
-	fail atomic.Int32
-}
-
-func (l *emfileListener) Accept() (net.Conn, error) {
-	if l.fail.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-	}
-	return l.Listener.Accept()
-}
-
 // acceptFailures is how many EMFILE failures
 // TestAcceptSurvivesTooManyOpenFiles injects.
 const acceptFailures = 3
@@ -151,9 +135,7 @@ const acceptFailures = 3
 func TestAcceptSurvivesTooManyOpenFiles(t *testing.T) {
 	before := edge.AcceptFailures()["moonbridge"]
 	e := startWith(t, broker.Options{}, func(l net.Listener) net.Listener {
-		el := &emfileListener{Listener: l}
-		el.fail.Store(acceptFailures)
-		return el
+		return edgetest.EMFILE(l, acceptFailures)
 	}, nil)
 	b := e.register("island-a")
 	b.write(EncodeEmpty(TypeHeartbeat))

@@ -5,61 +5,25 @@ package port
 // log, never to its log.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"busbar/edge"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 )
-
-// lockedBuffer is a log's output, written by several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// failOnce is a listener whose first Accept fails as one does when the
-// process is out of descriptors.
-type failOnce struct {
-	net.Listener
-	failed atomic.Bool
-}
-
-func (l *failOnce) Accept() (net.Conn, error) {
-	if !l.failed.Swap(true) {
-		return nil, &net.OpError{Op: "accept", Net: "unix", Err: syscall.EMFILE}
-	}
-	return l.Listener.Accept()
-}
 
 // A temporary accept failure is the edge's to retry: counted under
 // DoorName, logged once, and the port serves on.
 func TestATemporaryAcceptFailureIsRetriedByTheEdge(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &edgetest.LogBuffer{}
 	cfg := notes()
 	cfg.Door = edge.Door{Log: slog.New(slog.NewTextHandler(logs, nil))}
 	s, err := New(cfg)
@@ -73,7 +37,7 @@ func TestATemporaryAcceptFailureIsRetriedByTheEdge(t *testing.T) {
 	}
 	before := edge.AcceptFailures()[DoorName]
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(&failOnce{Listener: l}) }()
+	go func() { done <- s.Serve(edgetest.EMFILE(l, 1)) }()
 	defer func() {
 		s.Close()
 		if err := <-done; !errors.Is(err, ErrServerClosed) {
@@ -94,7 +58,7 @@ func TestATemporaryAcceptFailureIsRetriedByTheEdge(t *testing.T) {
 // Each refusal (busy, too large, read timeout, malformed) is one line of
 // the door's refusal log, naming its reason and the port.
 func TestEveryRefusalGoesThroughTheDoorsRefusalLog(t *testing.T) {
-	logs, other := &lockedBuffer{}, &lockedBuffer{}
+	logs, other := &edgetest.LogBuffer{}, &edgetest.LogBuffer{}
 	cfg := notes()
 	cfg.MaxConns = 1
 	cfg.MaxRequestBytes = len(greetReq)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"busbar/broker"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 	"busbar/internal/testbus"
 	"busbar/internal/testclient"
@@ -27,7 +28,7 @@ type busRelay struct {
 	env  *testbroker.Env
 	srv  *Server
 	addr string
-	logs *lockedBuffer // the broker's log, at debug level
+	logs *edgetest.LogBuffer // the broker's log, at debug level
 }
 
 // startBusRelays runs b1 and b2 on two NATS servers, b2 the bus's only
@@ -38,7 +39,7 @@ func startBusRelays(t *testing.T, mods ...func(*server.Options)) (a, b *busRelay
 	k := newDevice(t) // one key pair for both servers: the shared key file's
 	var out []*busRelay
 	for i := range 2 {
-		logs := &lockedBuffer{}
+		logs := &edgetest.LogBuffer{}
 		opts := broker.Options{Name: fmt.Sprintf("b%d", i+1), RelayDir: t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 		opts.Cluster = broker.ClusterOptions{URLs: []string{nc.URL(i)}, Heartbeat: testbus.Heartbeat, Lease: testbus.Lease, Relays: []string{"b2"}}

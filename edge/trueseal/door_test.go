@@ -14,15 +14,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"busbar/broker"
 	"busbar/edge"
+	"busbar/edge/edgetest"
 	"busbar/internal/testbroker"
 	"busbar/internal/testclient"
 	"busbar/relay"
@@ -36,12 +34,12 @@ type doorRelay struct {
 	srv  *Server
 	addr string
 	key  []byte
-	logs *lockedBuffer
+	logs *edgetest.LogBuffer
 }
 
 func startDoorRelay(t *testing.T, bopts broker.Options, opts Options) *doorRelay {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &edgetest.LogBuffer{}
 	bopts.RelayDir = t.TempDir()
 	bopts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	env := testbroker.Start(t, "tcp", bopts)
@@ -342,22 +340,6 @@ func TestTruesealFloodLeavesBusbarsDurableSendsAccepted(t *testing.T) {
 	}
 }
 
-// flakyListener fails its first Accept as a process out of descriptors
-// does.
-type flakyListener struct {
-	net.Listener
-	once sync.Once
-}
-
-func (l *flakyListener) Accept() (net.Conn, error) {
-	var fail bool
-	l.once.Do(func() { fail = true })
-	if fail {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept", syscall.EMFILE)}
-	}
-	return l.Listener.Accept()
-}
-
 // Serve is the edge's accept loop: a temporary accept failure is retried,
 // not the end of the listener.
 func TestServeRetriesATemporaryAcceptFailure(t *testing.T) {
@@ -378,7 +360,7 @@ func TestServeRetriesATemporaryAcceptFailure(t *testing.T) {
 	}
 	before := edge.AcceptFailures()[DoorName]
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(&flakyListener{Listener: ln}) }()
+	go func() { served <- srv.Serve(edgetest.EMFILE(ln, 1)) }()
 	defer func() {
 		srv.Close()
 		if err := <-served; !errors.Is(err, ErrClosed) {
@@ -398,7 +380,7 @@ func TestServeRetriesATemporaryAcceptFailure(t *testing.T) {
 // with its source address and no key: none is written to the door's
 // other log.
 func TestRefusalsAreLoggedThroughTheDoor(t *testing.T) {
-	plain, refusals := &lockedBuffer{}, &lockedBuffer{}
+	plain, refusals := &edgetest.LogBuffer{}, &edgetest.LogBuffer{}
 	door := edge.Door{Log: slog.New(slog.NewTextHandler(plain, nil)),
 		Refusals: edge.NewRefusalLog(slog.New(slog.NewTextHandler(refusals, nil)))}
 	f := start(t, Options{Door: door, MaxSessions: 2, FirstFrameTimeout: time.Hour}, relay.Options{MaxBlobBytes: 4})

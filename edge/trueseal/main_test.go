@@ -12,12 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flynn/noise"
 
+	"busbar/edge/edgetest"
 	"busbar/internal/leakcheck"
 	"busbar/relay"
 )
@@ -29,37 +29,19 @@ func TestMain(m *testing.M) {
 	leakcheck.Main(m)
 }
 
-// lockedBuffer is a log sink the tests read.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]byte(nil), l.b.Bytes()...)
-}
-
 type fixture struct {
 	dir   string
 	store *relay.Store
 	srv   *Server
 	addr  string
 	key   noise.DHKey
-	logs  *lockedBuffer
+	logs  *edgetest.LogBuffer
 }
 
 // start opens a store and a server over it; both close at cleanup.
 func start(t *testing.T, opts Options, ropts relay.Options) *fixture {
 	t.Helper()
-	f := &fixture{dir: t.TempDir(), logs: &lockedBuffer{}}
+	f := &fixture{dir: t.TempDir(), logs: &edgetest.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ropts.Logger = log
 	st, err := relay.Open(f.dir+"/relay", ropts)

@@ -8,6 +8,7 @@ import (
 
 	"busbar/broker"
 	"busbar/edge"
+	"busbar/edge/cosmix"
 	"busbar/edge/moonbridge"
 	"busbar/edge/trueseal"
 )
@@ -38,6 +39,9 @@ func (s *serveRun) doorLimits() []doorLimit {
 	}
 	if o.truesealAddr != "" {
 		lim = append(lim, doorLimit{"--trueseal", trueseal.DefaultMaxSessions})
+	}
+	if o.cosmixAddr != "" || o.cosmixSock != "" {
+		lim = append(lim, doorLimit{"--cosmix", cosmix.DefaultMaxConns})
 	}
 	return lim
 }

@@ -1,9 +1,10 @@
 package cli
 
 import (
-	"net"
 	"net/url"
 	"strings"
+
+	"busbar/transport"
 )
 
 // natsExposure says, loudly, what a bus on NATS beyond loopback exposes
@@ -19,7 +20,7 @@ func natsExposure(urls []string, creds, tlsCA string, busKey, sealed bool) strin
 		if user {
 			creds = "in the URL" // user and password, or a token
 		}
-		if !loopbackHost(host) {
+		if !transport.IsLoopbackHost(host) {
 			open = append(open, host)
 		}
 	}
@@ -64,13 +65,4 @@ func natsHost(u string) (host string, user bool) {
 		return u, false
 	}
 	return p.Hostname(), p.User != nil
-}
-
-// loopbackHost reports whether host names this machine's loopback.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
