@@ -55,8 +55,12 @@ var ErrWriterClosed = errors.New("edge: writer closed")
 // in the buffer is stamped when it enters the buffer: behind a
 // connection that takes nothing, at most one buffer of frames (4 KiB, or
 // one frame larger than that) waits there with its stamp.
+//
+// Over a transport of messages (a WebSocket: NewMessageWriter) each
+// frame is sent as one message as it comes, with the same queue, expiry
+// and stamp.
 type Writer struct {
-	nc   net.Conn
+	sink sink
 	opts WriterOptions
 	q    chan Frame
 
@@ -75,12 +79,75 @@ type Writer struct {
 // NewWriter returns a Writer for nc with opts; its goroutine starts with
 // Start. The Writer never closes nc.
 func NewWriter(nc net.Conn, opts WriterOptions) *Writer {
+	return newWriter(&streamSink{nc: nc, timeout: opts.WriteTimeout}, opts)
+}
+
+// NewMessageWriter returns a Writer that hands each frame to send, one
+// message each, in order, from its goroutine; send bounds its own write
+// (WriterOptions.WriteTimeout is not used) and an error from it ends the
+// writer.
+func NewMessageWriter(send func(frame []byte) error, opts WriterOptions) *Writer {
+	return newWriter(messageSink(send), opts)
+}
+
+func newWriter(s sink, opts WriterOptions) *Writer {
 	if opts.Queue <= 0 {
 		panic("edge: WriterOptions.Queue must be positive")
 	}
-	return &Writer{nc: nc, opts: opts, q: make(chan Frame, opts.Queue),
+	return &Writer{sink: s, opts: opts, q: make(chan Frame, opts.Queue),
 		stop: make(chan struct{}), fin: make(chan struct{}), done: make(chan struct{})}
 }
+
+// sink is where a Writer's frames go: put takes one frame (after its
+// expiry and stamp), flush ends a round.
+type sink interface {
+	put(frame []byte) error
+	flush() error
+}
+
+// streamSink buffers frames for a byte stream and writes them once per
+// round. A frame that does not fit in what the buffer has left goes after
+// a flush, so that its stamp waits behind no earlier bytes. Owned by the
+// writer's goroutine.
+type streamSink struct {
+	nc      net.Conn
+	timeout time.Duration
+	bw      *bufio.Writer // made at the first frame
+}
+
+func (s *streamSink) put(frame []byte) error {
+	if s.bw == nil {
+		s.bw = bufio.NewWriter(s.nc)
+	}
+	if s.bw.Buffered() > 0 && len(frame) > s.bw.Available() {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	s.deadline()
+	_, err := s.bw.Write(frame)
+	return err
+}
+
+func (s *streamSink) flush() error {
+	if s.bw == nil || s.bw.Buffered() == 0 {
+		return nil
+	}
+	s.deadline()
+	return s.bw.Flush()
+}
+
+func (s *streamSink) deadline() {
+	if s.timeout > 0 {
+		_ = s.nc.SetWriteDeadline(time.Now().Add(s.timeout))
+	}
+}
+
+// messageSink sends each frame as one message.
+type messageSink func(frame []byte) error
+
+func (s messageSink) put(frame []byte) error { return s(frame) }
+func (messageSink) flush() error             { return nil }
 
 // Start starts the writer's goroutine, once; after Close it does
 // nothing.
@@ -153,29 +220,28 @@ func (w *Writer) run() {
 }
 
 func (w *Writer) loop() error {
-	bw := bufio.NewWriter(w.nc)
 	for {
 		select {
 		case f := <-w.q:
-			if err := w.write(bw, f); err != nil {
+			if err := w.write(f); err != nil {
 				return err
 			}
-			if err := w.drain(bw); err != nil {
+			if err := w.drain(); err != nil {
 				return err
 			}
-			if err := w.flush(bw); err != nil {
+			if err := w.sink.flush(); err != nil {
 				return err
 			}
 		case <-w.fin:
-			if err := w.drain(bw); err != nil {
+			if err := w.drain(); err != nil {
 				return err
 			}
 			if len(w.last) > 0 {
-				if err := w.write(bw, Frame{Bytes: w.last}); err != nil {
+				if err := w.write(Frame{Bytes: w.last}); err != nil {
 					return err
 				}
 			}
-			return w.flush(bw)
+			return w.sink.flush()
 		case <-w.stop:
 			return ErrWriterClosed
 		}
@@ -184,11 +250,11 @@ func (w *Writer) loop() error {
 
 // drain writes what is queued now, at most Queue frames, without
 // waiting for more.
-func (w *Writer) drain(bw *bufio.Writer) error {
+func (w *Writer) drain() error {
 	for range w.opts.Queue {
 		select {
 		case f := <-w.q:
-			if err := w.write(bw, f); err != nil {
+			if err := w.write(f); err != nil {
 				return err
 			}
 		default:
@@ -198,15 +264,8 @@ func (w *Writer) drain(bw *bufio.Writer) error {
 	return nil
 }
 
-// write buffers f, or drops it when its deadline has passed. A frame
-// that does not fit in what the buffer has left goes after a flush, so
-// that its stamp waits behind no earlier bytes.
-func (w *Writer) write(bw *bufio.Writer, f Frame) error {
-	if bw.Buffered() > 0 && len(f.Bytes) > bw.Available() {
-		if err := w.flush(bw); err != nil {
-			return err
-		}
-	}
+// write hands f to the sink, or drops it when its deadline has passed.
+func (w *Writer) write(f Frame) error {
 	if !f.Deadline.IsZero() {
 		left := time.Until(f.Deadline)
 		if left <= 0 {
@@ -217,21 +276,5 @@ func (w *Writer) write(bw *bufio.Writer, f Frame) error {
 			w.opts.Stamp(f.Bytes, left)
 		}
 	}
-	w.deadline()
-	_, err := bw.Write(f.Bytes)
-	return err
-}
-
-func (w *Writer) flush(bw *bufio.Writer) error {
-	if bw.Buffered() == 0 {
-		return nil
-	}
-	w.deadline()
-	return bw.Flush()
-}
-
-func (w *Writer) deadline() {
-	if w.opts.WriteTimeout > 0 {
-		_ = w.nc.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout))
-	}
+	return w.sink.put(f.Bytes)
 }

@@ -135,3 +135,52 @@ func TestWriterWriteTimeout(t *testing.T) {
 		t.Fatalf("Stopped(%v), want a timeout", err)
 	}
 }
+
+// A message writer hands each frame to its send as one message, in order;
+// a frame whose deadline passed while it waited is never sent; an error
+// from send ends the writer and is what Stopped hears.
+func TestMessageWriterSendsEachFrameOnceInOrderAndDropsTheExpired(t *testing.T) {
+	sent := make(chan string, 8)
+	release := make(chan struct{})
+	fail := errors.New("peer gone")
+	stopped := make(chan error, 1)
+	first := true
+	w := NewMessageWriter(func(frame []byte) error {
+		if first { // hold the writer on the first frame while the rest queue up
+			first = false
+			<-release
+		}
+		if string(frame) == "fail" {
+			return fail
+		}
+		sent <- string(frame)
+		return nil
+	}, WriterOptions{Queue: 4, Stopped: func(err error) { stopped <- err }})
+	t.Cleanup(func() { w.Close(); w.Wait() })
+	w.Start()
+	w.Queue(Frame{Bytes: []byte("one")})
+	for len(w.q) != 0 { // the writer holds "one" in send
+		time.Sleep(time.Millisecond)
+	}
+	past := time.Now().Add(-time.Nanosecond)
+	w.Queue(Frame{Bytes: []byte("expired"), Deadline: past})
+	w.Queue(Frame{Bytes: []byte("two"), Deadline: time.Now().Add(time.Hour)})
+	w.Queue(Frame{Bytes: []byte("fail")})
+	close(release)
+	for _, want := range []string{"one", "two"} {
+		if got := <-sent; got != want {
+			t.Fatalf("sent %q, want %q", got, want)
+		}
+	}
+	if err := <-stopped; !errors.Is(err, fail) {
+		t.Fatalf("Stopped heard %v, want %v", err, fail)
+	}
+	if n := w.Expired(); n != 1 {
+		t.Fatalf("%d frames expired, want 1", n)
+	}
+	select {
+	case m := <-sent:
+		t.Fatalf("sent %q after the failure", m)
+	default:
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"busbar/auth"
 	"busbar/client"
@@ -158,7 +159,7 @@ func (s *session) call(m *wire.Message, r route) {
 		resp.SetBody(reply.Payload())
 	}
 	s.address(resp, command, r)
-	s.enqueueAs(resp, stamp)
+	s.enqueueAs(resp, stamp, time.Time{})
 }
 
 // address sets a routed reply's command, from and to, as noded sets them.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"busbar/client"
 	"busbar/wire"
@@ -32,7 +33,8 @@ func (s *session) answerCall(ctx context.Context, bm *client.Message) ([]byte, e
 	}
 	defer s.forget(id)
 	frame.Set(wire.HeaderID, id)
-	if !s.enqueueAs(frame, stamp) {
+	deadline, _ := ctx.Deadline()
+	if !s.enqueueAs(frame, stamp, deadline) {
 		return nil, &client.HandlerError{RC: wire.RCFailure, Text: fmt.Sprintf("Service '%s' overloaded (outbound buffer full)", name)}
 	}
 	select {
@@ -69,7 +71,7 @@ func (s *session) takeEvent(ctx context.Context, bm *client.Message) {
 		return
 	}
 	if frame, _, stamp, err := s.incoming(ctx, bm, name); err == nil {
-		s.enqueueAs(frame, stamp)
+		s.enqueueAs(frame, stamp, time.Time{})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"busbar/client"
+	"busbar/edge"
 	"busbar/internal/testbroker"
 	"busbar/wire"
 )
@@ -172,7 +173,8 @@ func testBusy(t *testing.T, e *env, _ *client.Client) {
 
 func TestTheOutboundQueueTakesOutboundQueueFramesAndDropsOneMore(t *testing.T) {
 	srv := &Server{}
-	s := &session{srv: srv, out: make(chan []byte, OutboundQueue)}
+	s := &session{srv: srv, w: edge.NewMessageWriter(func([]byte) error { return nil }, edge.WriterOptions{Queue: OutboundQueue})}
+	defer s.w.Close() // never started: nothing to wait for
 	for i := range OutboundQueue {
 		if !s.enqueue(wire.Empty()) {
 			t.Fatalf("frame %d refused", i+1)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -40,7 +41,7 @@ type session struct {
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
-	out    chan []byte   // encoded frames for the writer; OutboundQueue
+	w      *edge.Writer  // the connection's writer: encoded frames, one message each; OutboundQueue
 	calls  chan struct{} // one per call made and not answered; MaxCalls
 	wg     sync.WaitGroup
 
@@ -55,9 +56,19 @@ type session struct {
 
 func newSession(s *Server, bc *client.Client) *session {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &session{srv: s, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
-		out: make(chan []byte, OutboundQueue), calls: make(chan struct{}, s.cfg.MaxCalls),
+	ss := &session{srv: s, bc: bc, scope: bc.Scope("cosmix"), ctx: ctx, cancel: cancel,
+		calls:   make(chan struct{}, s.cfg.MaxCalls),
 		pending: map[string]chan *wire.Message{}, subs: map[string]*client.Subscription{}}
+	ss.w = edge.NewMessageWriter(ss.write, edge.WriterOptions{Queue: OutboundQueue, Stopped: func(error) { cancel() }})
+	return ss
+}
+
+// write sends one frame to the app as one text message, from the
+// connection's writer (started by run, once the connection is upgraded).
+func (s *session) write(frame []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
+	defer cancel()
+	return s.ws.Write(ctx, websocket.MessageText, frame)
 }
 
 // setup makes the node take calls and events on CallChannel, before the
@@ -77,7 +88,7 @@ func (s *session) setup() error {
 // upgrade cannot hold a node and its goroutines for nothing.
 func (s *session) run() {
 	defer s.end()
-	s.wg.Go(s.writeLoop)
+	s.w.Start()
 	s.wg.Go(s.watchNode)
 	first, cancel := context.WithTimeout(s.ctx, s.srv.cfg.FirstFrameTimeout)
 	defer cancel()
@@ -113,9 +124,12 @@ func (s *session) run() {
 // end closes the connection and its node and joins the goroutines.
 func (s *session) end() {
 	s.cancel()
+	s.w.Close()
 	s.srv.withdraw(s)
 	_ = s.bc.Close()
 	s.wg.Wait()
+	s.w.Wait()
+	edge.CountExpired("cosmix", s.w.Expired())
 	if s.ws != nil {
 		_ = s.ws.CloseNow()
 	}
@@ -130,37 +144,21 @@ func (s *session) watchNode() {
 	}
 }
 
-// writeLoop writes the queued frames, one text message each.
-func (s *session) writeLoop() {
-	for {
-		select {
-		case b := <-s.out:
-			ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
-			err := s.ws.Write(ctx, websocket.MessageText, b)
-			cancel()
-			if err != nil {
-				s.cancel()
-				return
-			}
-		case <-s.ctx.Done():
-			return
-		}
-	}
-}
-
 // enqueue queues m for the writer, or drops it (counted) when the queue
 // is full. Whatever m carries, it goes without a PrincipalHeader: busbar
 // vouches for no sender that way.
-func (s *session) enqueue(m *wire.Message) bool { return s.enqueueAs(m, "") }
+func (s *session) enqueue(m *wire.Message) bool { return s.enqueueAs(m, "", time.Time{}) }
 
 // enqueueAs is enqueue, stamping m with the sender's principal when there
-// is one (a redeemed voucher's).
-func (s *session) enqueueAs(m *wire.Message, stamp string) bool {
+// is one (a redeemed voucher's). A frame with a deadline (a call into the
+// app, its caller's) is dropped, never written, once the deadline has
+// passed while it waited (edge.Writer).
+func (s *session) enqueueAs(m *wire.Message, stamp string, deadline time.Time) bool {
 	stripStamped(m)
 	if stamp != "" {
 		m.Set(PrincipalHeader, stamp)
 	}
-	return s.enqueueRaw(Encode(m))
+	return s.enqueueFrame(Encode(m), deadline)
 }
 
 // take handles one text message from the app.

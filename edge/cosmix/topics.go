@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"busbar/auth"
 	"busbar/broker"
 	"busbar/client"
+	"busbar/edge"
 	"busbar/wire"
 )
 
@@ -253,19 +255,20 @@ func topicDelivery(name string, payload []byte) []byte {
 	return Encode(m)
 }
 
-// enqueueRaw queues an encoded frame, or drops it (counted, here and in
+// enqueueRaw queues an encoded frame with no deadline.
+func (s *session) enqueueRaw(b []byte) bool { return s.enqueueFrame(b, time.Time{}) }
+
+// enqueueFrame queues an encoded frame, or drops it (counted, here and in
 // the server's Dropped).
-func (s *session) enqueueRaw(b []byte) bool {
-	select {
-	case s.out <- b:
+func (s *session) enqueueFrame(b []byte, deadline time.Time) bool {
+	if s.w.Queue(edge.Frame{Bytes: b, Deadline: deadline}) {
 		return true
-	default:
-		s.dropped.Add(1)
-		if s.srv != nil {
-			s.srv.dropped.Add(1)
-		}
-		return false
 	}
+	s.dropped.Add(1)
+	if s.srv != nil {
+		s.srv.dropped.Add(1)
+	}
+	return false
 }
 
 // publisher names this connection as a topic's last publisher.
