@@ -19,6 +19,10 @@ const (
 	AcceptPauseMax = time.Second
 )
 
+// AcceptLogInterval is the least time between two "accept failed" lines
+// of one listener: the line says how many failures it covers.
+const AcceptLogInterval = time.Second
+
 // Temporary reports whether an accept error passes on its own (the
 // process or the system is out of descriptors or buffers for now, a peer
 // gave up before its connection was accepted): the listener is still
@@ -47,7 +51,7 @@ var temporaryErrnos = []error{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORT
 	syscall.ENOBUFS, syscall.ENOMEM, syscall.EPROTO, syscall.EPERM}
 
 // Listener wraps ln so that its Accept retries every temporary failure
-// (Temporary) after a growing pause, logging once per burst, and returns
+// (Temporary) after a growing pause, logging at most once per AcceptLogInterval, and returns
 // only when ln fails for good: closed, or an error that is not
 // temporary. door names it in the log and in AcceptFailures.
 func Listener(ln net.Listener, door string, log *slog.Logger) net.Listener {
@@ -65,9 +69,12 @@ type listener struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: a pause ends at once
 
-	mu    sync.Mutex // one Accept at a time owns the burst's state
-	burst int        // failures in a row
-	since time.Time  // when the burst began
+	mu       sync.Mutex // one Accept at a time owns the fields below
+	burst    int        // failures in a row: the pause grows with it
+	unlogged int        // failures since the last line logged
+	logged   time.Time  // when the last "accept failed" line was written
+	since    time.Time  // when the failures that line reported began
+	open     bool       // a line was written and no "accepting again" since
 }
 
 func (l *listener) Close() error {
@@ -93,14 +100,19 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 }
 
-// pause counts a temporary failure, logs the first of a burst, and waits
-// before the next try; false: the listener was closed meanwhile.
+// pause counts a temporary failure, logs it unless a line was written
+// within AcceptLogInterval, and waits before the next try; false: the
+// listener was closed meanwhile.
 func (l *listener) pause(err error) bool {
 	acceptFailures.add(l.door, 1)
-	if l.burst == 0 {
-		l.since = time.Now()
+	l.unlogged++
+	if now := time.Now(); now.Sub(l.logged) >= AcceptLogInterval {
+		if !l.open {
+			l.since = now
+		}
 		l.log.Warn("accept failed; retrying with a growing pause until it passes", "door", l.door,
-			"addr", l.Addr().String(), "err", err)
+			"addr", l.Addr().String(), "err", err, "failures", l.unlogged)
+		l.logged, l.unlogged, l.open = now, 0, true
 	}
 	l.burst++
 	d := AcceptPauseMin << min(l.burst-1, 8)
@@ -114,14 +126,18 @@ func (l *listener) pause(err error) bool {
 	}
 }
 
-// recovered logs the end of a burst of failures.
+// recovered ends a run of failures: the pause starts again from
+// AcceptPauseMin, and once a second at most the log hears that the door
+// accepts again. A flood that keeps the process at its limit makes
+// accepts alternate with failures: that is two lines a second per door.
 func (l *listener) recovered() {
-	if l.burst == 0 {
+	l.burst = 0
+	if !l.open || time.Since(l.logged) < AcceptLogInterval {
 		return
 	}
 	l.log.Info("accepting again", "door", l.door, "addr", l.Addr().String(),
-		"failures", l.burst, "for", time.Since(l.since).Round(time.Millisecond))
-	l.burst = 0
+		"failures_not_logged", l.unlogged, "since", time.Since(l.since).Round(time.Millisecond))
+	l.open, l.unlogged = false, 0
 }
 
 // Accept serves ln until it fails for good: each connection goes to

@@ -1,9 +1,12 @@
 package edge
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -99,5 +102,43 @@ func TestTemporary(t *testing.T) {
 		if got := Temporary(c.err); got != c.want {
 			t.Errorf("Temporary(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// churnListener alternates: a failure as a process at its descriptor
+// limit sees, then a connection, as a flood that keeps it at its limit.
+type churnListener struct {
+	failingListener
+	i int
+}
+
+func (l *churnListener) Accept() (net.Conn, error) {
+	l.i++
+	if l.i > 2*l.n {
+		return nil, net.ErrClosed
+	}
+	if l.i%2 == 1 {
+		return nil, os.NewSyscallError("accept4", syscall.EMFILE)
+	}
+	a, b := net.Pipe()
+	b.Close()
+	return a, nil
+}
+
+// Under a flood that keeps the process at its limit, accepts alternate
+// with failures: the log has at most one "accept failed" line a second
+// per listener, each saying how many failures it covers.
+func TestAcceptLogsAtMostOneFailureASecondUnderChurn(t *testing.T) {
+	const rounds = 50
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	start := time.Now()
+	err := Accept(&churnListener{failingListener: failingListener{n: rounds}}, "test-churn", log, func(c net.Conn) { c.Close() })
+	if !errors.Is(err, net.ErrClosed) {
+		t.Fatal(err)
+	}
+	lines := strings.Count(buf.String(), "accept failed")
+	if most := 1 + int(time.Since(start)/AcceptLogInterval); lines > most || lines < 1 {
+		t.Fatalf("%d lines for %d failures in %v, want 1 to %d:\n%s", lines, rounds, time.Since(start), most, buf.String())
 	}
 }

@@ -6,8 +6,9 @@
 // What the edge gives every door:
 //
 //   - Accept: one accept loop. A temporary failure (too many open files,
-//     ENFILE, ECONNABORTED, and their like) is logged once per burst and
-//     retried after a pause that grows from AcceptPauseMin to
+//     ENFILE, ECONNABORTED, and their like) is logged at most once per
+//     AcceptLogInterval per listener and retried after a pause that
+//     grows from AcceptPauseMin to
 //     AcceptPauseMax; it never stops the door, so a flood that exhausts
 //     the process's file descriptors ends with the broker still serving.
 //     Listener wraps a listener the same way for code that takes one
