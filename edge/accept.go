@@ -104,7 +104,7 @@ func (l *listener) Accept() (net.Conn, error) {
 // within AcceptLogInterval, and waits before the next try; false: the
 // listener was closed meanwhile.
 func (l *listener) pause(err error) bool {
-	acceptFailures.add(l.door, 1)
+	acceptFailures.Add(l.door, 1)
 	l.unlogged++
 	if now := time.Now(); now.Sub(l.logged) >= AcceptLogInterval {
 		if !l.open {

@@ -11,26 +11,30 @@ import (
 // descriptors they are about are: a door's name and its reasons are a
 // handful of constants, so each map stays small.
 var (
-	acceptFailures tally // by door: temporary accept failures retried
-	closed         tally // by door and reason: connections a door ended on a deadline
-	expired        tally // by door: frames dropped at write time, their deadline past
+	acceptFailures Counts[string]     // by door: temporary accept failures retried
+	closed         Counts[DoorReason] // connections a door ended on a deadline
+	expired        Counts[string]     // by door: frames dropped at write time, their deadline past
 )
 
-// tally is a set of counters by key.
-type tally struct{ m sync.Map } // string → *atomic.Uint64
+// Counts is a set of counters by key, safe for concurrent use, for keys
+// of which there are a handful (a door, a reason). Its zero value is
+// ready.
+type Counts[K comparable] struct{ m sync.Map } // K → *atomic.Uint64
 
-func (t *tally) add(key string, n uint64) {
-	v, ok := t.m.Load(key)
+// Add adds n to k's counter.
+func (c *Counts[K]) Add(k K, n uint64) {
+	v, ok := c.m.Load(k)
 	if !ok {
-		v, _ = t.m.LoadOrStore(key, new(atomic.Uint64))
+		v, _ = c.m.LoadOrStore(k, new(atomic.Uint64))
 	}
 	v.(*atomic.Uint64).Add(n)
 }
 
-func (t *tally) read() map[string]uint64 {
-	out := map[string]uint64{}
-	t.m.Range(func(k, v any) bool {
-		out[k.(string)] = v.(*atomic.Uint64).Load()
+// Read returns every counter.
+func (c *Counts[K]) Read() map[K]uint64 {
+	out := map[K]uint64{}
+	c.m.Range(func(k, v any) bool {
+		out[k.(K)] = v.(*atomic.Uint64).Load()
 		return true
 	})
 	return out
@@ -38,7 +42,7 @@ func (t *tally) read() map[string]uint64 {
 
 // AcceptFailures returns how many temporary accept failures each door has
 // retried since the process started.
-func AcceptFailures() map[string]uint64 { return acceptFailures.read() }
+func AcceptFailures() map[string]uint64 { return acceptFailures.Read() }
 
 // A DoorReason is a door and why it ended a connection.
 type DoorReason struct{ Door, Reason string }
@@ -46,32 +50,21 @@ type DoorReason struct{ Door, Reason string }
 // CountClosed counts a connection that door ended for reason: a deadline
 // for its login passed (login_timeout), or its session stayed idle past
 // the door's idle deadline (idle).
-func CountClosed(door, reason string) { closed.add(door+"\x00"+reason, 1) }
+func CountClosed(door, reason string) { closed.Add(DoorReason{door, reason}, 1) }
 
 // Closed returns the connections each door ended, by reason.
-func Closed() map[DoorReason]uint64 {
-	out := map[DoorReason]uint64{}
-	for k, n := range closed.read() {
-		for i := range len(k) {
-			if k[i] == 0 {
-				out[DoorReason{k[:i], k[i+1:]}] = n
-				break
-			}
-		}
-	}
-	return out
-}
+func Closed() map[DoorReason]uint64 { return closed.Read() }
 
 // CountExpired counts n frames that door's writer dropped, never
 // written, because their deadline passed while they waited.
 func CountExpired(door string, n uint64) {
 	if n > 0 {
-		expired.add(door, n)
+		expired.Add(door, n)
 	}
 }
 
 // Expired returns the frames each door dropped at write time.
-func Expired() map[string]uint64 { return expired.read() }
+func Expired() map[string]uint64 { return expired.Read() }
 
 // The reasons a door ends a connection, for CountClosed.
 const (

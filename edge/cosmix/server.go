@@ -87,8 +87,8 @@ type Server struct {
 	endpoint string // the Unix socket noded.ping advertises; "" for none
 	unixLns  []*UnixListener
 
-	dropped atomic.Uint64 // frames for apps their full queues refused
-	refused refusals      // by door and reason
+	dropped atomic.Uint64        // frames for apps their full queues refused
+	refused edge.Counts[Refusal] // by door and reason
 
 	epoch    string              // broker_epoch of the principals stamped
 	vmu      sync.Mutex          // guards vouchers and each session's vouched

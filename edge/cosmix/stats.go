@@ -2,8 +2,6 @@ package cosmix
 
 import (
 	"net"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -88,34 +86,12 @@ type Stats struct {
 	Refused map[Refusal]uint64
 }
 
-// refusals counts refusals by door and reason; the keys are a handful.
-type refusals struct {
-	m sync.Map // Refusal → *atomic.Uint64
-}
-
-func (r *refusals) add(k Refusal) {
-	v, ok := r.m.Load(k)
-	if !ok {
-		v, _ = r.m.LoadOrStore(k, new(atomic.Uint64))
-	}
-	v.(*atomic.Uint64).Add(1)
-}
-
-func (r *refusals) counts() map[Refusal]uint64 {
-	out := map[Refusal]uint64{}
-	r.m.Range(func(k, v any) bool {
-		out[k.(Refusal)] = v.(*atomic.Uint64).Load()
-		return true
-	})
-	return out
-}
-
 // refuse writes a refusal of reason at door to the shared refusal log,
 // under the peer's source host ("" for a local peer), then counts it: a
 // refusal counted is one the log has had.
 func (s *Server) refuse(door, reason, host string, args ...any) {
 	s.cfg.Door.Refusals.Warn(refusalText[reason], host, append(args, "door", door, "reason", reason)...)
-	s.refused.add(Refusal{Door: door, Reason: reason})
+	s.refused.Add(Refusal{Door: door, Reason: reason}, 1)
 }
 
 // sourceHost is the host a refusal from remote (a request's RemoteAddr)
@@ -129,7 +105,7 @@ func sourceHost(remote string) string {
 
 // Stats returns the server's counts.
 func (s *Server) Stats() Stats {
-	st := Stats{Sessions: map[string]int{}, Dropped: s.dropped.Load(), Refused: s.refused.counts()}
+	st := Stats{Sessions: map[string]int{}, Dropped: s.dropped.Load(), Refused: s.refused.Read()}
 	s.mu.Lock()
 	for sess := range s.sessions {
 		st.Sessions[sess.door]++
