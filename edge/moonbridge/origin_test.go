@@ -1,0 +1,196 @@
+package moonbridge
+
+// Faithful to the origin: what a backend meets here is what MoonBridge's
+// own proxy (proxy-core's control package) answers it, checked on the
+// bytes its client reads.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"busbar/internal/testbroker"
+)
+
+// rawResponse reads the next frame, which must be a RESPONSE to op, and
+// returns its bytes after the type byte and the operation id.
+func (b *backend) rawResponse(op int64) []byte {
+	b.t.Helper()
+	f, err := ReadFrame(b.r)
+	if err != nil {
+		b.t.Fatalf("%s reading: %v", b.name, err)
+	}
+	var head [9]byte
+	head[0] = TypeResponse
+	binary.BigEndian.PutUint64(head[1:], uint64(op))
+	if !bytes.HasPrefix(f, head[:]) {
+		b.t.Fatalf("%s: got % x, want a RESPONSE to op %d", b.name, f, op)
+	}
+	return f[9:]
+}
+
+// u16str is a string as the protocol writes it.
+func u16str(s string) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(s))), s...) }
+
+// A request to a backend that is not connected is NOT_CONNECTED
+// (MoonBridge's InboundRouter: "target backend is not connected"), and
+// stays apart from a connected node without a handler (NO_HANDLER).
+func TestOriginRequestNotConnected(t *testing.T) {
+	e := start(t, nil)
+	e.node("alpha") // connected, no handler
+	b := e.register("island-a")
+
+	gone := BackendEndpoint("island-gone")
+	op, _ := b.message(KindRequest, "mb:ask", &gone, MaxTimeoutMillis, "hi")
+	// 04 error, 01 NOT_CONNECTED, then the detail.
+	want := append([]byte{byte(ResponseError), byte(CodeNotConnected)}, u16str("island-gone is not connected")...)
+	if got := b.rawResponse(op); !bytes.Equal(got, want) {
+		t.Fatalf("request to a backend not connected: % x, want % x", got, want)
+	}
+
+	alpha := BackendEndpoint("alpha")
+	op, _ = b.message(KindRequest, "mb:ask", &alpha, MaxTimeoutMillis, "hi")
+	if got := b.rawResponse(op); len(got) < 2 || got[0] != byte(ResponseError) || got[1] != byte(CodeNoHandler) {
+		t.Fatalf("request to a node without a handler: % x, want 04 02 …", got)
+	}
+
+	// A send to it: the send result NOT_CONNECTED (04 is not this: 01
+	// send, 03 NOT_CONNECTED).
+	op, _ = b.message(KindEvent, "mb:news", &gone, MaxTimeoutMillis, "hi")
+	if got := b.rawResponse(op); !bytes.Equal(got, []byte{byte(ResponseSend), byte(NotConnected)}) {
+		t.Fatalf("send to a backend not connected: % x", got)
+	}
+}
+
+// A publication's results list the proxy first, then the backends, as
+// MoonBridge's router writes them.
+func TestOriginPublishProxyFirst(t *testing.T) {
+	e := start(t, nil)
+	e.alpha("alpha")
+	e.alpha("zeta")
+	b := e.register("island-a")
+	op, pub := b.message(KindEvent, "mb:news", nil, MaxTimeoutMillis, "all")
+	self := b.nextMessage()
+	b.respond(Response{OperationID: self.OperationID, Type: ResponseSend, Result: NoSubscriber})
+	got := b.rawResponse(op)
+	// 03 publish, the message id, a u16 count, then the first result:
+	// 01 (the proxy) and its result.
+	head := append([]byte{byte(ResponsePublish)}, pub.ID[:]...)
+	head = append(head, 0, 4, 1, byte(NoSubscriber))
+	if !bytes.HasPrefix(got, head) {
+		t.Fatalf("publish results: % x\nwant them to start % x", got, head)
+	}
+}
+
+// The rate MoonBridge's proxy allows one backend connection:
+// MaxMessagesPerWindow MESSAGE frames per window, each answered; the
+// next ends the connection (the window is long here, so that all fall
+// in one).
+func TestOriginMessageRate(t *testing.T) {
+	e := start(t, func(c *Config) { c.MessageWindow = time.Hour })
+	b := e.register("island-a")
+	proxy := ProxyEndpoint()
+	const heartbeats = 20 // not counted
+	for i := range MaxMessagesPerWindow {
+		b.message(KindEvent, "mb:news", &proxy, MaxTimeoutMillis, "x")
+		if i%(MaxMessagesPerWindow/heartbeats) == 0 {
+			b.write(EncodeEmpty(TypeHeartbeat))
+		}
+	}
+	answered := map[int64]bool{}
+	for pongs := 0; len(answered) < MaxMessagesPerWindow || pongs < heartbeats; {
+		switch v := b.next().(type) {
+		case Response:
+			answered[v.OperationID] = true
+		case byte:
+			pongs++
+		default:
+			t.Fatalf("got %#v", v)
+		}
+	}
+	b.message(KindEvent, "mb:news", &proxy, MaxTimeoutMillis, "one too many")
+	b.closedWithoutFrame()
+	testbroker.Eventually(t, wait, "the refusal logged", func() bool {
+		return strings.Contains(e.log.String(), "moonbridge: message rate exceeded")
+	})
+}
+
+// The window starts again a whole window after it started.
+func TestMessageRateWindow(t *testing.T) {
+	var r messageRate
+	t0 := time.Unix(1000, 0)
+	for i := range MaxMessagesPerWindow {
+		if !r.allow(t0.Add(time.Duration(i)*time.Millisecond), time.Second) {
+			t.Fatalf("message %d refused", i+1)
+		}
+	}
+	if r.allow(t0.Add(time.Second-time.Nanosecond), time.Second) {
+		t.Fatalf("message %d within the window allowed", MaxMessagesPerWindow+1)
+	}
+	if !r.allow(t0.Add(time.Second), time.Second) {
+		t.Fatal("the first message of the next window refused")
+	}
+}
+
+// A connection lost without GOODBYE keeps its backend name for its lease
+// (MoonBridge's LeaseRegistry): another instance is refused meanwhile,
+// the same instance takes it back; after GOODBYE the name is free at
+// once.
+func TestOriginLeaseHoldsName(t *testing.T) {
+	e := start(t, nil)
+	c := e.node("watcher")
+	first := e.register("island-a")
+	first.nc.Close() // lost, no GOODBYE
+	e.inDirectory(c, "island-a", false)
+
+	// Busbar's request to it, and the backend's, meet NOT_CONNECTED.
+	other := e.register("island-b")
+	gone := BackendEndpoint("island-a")
+	if p, _ := other.call(KindRequest, "mb:ask", &gone, "hi"); p.Type != ResponseError || p.Err.Code != CodeNotConnected {
+		t.Fatalf("request to a held name: %+v", p)
+	}
+
+	if _, err := e.dial(registration("island-a", "other-instance", "primary"), secretA); err == nil {
+		t.Fatal("another instance took a name within its lease")
+	}
+	testbroker.Eventually(t, wait, "the refusal logged", func() bool {
+		return strings.Contains(e.log.String(), "until its lease ends")
+	})
+	again := e.register("island-a") // the same instance
+	again.write(EncodeEmpty(TypeGoodbye))
+	again.closedWithoutFrame()
+	// Free once the session is wound down (the node leaves busbar's
+	// directory a moment before): never held for the lease.
+	testbroker.Await(t, wait, "another instance registered after GOODBYE", func() error {
+		_, err := e.dial(registration("island-a", "other-instance", "primary"), secretA)
+		return err
+	})
+}
+
+// The hold ends with the lease: its last renewal (registration, then
+// each HEARTBEAT) and Lease.
+func TestOriginLeaseHoldEnds(t *testing.T) {
+	const lease = 2 * time.Second
+	e := start(t, func(c *Config) { c.Lease = lease })
+	c := e.node("watcher")
+	first := e.register("island-a")
+	lost := time.Now()
+	first.nc.Close()
+	e.inDirectory(c, "island-a", false)
+	_, err := e.dial(registration("island-a", "other-instance", "primary"), secretA)
+	if err == nil && time.Since(lost) < lease {
+		t.Fatal("another instance took a name within its lease")
+	}
+	testbroker.Await(t, wait, "the name free once the lease ended", func() error {
+		if _, err := e.dial(registration("island-a", "other-instance", "primary"), secretA); err != nil {
+			return fmt.Errorf("refused: %w", err)
+		}
+		return nil
+	})
+	if time.Since(lost) < lease {
+		t.Fatalf("the name was free %v after the connection was lost, within its lease of %v", time.Since(lost), lease)
+	}
+}
