@@ -31,6 +31,11 @@ func TestPrincipalAddMoonBridge(t *testing.T) {
 			t.Fatalf("output lacks %q:\n%s", line, out)
 		}
 	}
+	// No broker runs on its data directory: it says so, and the host
+	// and port are placeholders.
+	if !strings.Contains(errOut, "no broker with --moonbridge is running") || !strings.Contains(out, "no busbar serve --moonbridge is running") {
+		t.Fatalf("principal add without a broker does not say none is running:\n%s\n%s", out, errOut)
+	}
 	if secret == nil || len(secret[1]) < auth.MinMoonBridgeSecret {
 		t.Fatalf("no secret of %d bytes or more:\n%s", auth.MinMoonBridgeSecret, out)
 	}
@@ -145,6 +150,17 @@ func TestServeMoonBridge(t *testing.T) {
 		t.Fatalf("principal add: %s", errOut)
 	}
 	secret := regexp.MustCompile(`(?m)^secret: "([^"]+)"$`).FindStringSubmatch(out)[1]
+	// The port the running broker's --moonbridge listens on, not a
+	// default.
+	_, port, _ := net.SplitHostPort(addr)
+	if !regexp.MustCompile(`(?m)^proxyHost: "127\.0\.0\.1" .*\nproxyPort: `+port+` `).MatchString(out) || strings.Contains(errOut, "placeholders") {
+		t.Fatalf("principal add does not print the port in use, %s:\n%s\n%s", port, out, errOut)
+	}
+	// MoonBridge's proxy requires allowedHosts: without
+	// --moonbridge-allow-hosts serve says at start that any host is taken.
+	if !strings.Contains(s.stderr.String(), "--moonbridge-allow-hosts is not set") {
+		t.Fatalf("no warning about --moonbridge-allow-hosts; stderr:\n%s", s.stderr.String())
+	}
 	// principal add had the running broker reload its principals: the
 	// backend registers at once.
 	b, err := dialMoonBridge(t, addr, "island-a", "island-a", secret)
@@ -154,6 +170,11 @@ func TestServeMoonBridge(t *testing.T) {
 	s.waitLs(t, "island-a's handler", hasNode("island-a", "handlers", "mb:ask"))
 	if code, out, _ := s.busbar(t, "", "ls"); code != 0 || !regexp.MustCompile(`(?m)^island-a .*tcp://127\.0\.0\.1:25565$`).MatchString(out) || !strings.Contains(out, "ADVERTISED") {
 		t.Fatalf("busbar ls does not show the game address:\n%s", out)
+	}
+	// Its lease is the adapter's, not busbar's: LEASE "-", never a
+	// negative duration.
+	if code, out, _ := s.busbar(t, "", "ls"); code != 0 || !regexp.MustCompile(`(?m)^island-a +broker +\d+ +- `).MatchString(out) {
+		t.Fatalf("busbar ls LEASE of a MoonBridge backend is not \"-\":\n%s", out)
 	}
 
 	// busbar req reaches the backend's handler.
