@@ -109,10 +109,22 @@ func (ss *session) answerFromBackend(p Response) {
 		ss.answerBus(in, p.Result, 0, "")
 	case in.kind == KindRequest && p.Type == ResponseReply && validReply(&in.msg, p.Reply):
 		ss.replyBus(in, p.Reply)
+	case in.kind == KindRequest && p.Type == ResponseReply:
+		// MoonBridge's BackendExchange: PROTOCOL_ERROR, the connection
+		// stays.
+		ss.answerBus(in, Failed, CodeProtocolError, "the backend returned a reply for a different request or identity")
 	default:
-		ss.answerBus(in, Failed, CodeProtocolError, "the backend answered with a response of the wrong type")
+		// MoonBridge's BackendExchange: PROTOCOL_ERROR, and the
+		// connection is closed.
+		ss.answerBus(in, Failed, CodeProtocolError, "the backend returned the wrong response type")
+		ss.close(errWrongType)
 	}
 }
+
+// errWrongType ends a session whose backend answered an operation with
+// a response of another type (a send result to a request, a reply to an
+// event), as MoonBridge's proxy ends it.
+var errWrongType = malformed(TypeResponse, "a response of the wrong type for its operation")
 
 // validReply is MoonBridge's check of a reply against its request.
 func validReply(req, reply *Message) bool {

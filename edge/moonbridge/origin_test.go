@@ -6,12 +6,16 @@ package moonbridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"busbar/auth"
+	"busbar/client"
 	"busbar/internal/testbroker"
 )
 
@@ -193,4 +197,87 @@ func TestOriginLeaseHoldEnds(t *testing.T) {
 	if time.Since(lost) < lease {
 		t.Fatalf("the name was free %v after the connection was lost, within its lease of %v", time.Since(lost), lease)
 	}
+}
+
+// A principal granted handle mb:* makes its backend the handler of every
+// mb: channel: busbar's request on any of them reaches the backend, as
+// MoonBridge's proxy forwards a request on any channel the backend may
+// receive; one outside the grant does not. A busbar client cannot
+// handle a pattern (only an edge's node can).
+func TestOriginWildcardHandle(t *testing.T) {
+	wild := islands("wild", secretA+"-wild")
+	wild.Name, wild.Nodes = "wild", []auth.Pattern{"wild-*"}
+	wild.Permissions.Handle = []auth.Pattern{"mb:*"}
+	e := start(t, nil, wild)
+	b, err := e.dial(registration("wild-a", "wild-a", "wild"), secretA+"-wild")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.node("alpha")
+	for _, ch := range []string{"mb:ask", "mb:anything-at-all"} {
+		got := make(chan error, 1)
+		go func() {
+			m, err := c.Scope("app").Channel(ch).Request(ctxT(t, wait), "wild-a", []byte("q"))
+			if err == nil && string(m.Payload()) != "a:"+ch {
+				err = fmt.Errorf("reply %q", m.Payload())
+			}
+			got <- err
+		}()
+		f, err := ReadFrame(b.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// MESSAGE, op, timeout, id, 02 REQUEST, the channel.
+		if len(f) < 34+2+len(ch) || f[0] != TypeMessage || f[33] != byte(KindRequest) || !bytes.Equal(f[34:36+len(ch)], u16str(ch)) {
+			t.Fatalf("request on %s: % x", ch, f)
+		}
+		mf, err := DecodeMessage(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := mf.Message
+		reply := Message{ID: NewUUID(), Kind: KindReply, Channel: ch, Source: *q.Target, Target: &q.Source, ReplyTo: &q.ID, Payload: []byte("a:" + ch)}
+		b.respond(Response{OperationID: mf.OperationID, Type: ResponseReply, Reply: &reply})
+		if err := <-got; err != nil {
+			t.Fatalf("request on %s: %v", ch, err)
+		}
+	}
+	if _, err := c.Scope("app").Channel("other:ask").Request(ctxT(t, wait), "wild-a", nil); !errors.Is(err, client.ErrRejected) {
+		t.Fatalf("request outside the handle grant: %v, want REJECTED", err)
+	}
+	if _, err := c.Scope("app").Channel("mb:*").Handle(ctxT(t, wait), func(context.Context, *client.Message) ([]byte, error) { return nil, nil }); err == nil {
+		t.Fatal("a busbar client registered a handler on a pattern")
+	}
+}
+
+// A reply that does not match its request is PROTOCOL_ERROR, and the
+// connection stays; a response of the wrong type is PROTOCOL_ERROR, and
+// the connection is closed (MoonBridge's BackendExchange).
+func TestOriginProtocolError(t *testing.T) {
+	e := start(t, nil)
+	c := e.node("alpha")
+	b := e.register("island-a")
+	request := func() (chan error, MessageFrame) {
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.Scope("app").Channel("mb:ask").Request(ctxT(t, wait), "island-a", []byte("q"))
+			got <- err
+		}()
+		return got, b.nextMessage()
+	}
+	got, f := request()
+	q := f.Message
+	other := NewUUID()
+	bad := Message{ID: NewUUID(), Kind: KindReply, Channel: q.Channel, Source: *q.Target, Target: &q.Source, ReplyTo: &other}
+	b.respond(Response{OperationID: f.OperationID, Type: ResponseReply, Reply: &bad})
+	var re *client.RequestError
+	if err := <-got; !errors.As(err, &re) || !strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned a reply for a different request or identity") {
+		t.Fatalf("mismatched reply: %v", err)
+	}
+	got, f = request() // the connection stayed
+	b.respond(Response{OperationID: f.OperationID, Type: ResponseSend, Result: Accepted})
+	if err := <-got; !errors.As(err, &re) || !strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned the wrong response type") {
+		t.Fatalf("a send result to a request: %v", err)
+	}
+	b.closedWithoutFrame()
 }
