@@ -164,26 +164,31 @@ func (ss *session) replyBus(in *inbound, reply *Message) {
 	}
 }
 
-// busReceipt is the receipt a node may give for a backend's send result:
-// what the broker would read as FAILED is sent as FAILED.
+// busReceipt is the receipt for a backend's send result, each as it is
+// (the broker lets an edge's node report all seven).
 func busReceipt(r SendResult) wire.Result {
 	switch r {
 	case Accepted:
 		return wire.Accepted
 	case NoSubscriber:
 		return wire.NoSubscriber
+	case NotConnected:
+		return wire.NotConnected
 	case Backpressured:
 		return wire.Backpressured
 	case Rejected:
 		return wire.Rejected
+	case TimedOut:
+		return wire.TimedOut
 	}
 	return wire.Failed
 }
 
 // busError is the request error kind and return code of a backend's
-// failure code. A node may claim only NO_HANDLER, OVERLOAD and
-// HANDLER_FAILED (the broker rewrites anything else); the MoonBridge code
-// travels in the error text.
+// failure code, each its own kind (the broker lets an edge's node claim
+// TIMEOUT, REJECTED, NOT_CONNECTED and PROTOCOL_ERROR besides a node's
+// NO_HANDLER, OVERLOAD and HANDLER_FAILED); the MoonBridge code also
+// starts the error text.
 func busError(c ErrorCode) (wire.Result, wire.RC) {
 	switch c {
 	case CodeNoHandler, CodeClosed:
@@ -192,6 +197,14 @@ func busError(c ErrorCode) (wire.Result, wire.RC) {
 		return wire.ResultOverload, wire.RCFailure
 	case CodeHandlerFailed:
 		return wire.ResultHandler, wire.RCError
+	case CodeTimedOut:
+		return wire.ResultTimeout, wire.RCFailure
+	case CodeRejected:
+		return wire.ResultRejected, wire.RCFailure
+	case CodeNotConnected:
+		return wire.ResultNotConnected, wire.RCFailure
+	case CodeProtocolError:
+		return wire.ResultProtocol, wire.RCFailure
 	}
 	return wire.ResultHandler, wire.RCFailure
 }

@@ -169,10 +169,9 @@ func TestBusToBackend(t *testing.T) {
 	for code, want := range map[ErrorCode]error{
 		CodeNoHandler: client.ErrNoHandler, CodeClosed: client.ErrNoHandler, CodeBackpressured: client.ErrOverload,
 		CodeHandlerFailed: client.ErrHandlerFailed,
-		// What else a backend answers is its handler's failure: a node
-		// may claim no other kind (docs/moonbridge.md).
-		CodeTimedOut: client.ErrHandlerFailed, CodeNotConnected: client.ErrHandlerFailed, CodeRejected: client.ErrHandlerFailed,
-		CodeProtocolError: client.ErrHandlerFailed,
+		// Each as it is: an edge's node may claim these too.
+		CodeTimedOut: client.ErrTimeout, CodeNotConnected: client.ErrNotConnected, CodeRejected: client.ErrRejected,
+		CodeProtocolError: client.ErrProtocol,
 	} {
 		got, f := request()
 		b.respond(Response{OperationID: f.OperationID, Type: ResponseError, Err: Error{Code: code, Detail: "why"}})
@@ -180,11 +179,11 @@ func TestBusToBackend(t *testing.T) {
 			t.Errorf("backend failed %s: %v, want %v", code, a.err, want)
 		}
 	}
-	// A reply that does not match its request is the backend's failure.
+	// A reply that does not match its request is PROTOCOL_ERROR.
 	got, f = request()
 	bad := reply
 	b.respond(Response{OperationID: f.OperationID, Type: ResponseReply, Reply: &bad})
-	if a := <-got; !errors.Is(a.err, client.ErrHandlerFailed) {
+	if a := <-got; !errors.Is(a.err, client.ErrProtocol) {
 		t.Fatalf("mismatched reply: %v", a.err)
 	}
 	// A channel the principal handles by pattern only (mb:*) reaches the

@@ -17,6 +17,7 @@ import (
 	"busbar/auth"
 	"busbar/client"
 	"busbar/internal/testbroker"
+	"busbar/wire"
 )
 
 // rawResponse reads the next frame, which must be a RESPONSE to op, and
@@ -271,13 +272,90 @@ func TestOriginProtocolError(t *testing.T) {
 	bad := Message{ID: NewUUID(), Kind: KindReply, Channel: q.Channel, Source: *q.Target, Target: &q.Source, ReplyTo: &other}
 	b.respond(Response{OperationID: f.OperationID, Type: ResponseReply, Reply: &bad})
 	var re *client.RequestError
-	if err := <-got; !errors.As(err, &re) || !strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned a reply for a different request or identity") {
+	if err := <-got; !errors.As(err, &re) || !errors.Is(err, client.ErrProtocol) || re.From != "island-a.bus" ||
+		!strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned a reply for a different request or identity") {
 		t.Fatalf("mismatched reply: %v", err)
 	}
 	got, f = request() // the connection stayed
 	b.respond(Response{OperationID: f.OperationID, Type: ResponseSend, Result: Accepted})
-	if err := <-got; !errors.As(err, &re) || !strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned the wrong response type") {
+	if err := <-got; !errors.As(err, &re) || !errors.Is(err, client.ErrProtocol) ||
+		!strings.HasPrefix(re.Text, "PROTOCOL_ERROR: the backend returned the wrong response type") {
 		t.Fatalf("a send result to a request: %v", err)
 	}
 	b.closedWithoutFrame()
+}
+
+// Each send result and error code a backend answers busbar with arrives
+// as what it is: a receipt's result, a request error's kind (with the
+// backend's node as its from, and the code first in its text). The
+// backend's answers are written byte for byte as MoonBridge's client
+// writes them.
+func TestOriginCodesToBus(t *testing.T) {
+	e := start(t, nil)
+	c := e.node("alpha")
+	b := e.register("island-a")
+	answer := func(op int64, body ...byte) {
+		f := binary.BigEndian.AppendUint64([]byte{TypeResponse}, uint64(op))
+		b.write(append(f, body...))
+	}
+	for _, r := range []struct {
+		code byte
+		want wire.Result
+	}{
+		{1, wire.Accepted}, {2, wire.NoSubscriber}, {3, wire.NotConnected}, {4, wire.Backpressured},
+		{5, wire.Rejected}, {6, wire.TimedOut}, {7, wire.Failed},
+	} {
+		got := make(chan client.Receipt, 1)
+		go func() { rc, _ := c.Scope("app").Channel("mb:news").Send(ctxT(t, wait), "island-a", nil); got <- rc }()
+		answer(b.nextMessage().OperationID, byte(ResponseSend), r.code)
+		if rc := <-got; rc.Result != r.want {
+			t.Errorf("send result %d: receipt %s, want %s", r.code, rc.Result, r.want)
+		}
+	}
+	for _, r := range []struct {
+		code byte
+		kind wire.Result
+		is   error
+	}{
+		{1, wire.ResultNotConnected, client.ErrNotConnected}, {2, wire.ResultNoHandler, client.ErrNoHandler},
+		{3, wire.ResultOverload, client.ErrOverload}, {4, wire.ResultTimeout, client.ErrTimeout},
+		{5, wire.ResultNoHandler, client.ErrNoHandler}, {6, wire.ResultRejected, client.ErrRejected},
+		{7, wire.ResultHandler, client.ErrHandlerFailed}, {8, wire.ResultProtocol, client.ErrProtocol},
+	} {
+		got := make(chan error, 1)
+		go func() { _, err := c.Scope("app").Channel("mb:ask").Request(ctxT(t, wait), "island-a", nil); got <- err }()
+		answer(b.nextMessage().OperationID, append([]byte{byte(ResponseError), r.code}, u16str("why")...)...)
+		var re *client.RequestError
+		err := <-got
+		if !errors.As(err, &re) || re.Kind != r.kind || !errors.Is(err, r.is) || re.From != "island-a.bus" ||
+			re.Text != ErrorCode(r.code).String()+": why" {
+			t.Errorf("error code %d: %v (from %v), want %s", r.code, err, re, r.kind)
+		}
+	}
+}
+
+// Each kind busbar answers a backend's request with arrives as
+// MoonBridge's code for it, byte for byte; those of another backend too.
+func TestOriginCodesToBackend(t *testing.T) {
+	e := start(t, nil)
+	a := e.register("island-a")
+	bk := e.register("island-b")
+	target := BackendEndpoint("island-b")
+	for _, code := range []ErrorCode{CodeTimedOut, CodeRejected, CodeNotConnected, CodeProtocolError, CodeHandlerFailed, CodeBackpressured, CodeNoHandler} {
+		op, _ := a.message(KindRequest, "mb:ask", &target, MaxTimeoutMillis, "q")
+		f := bk.nextMessage()
+		bk.respond(Response{OperationID: f.OperationID, Type: ResponseError, Err: Error{Code: code, Detail: "why"}})
+		got := a.rawResponse(op)
+		if len(got) < 2 || got[0] != byte(ResponseError) || got[1] != byte(code) {
+			t.Errorf("island-b answered %s: island-a got % x, want 04 %02x …", code, got, byte(code))
+		}
+	}
+	for _, r := range []SendResult{Accepted, NoSubscriber, NotConnected, Backpressured, Rejected, TimedOut, Failed} {
+		op, _ := a.message(KindEvent, "mb:news", &target, MaxTimeoutMillis, "e")
+		f := bk.nextMessage()
+		bk.respond(Response{OperationID: f.OperationID, Type: ResponseSend, Result: r})
+		if got := a.rawResponse(op); !bytes.Equal(got, []byte{byte(ResponseSend), byte(r)}) {
+			t.Errorf("island-b answered %s: island-a got % x, want 01 %02x", r, got, byte(r))
+		}
+	}
 }

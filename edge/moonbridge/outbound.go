@@ -270,6 +270,8 @@ func errorCode(r wire.Result) ErrorCode {
 		return CodeNotConnected
 	case wire.ResultShutdown:
 		return CodeClosed
+	case wire.ResultNotConnected:
+		return CodeNotConnected
 	case wire.ResultRejected, wire.ResultAuth, wire.ResultTooLarge:
 		return CodeRejected
 	case wire.ResultHandler, "":

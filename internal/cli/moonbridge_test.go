@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"encoding/binary"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -216,5 +219,58 @@ func TestServeMoonBridge(t *testing.T) {
 	}
 	if err := subDone(); err != nil || !strings.Contains(subOut.String(), "news") {
 		t.Fatalf("busbar sub: %v %s", err, subOut)
+	}
+}
+
+// A MoonBridge backend's failure reaches `busbar req` as its own kind and
+// exit status, and its send result `busbar send` as it is: the answers
+// are the bytes MoonBridge's client writes.
+func TestMoonBridgeCodesThroughCLI(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data, "--moonbridge", "127.0.0.1:0", "--moonbridge-allow-hosts", "127.0.0.1")
+	addr := regexp.MustCompile(`busbar: moonbridge backends on (\S+) `).FindStringSubmatch(s.banner)[1]
+	if strings.Contains(s.stderr.String(), "--moonbridge-allow-hosts is not set") {
+		t.Fatalf("warned although --moonbridge-allow-hosts is set:\n%s", s.stderr.String())
+	}
+	code, out, errOut := s.busbar(t, "", "principal", "add", "island-c", "--moonbridge", "--nodes", "island-c",
+		"--subscribe", "mb:*", "--handle", "mb:*")
+	if code != 0 {
+		t.Fatalf("principal add: %s", errOut)
+	}
+	secret := regexp.MustCompile(`(?m)^secret: "([^"]+)"$`).FindStringSubmatch(out)[1]
+	b, err := dialMoonBridge(t, addr, "island-c", "island-c", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitLs(t, "island-c's handler", hasNode("island-c", "handlers", "mb:*"))
+	answer := func(body ...byte) {
+		f := b.next().(moonbridge.MessageFrame)
+		frame := binary.BigEndian.AppendUint64([]byte{10}, uint64(f.OperationID)) // RESPONSE
+		b.write(append(frame, body...), nil)
+	}
+	for _, c := range []struct {
+		code byte // MoonBridge's error code
+		exit int
+		kind string
+	}{
+		{4, exitTimeout, "TIMEOUT"}, {6, exitRejected, "REJECTED"}, {1, exitNotConnected, "NOT_CONNECTED"},
+		{8, exitProtocol, "PROTOCOL_ERROR"}, {7, exitHandler, "HANDLER_FAILED"}, {2, exitNoHandler, "NO_HANDLER"},
+	} {
+		reqOut, reqDone := s.background(t, "req", "island-c", "mb:anything", "q")
+		answer(4, c.code, 0, 3, 'w', 'h', 'y') // error, code, "why"
+		var exit *exec.ExitError
+		if err := reqDone(); !errors.As(err, &exit) || exit.ExitCode() != c.exit || !strings.Contains(reqOut.String(), c.kind) {
+			t.Errorf("backend error %d: busbar req %v, want exit %d %s:\n%s", c.code, err, c.exit, c.kind, reqOut)
+		}
+	}
+	for _, c := range []struct {
+		result byte // MoonBridge's send result
+		want   string
+	}{{6, "TIMED_OUT"}, {3, "NOT_CONNECTED"}, {7, "FAILED"}, {1, "ACCEPTED"}} {
+		sendOut, sendDone := s.background(t, "send", "island-c", "mb:news", "e")
+		answer(1, c.result) // send result
+		if err := sendDone(); !strings.HasPrefix(sendOut.String(), c.want+" ") || (err == nil) != (c.want == "ACCEPTED") {
+			t.Errorf("backend send result %d: busbar send %v:\n%s, want %s", c.result, err, sendOut, c.want)
+		}
 	}
 }
