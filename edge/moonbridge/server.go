@@ -35,7 +35,9 @@ const (
 	DefaultMaxConnections = 256
 )
 
-// Per-connection bounds, MoonBridge's own.
+// Per-connection bounds: MaxInflight and MaxMessagesPerWindow are
+// MoonBridge's own; MaxWriteQueue is busbar's (docs/moonbridge.md, "What
+// differs").
 const (
 	// MaxInflight bounds the operations a backend has open through busbar
 	// (MESSAGE frames not yet answered), and separately those busbar has
