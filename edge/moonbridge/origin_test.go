@@ -150,6 +150,7 @@ func TestOriginLeaseHoldsName(t *testing.T) {
 	first := e.register("island-a")
 	first.nc.Close() // lost, no GOODBYE
 	e.inDirectory(c, "island-a", false)
+	e.released("island-a")
 
 	// Busbar's request to it, and the backend's, meet NOT_CONNECTED.
 	other := e.register("island-b")
@@ -172,6 +173,17 @@ func TestOriginLeaseHoldsName(t *testing.T) {
 	testbroker.Await(t, wait, "another instance registered after GOODBYE", func() error {
 		_, err := e.dial(registration("island-a", "other-instance", "primary"), secretA)
 		return err
+	})
+}
+
+// released waits until the server has wound down name's session (its
+// node leaves busbar's directory a moment before).
+func (e *env) released(name string) {
+	e.t.Helper()
+	testbroker.Eventually(e.t, wait, name+"'s session wound down", func() bool {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return e.srv.sessions[name] == nil
 	})
 }
 
