@@ -99,7 +99,8 @@ type conn struct {
 	subs    map[string]struct{} // channels and patterns with subscribers on this node
 	queues  map[string]string   // of subs, those made as a queue's member: the queue (queues.go)
 	pats    int                 // how many of subs are wildcard patterns
-	handles map[string]struct{} // channels this node handles
+	handles map[string]struct{} // channels this node handles (patterns too, for an edge's node: control.go)
+	hpats   int                 // how many of handles are wildcard patterns
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -211,8 +212,15 @@ func (c *conn) hasSub(channel string) bool {
 func (c *conn) hasHandler(channel string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.handles[channel]
-	return ok
+	if _, ok := c.handles[channel]; ok || c.hpats == 0 {
+		return ok
+	}
+	for name := range c.handles {
+		if auth.IsPattern(name) && auth.Pattern(name).Match(channel) {
+			return true
+		}
+	}
+	return false
 }
 
 const nActions = 5

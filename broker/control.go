@@ -138,8 +138,13 @@ func (b *Broker) register(c *conn, cmd, channel, queue string) *refusal {
 	if cmd == wire.CmdHandle || cmd == wire.CmdUnhandle {
 		set, action = c.handles, auth.ActionHandle
 	}
+	// A handler is one channel, except for a node an edge adapter logs
+	// in (DialInProcessAs): a protocol such as MoonBridge's never says
+	// which channels its peer handles, so its node handles the patterns
+	// its principal may handle, and each request is still checked
+	// against the handle permission (deliverRequest).
 	valid := auth.ValidChannel
-	if action == auth.ActionSubscribe {
+	if action == auth.ActionSubscribe || c.as != nil {
 		valid = auth.ValidSubscription
 	}
 	if err := valid(channel); err != nil {
@@ -162,6 +167,9 @@ func (b *Broker) register(c *conn, cmd, channel, queue string) *refusal {
 		if had && pattern {
 			c.pats--
 		}
+		if had && action == auth.ActionHandle && auth.IsPattern(channel) {
+			c.hpats--
+		}
 		return nil
 	}
 	if !had && len(c.subs)+len(c.handles) >= b.opts.MaxRegistrations {
@@ -173,6 +181,9 @@ func (b *Broker) register(c *conn, cmd, channel, queue string) *refusal {
 	set[channel] = struct{}{}
 	if !had && pattern {
 		c.pats++
+	}
+	if !had && action == auth.ActionHandle && auth.IsPattern(channel) {
+		c.hpats++
 	}
 	if action == auth.ActionSubscribe {
 		c.setQueueLocked(channel, queue)

@@ -694,10 +694,10 @@ func (b *Broker) routeResponse(c *conn, v *hotpath.View, h *held) {
 	if b.replyTooLarge(&c.endpoint, cl, id, v) {
 		return
 	}
-	if !resultAllowed(v) { // a broker's results are its own to give
+	if !resultAllowed(c, v) { // a broker's results are its own to give
 		// A View of its own (allocated here, on this rare path: the
 		// forward below keeps it with the frames it may queue).
-		nv := normalizeResult(v, c.addr, new(hotpath.View))
+		nv := normalizeResult(c, v, c.addr, new(hotpath.View))
 		if nv == nil {
 			// Fail closed: never forward a result the node may not claim.
 			b.answer(cl.origin, failedResponse(id, v), refuse(wire.ResultHandler, c.node+"'s reply is too large once stamped"))
@@ -755,17 +755,19 @@ func (b *Broker) passResponse(e *endpoint, from string, cl *call, id string, v *
 	}
 }
 
-// resultAllowed reports whether a response may pass with the result it
-// carries: a node may only report that it has no handler, is overloaded,
-// or that its handler failed, and only with an error rc. It may not pass
-// its failure off as the broker's (a DISCONNECT or TIMEOUT it never had).
-func resultAllowed(v *hotpath.View) bool {
+// resultAllowed reports whether a response from c may pass with the
+// result it carries: a node may only report that it has no handler, is
+// overloaded, or that its handler failed, and only with an error rc. It
+// may not pass its failure off as the broker's (a DISCONNECT or TIMEOUT
+// it never had). A node an edge adapter logs in (DialInProcessAs) speaks
+// for a peer of another protocol, whose own failures it reports as they
+// are (edgeResultKind).
+func resultAllowed(c *conn, v *hotpath.View) bool {
 	res, ok := v.Get(wire.HeaderResult)
 	if !ok {
 		return true
 	}
-	switch wire.Result(res) {
-	case wire.ResultNoHandler, wire.ResultOverload, wire.ResultHandler:
+	if resultAllowedKind(c, wire.Result(res)) {
 		rc, err := wire.ParseRC(v.Value(wire.HeaderRC))
 		return err == nil && rc.IsError()
 	}
@@ -775,7 +777,7 @@ func resultAllowed(v *hotpath.View) bool {
 // normalizeResult rewrites a response whose result is not allowed: a
 // success loses its result, a failure's becomes HANDLER_FAILED. It is the
 // rare path, so it decodes and re-encodes; the result is parsed into into.
-func normalizeResult(v *hotpath.View, from string, into *hotpath.View) *hotpath.View {
+func normalizeResult(c *conn, v *hotpath.View, from string, into *hotpath.View) *hotpath.View {
 	m, err := v.Message()
 	if err != nil { // cannot happen: v parsed
 		return nil
@@ -783,7 +785,7 @@ func normalizeResult(v *hotpath.View, from string, into *hotpath.View) *hotpath.
 	m.Set(wire.HeaderFrom, from) // measured as it will be sent
 	if !wire.ResponseRC(m).IsError() {
 		m.Del(wire.HeaderResult)
-	} else if !resultAllowedKind(wire.Result(m.Value(wire.HeaderResult))) {
+	} else if !resultAllowedKind(c, wire.Result(m.Value(wire.HeaderResult))) {
 		m.Set(wire.HeaderResult, string(wire.ResultHandler))
 	}
 	if err := hotpath.ParseView(m.ToBytes(), into); err != nil {
@@ -792,14 +794,27 @@ func normalizeResult(v *hotpath.View, from string, into *hotpath.View) *hotpath.
 	return into
 }
 
-func resultAllowedKind(r wire.Result) bool {
-	return r == wire.ResultNoHandler || r == wire.ResultOverload || r == wire.ResultHandler
+func resultAllowedKind(c *conn, r wire.Result) bool {
+	return r == wire.ResultNoHandler || r == wire.ResultOverload || r == wire.ResultHandler ||
+		(c.as != nil && edgeResultKind(r))
+}
+
+// edgeResultKind: the request error kinds an edge's node may claim
+// besides a node's, those its peer's protocol has (MoonBridge's
+// TIMED_OUT, REJECTED, NOT_CONNECTED, PROTOCOL_ERROR). The answer's from
+// still names the node.
+func edgeResultKind(r wire.Result) bool {
+	return r == wire.ResultTimeout || r == wire.ResultRejected || r == wire.ResultNotConnected || r == wire.ResultProtocol
 }
 
 // routeReceipt forwards a destination's receipt to the sender, or records
 // it in its publication.
 func (b *Broker) routeReceipt(c *conn, v *hotpath.View) {
-	b.takeReceipt(c, v, nodeReceiptResults[:], c.addr)
+	claimable := nodeReceiptResults[:]
+	if c.as != nil {
+		claimable = edgeReceiptResults[:]
+	}
+	b.takeReceipt(c, v, claimable, c.addr)
 }
 
 // takeReceipt closes the call d's receipt v answers with a result of
@@ -833,7 +848,11 @@ func (b *Broker) takeReceipt(d dest, v *hotpath.View, claimable []wire.Result, f
 
 // The receipt results a node may report, and those a broker may.
 var (
-	nodeReceiptResults   = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected}
+	nodeReceiptResults = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected}
+	// A node an edge adapter logs in reports its peer's results as they
+	// are (a MoonBridge backend's, whose protocol has them all).
+	edgeReceiptResults = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected,
+		wire.NotConnected, wire.TimedOut, wire.Failed}
 	brokerReceiptResults = [...]wire.Result{wire.Accepted, wire.NoSubscriber, wire.Backpressured, wire.Rejected,
 		wire.NotConnected, wire.TimedOut, wire.Failed}
 )

@@ -70,12 +70,19 @@ var (
 	// ErrAmbiguous: a bare service name that several live instances
 	// announce; address one as <service>.<node>.bus.
 	ErrAmbiguous = errors.New("ambiguous service name")
+	// ErrNotConnected and ErrProtocol are kinds only a node of an edge
+	// adapter gives, for its peer (a MoonBridge backend,
+	// docs/moonbridge.md): what the peer's handler needed was not
+	// connected (NOT_CONNECTED), and the peer broke its protocol
+	// answering (PROTOCOL_ERROR).
+	ErrNotConnected = errors.New("not connected")
+	ErrProtocol     = errors.New("protocol error")
 )
 
 // RequestError is a failed request: the kind, the return code and text the
 // broker or the handler gave, and who said so.
 type RequestError struct {
-	Kind wire.Result // NO_HANDLER, OVERLOAD, TIMEOUT, DISCONNECT, REJECTED, HANDLER_FAILED, AMBIGUOUS
+	Kind wire.Result // NO_HANDLER, OVERLOAD, TIMEOUT, DISCONNECT, REJECTED, HANDLER_FAILED, AMBIGUOUS, NOT_CONNECTED, PROTOCOL_ERROR
 	RC   wire.RC
 	Text string
 	From string // who answered: the handler's node, or the broker
@@ -103,6 +110,10 @@ func (e *RequestError) Unwrap() error {
 		return ErrRejected
 	case wire.ResultAmbiguous:
 		return ErrAmbiguous
+	case wire.ResultNotConnected:
+		return ErrNotConnected
+	case wire.ResultProtocol:
+		return ErrProtocol
 	default:
 		return ErrHandlerFailed
 	}

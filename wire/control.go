@@ -59,6 +59,13 @@ const (
 	ResultReplaced   Result = "REPLACED"      // a newer connection took this node name
 	ResultLease      Result = "LEASE"         // no frame within the lease: presumed dead
 	ResultSlow       Result = "SLOW_CONSUMER" // outbound queue stayed over its limit
+	// Kinds only a node an edge adapter logs in may claim, for the peer
+	// behind it whose protocol has them (a MoonBridge backend,
+	// docs/moonbridge.md): what the peer needed was not connected, and
+	// the peer broke its protocol answering. A node of an edge may claim
+	// TIMEOUT and REJECTED as well.
+	ResultNotConnected Result = "NOT_CONNECTED"
+	ResultProtocol     Result = "PROTOCOL_ERROR"
 )
 
 // Info is the body of bus.info, the broker's first frame.

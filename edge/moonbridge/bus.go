@@ -126,16 +126,19 @@ func (b *busNode) answerControl(m *wire.Message) bool {
 // register subscribes the node to every channel its principal may
 // receive (">": busbar then asks the backend about each event, and the
 // backend answers NO_SUBSCRIBER itself), and registers it as the handler
-// of each literal channel in the principal's handle list: MoonBridge's
-// protocol never tells the proxy which channels a backend handles, and a
-// busbar request needs a handler registered on its exact channel.
+// of each entry of the principal's handle list, a channel or a pattern
+// (mb:ask, mb:*): MoonBridge's protocol never tells the proxy which
+// channels a backend handles, and MoonBridge's proxy forwards any request
+// on a channel the backend may receive, which the backend answers, or
+// answers NO_HANDLER. busbar lets an edge's node handle a pattern for
+// this; each request is still checked against the handle list.
 func (ss *session) register() error {
 	var calls [][2]string
 	if len(ss.p.Permissions.Subscribe) > 0 {
 		calls = append(calls, [2]string{wire.CmdSubscribe, ">"})
 	}
 	for _, pat := range ss.p.Permissions.Handle {
-		if ch := string(pat); !auth.IsPattern(ch) && auth.ValidChannel(ch) == nil {
+		if ch := string(pat); auth.ValidSubscription(ch) == nil {
 			calls = append(calls, [2]string{wire.CmdHandle, ch})
 		}
 	}

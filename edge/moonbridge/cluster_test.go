@@ -74,4 +74,21 @@ func TestAcrossBrokers(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
+
+	// From the other broker too: a channel the backend handles by
+	// pattern only (mb:*) reaches it, and its TIMED_OUT arrives as
+	// TIMEOUT, from its node.
+	go func() {
+		_, err := alpha.Scope("app").Channel("mb:wild").Request(ctxT(t, wait), "island-a", nil)
+		errs <- err
+	}()
+	f = b.nextMessage()
+	if f.Message.Channel != "mb:wild" {
+		t.Fatalf("request on a channel handled by pattern: %+v", f.Message)
+	}
+	b.respond(Response{OperationID: f.OperationID, Type: ResponseError, Err: Error{Code: CodeTimedOut, Detail: "slow"}})
+	var re *client.RequestError
+	if err := <-errs; !errors.Is(err, client.ErrTimeout) || !errors.As(err, &re) || re.From != "island-a.bus" {
+		t.Fatalf("the backend's TIMED_OUT across brokers: %v", err)
+	}
 }

@@ -109,10 +109,22 @@ func (ss *session) answerFromBackend(p Response) {
 		ss.answerBus(in, p.Result, 0, "")
 	case in.kind == KindRequest && p.Type == ResponseReply && validReply(&in.msg, p.Reply):
 		ss.replyBus(in, p.Reply)
+	case in.kind == KindRequest && p.Type == ResponseReply:
+		// MoonBridge's BackendExchange: PROTOCOL_ERROR, the connection
+		// stays.
+		ss.answerBus(in, Failed, CodeProtocolError, "the backend returned a reply for a different request or identity")
 	default:
-		ss.answerBus(in, Failed, CodeProtocolError, "the backend answered with a response of the wrong type")
+		// MoonBridge's BackendExchange: PROTOCOL_ERROR, and the
+		// connection is closed.
+		ss.answerBus(in, Failed, CodeProtocolError, "the backend returned the wrong response type")
+		ss.close(errWrongType)
 	}
 }
+
+// errWrongType ends a session whose backend answered an operation with
+// a response of another type (a send result to a request, a reply to an
+// event), as MoonBridge's proxy ends it.
+var errWrongType = malformed(TypeResponse, "a response of the wrong type for its operation")
 
 // validReply is MoonBridge's check of a reply against its request.
 func validReply(req, reply *Message) bool {
@@ -152,26 +164,31 @@ func (ss *session) replyBus(in *inbound, reply *Message) {
 	}
 }
 
-// busReceipt is the receipt a node may give for a backend's send result:
-// what the broker would read as FAILED is sent as FAILED.
+// busReceipt is the receipt for a backend's send result, each as it is
+// (the broker lets an edge's node report all seven).
 func busReceipt(r SendResult) wire.Result {
 	switch r {
 	case Accepted:
 		return wire.Accepted
 	case NoSubscriber:
 		return wire.NoSubscriber
+	case NotConnected:
+		return wire.NotConnected
 	case Backpressured:
 		return wire.Backpressured
 	case Rejected:
 		return wire.Rejected
+	case TimedOut:
+		return wire.TimedOut
 	}
 	return wire.Failed
 }
 
 // busError is the request error kind and return code of a backend's
-// failure code. A node may claim only NO_HANDLER, OVERLOAD and
-// HANDLER_FAILED (the broker rewrites anything else); the MoonBridge code
-// travels in the error text.
+// failure code, each its own kind (the broker lets an edge's node claim
+// TIMEOUT, REJECTED, NOT_CONNECTED and PROTOCOL_ERROR besides a node's
+// NO_HANDLER, OVERLOAD and HANDLER_FAILED); the MoonBridge code also
+// starts the error text.
 func busError(c ErrorCode) (wire.Result, wire.RC) {
 	switch c {
 	case CodeNoHandler, CodeClosed:
@@ -180,6 +197,14 @@ func busError(c ErrorCode) (wire.Result, wire.RC) {
 		return wire.ResultOverload, wire.RCFailure
 	case CodeHandlerFailed:
 		return wire.ResultHandler, wire.RCError
+	case CodeTimedOut:
+		return wire.ResultTimeout, wire.RCFailure
+	case CodeRejected:
+		return wire.ResultRejected, wire.RCFailure
+	case CodeNotConnected:
+		return wire.ResultNotConnected, wire.RCFailure
+	case CodeProtocolError:
+		return wire.ResultProtocol, wire.RCFailure
 	}
 	return wire.ResultHandler, wire.RCFailure
 }

@@ -169,10 +169,9 @@ func TestBusToBackend(t *testing.T) {
 	for code, want := range map[ErrorCode]error{
 		CodeNoHandler: client.ErrNoHandler, CodeClosed: client.ErrNoHandler, CodeBackpressured: client.ErrOverload,
 		CodeHandlerFailed: client.ErrHandlerFailed,
-		// What else a backend answers is its handler's failure: a node
-		// may claim no other kind (docs/moonbridge.md).
-		CodeTimedOut: client.ErrHandlerFailed, CodeNotConnected: client.ErrHandlerFailed, CodeRejected: client.ErrHandlerFailed,
-		CodeProtocolError: client.ErrHandlerFailed,
+		// Each as it is: an edge's node may claim these too.
+		CodeTimedOut: client.ErrTimeout, CodeNotConnected: client.ErrNotConnected, CodeRejected: client.ErrRejected,
+		CodeProtocolError: client.ErrProtocol,
 	} {
 		got, f := request()
 		b.respond(Response{OperationID: f.OperationID, Type: ResponseError, Err: Error{Code: code, Detail: "why"}})
@@ -180,16 +179,27 @@ func TestBusToBackend(t *testing.T) {
 			t.Errorf("backend failed %s: %v, want %v", code, a.err, want)
 		}
 	}
-	// A reply that does not match its request is the backend's failure.
+	// A reply that does not match its request is PROTOCOL_ERROR.
 	got, f = request()
 	bad := reply
 	b.respond(Response{OperationID: f.OperationID, Type: ResponseReply, Reply: &bad})
-	if a := <-got; !errors.Is(a.err, client.ErrHandlerFailed) {
+	if a := <-got; !errors.Is(a.err, client.ErrProtocol) {
 		t.Fatalf("mismatched reply: %v", a.err)
 	}
-	// A channel the principal handles only by pattern has no handler in
-	// busbar: MoonBridge never says which channels a backend handles.
-	if _, err := alpha.Scope("app").Channel("mb:other").Request(ctxT(t, wait), "island-a", nil); !errors.Is(err, client.ErrNoHandler) {
+	// A channel the principal handles by pattern only (mb:*) reaches the
+	// backend too, which answers it or says NO_HANDLER, as MoonBridge's
+	// proxy forwards any request on a channel the backend may receive.
+	other := make(chan error, 1)
+	go func() {
+		_, err := alpha.Scope("app").Channel("mb:other").Request(ctxT(t, wait), "island-a", nil)
+		other <- err
+	}()
+	f = b.nextMessage()
+	if f.Message.Channel != "mb:other" || f.Message.Kind != KindRequest {
+		t.Fatalf("request on a channel handled by pattern: %+v", f)
+	}
+	b.respond(Response{OperationID: f.OperationID, Type: ResponseError, Err: Error{Code: CodeNoHandler, Detail: "no handler"}})
+	if err := <-other; !errors.Is(err, client.ErrNoHandler) {
 		t.Fatalf("request on a channel handled by pattern only: %v", err)
 	}
 

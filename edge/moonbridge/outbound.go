@@ -2,6 +2,7 @@ package moonbridge
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,7 +164,7 @@ func (ss *session) answerFromBus(a *wire.Message) {
 	case p.msg.Kind == KindEvent && p.target != "":
 		ss.respond(Response{OperationID: p.op, Type: ResponseSend, Result: receiptResult(wire.Result(a.Value(wire.HeaderResult)))})
 	case failed:
-		ss.fail(&f, errorCode(wire.Result(a.Value(wire.HeaderResult))), errorText(a))
+		ss.fail(&f, ss.failureCode(p, a), errorText(a))
 	case p.msg.Kind == KindRequest && len(a.Body()) > MaxPayloadBytes:
 		ss.fail(&f, CodeRejected, "the reply of "+strconv.Itoa(len(a.Body()))+" bytes exceeds MoonBridge's limit of "+strconv.Itoa(MaxPayloadBytes))
 	case p.msg.Kind == KindRequest:
@@ -175,7 +176,29 @@ func (ss *session) answerFromBus(a *wire.Message) {
 	}
 }
 
-// published answers a publication with one result per candidate node.
+// notConnected is the text busbar's broker gives a request to a node
+// that is not connected, after the node's name; it answers that as
+// NO_HANDLER, as it answers a node with no handler on the channel, and
+// only the text (with the broker, not the node, as the answer's from)
+// tells them apart.
+const notConnected = " is not connected"
+
+// failureCode is the MoonBridge code of busbar's failed answer a to the
+// backend's operation p: busbar's kind, except that a NO_HANDLER the
+// broker gave because the target is not connected is NOT_CONNECTED, as
+// MoonBridge's proxy answers a backend that is not there.
+func (ss *session) failureCode(p *pending, a *wire.Message) ErrorCode {
+	r := wire.Result(a.Value(wire.HeaderResult))
+	if r == wire.ResultNoHandler && p.target != "" && a.Value(wire.HeaderError) == p.target+notConnected &&
+		a.Value(wire.HeaderFrom) != p.target+".bus" {
+		return CodeNotConnected
+	}
+	return errorCode(r)
+}
+
+// published answers a publication with one result per candidate node,
+// the proxy first (MoonBridge's router puts its own result first, then
+// the backends').
 func (ss *session) published(f *MessageFrame, a *wire.Message) {
 	var nodes []wire.NodeResult
 	if err := json.Unmarshal(a.Body(), &nodes); err != nil || len(nodes) > MaxPublishResults {
@@ -186,6 +209,16 @@ func (ss *session) published(f *MessageFrame, a *wire.Message) {
 	for _, n := range nodes {
 		res.Results = append(res.Results, NodeResult{Endpoint: ss.endpointOf(n.Node), Result: receiptResult(n.Result)})
 	}
+	// A stable sort: the proxy first, the others in busbar's order.
+	slices.SortStableFunc(res.Results, func(a, b NodeResult) int {
+		switch {
+		case a.Endpoint.Proxy == b.Endpoint.Proxy:
+			return 0
+		case a.Endpoint.Proxy:
+			return -1
+		}
+		return 1
+	})
 	ss.respond(res)
 }
 
@@ -237,6 +270,8 @@ func errorCode(r wire.Result) ErrorCode {
 		return CodeNotConnected
 	case wire.ResultShutdown:
 		return CodeClosed
+	case wire.ResultNotConnected:
+		return CodeNotConnected
 	case wire.ResultRejected, wire.ResultAuth, wire.ResultTooLarge:
 		return CodeRejected
 	case wire.ResultHandler, "":

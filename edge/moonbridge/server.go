@@ -36,7 +36,9 @@ const (
 	DefaultMaxConnections = 256
 )
 
-// Per-connection bounds, MoonBridge's own.
+// Per-connection bounds: MaxInflight and MaxMessagesPerWindow are
+// MoonBridge's own; MaxWriteQueue is busbar's (docs/moonbridge.md, "What
+// differs").
 const (
 	// MaxInflight bounds the operations a backend has open through busbar
 	// (MESSAGE frames not yet answered), and separately those busbar has
@@ -49,6 +51,14 @@ const (
 	// means the backend is not reading, and it is disconnected (as
 	// MoonBridge's client does when it cannot queue a response).
 	MaxWriteQueue = 256
+	// MaxMessagesPerWindow bounds the MESSAGE frames one backend
+	// connection may send per MessageWindow (Config.MessageWindow,
+	// DefaultMessageWindow): the next one ends the connection, as
+	// MoonBridge's proxy ends it (its Connection.allowMessage: 200 a
+	// second). HEARTBEAT and RESPONSE frames are not counted.
+	MaxMessagesPerWindow = 200
+	// DefaultMessageWindow is the window MaxMessagesPerWindow counts in.
+	DefaultMessageWindow = time.Second
 )
 
 // Keys finds a MoonBridge key: the principal it belongs to and its
@@ -85,6 +95,7 @@ type Config struct {
 	Lease            time.Duration
 	WriteTimeout     time.Duration
 	MaxConnections   int
+	MessageWindow    time.Duration // DefaultMessageWindow
 	// Logger is where the server logs what is not a refusal (backends
 	// registered and gone); nil: Door.Log.
 	Logger *slog.Logger
@@ -107,6 +118,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{} // every connection served, registered or not
 	sessions  map[string]*session   // registered backends by name
+	held      map[string]heldName   // names of lost connections, held until their lease ends
 	wg        sync.WaitGroup        // Serve loops, connections and their goroutines
 }
 
@@ -134,12 +146,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.MessageWindow <= 0 {
+		cfg.MessageWindow = DefaultMessageWindow
+	}
 	door := cfg.Door
 	if cfg.Logger != nil {
 		door.Log = cfg.Logger
 	}
 	s := &Server{cfg: cfg, proxyEpoch: NewUUID(), slots: make(chan struct{}, cfg.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}, held: map[string]heldName{}}
 	if door.Hold == nil {
 		s.loggingIn = make(chan struct{}, cfg.MaxConnections)
 		door.Hold = s.holdOwn
@@ -420,9 +435,19 @@ func (s *Server) Expired() uint64 {
 	return n
 }
 
+// heldName is a backend name whose connection was lost (not ended by
+// GOODBYE): MoonBridge's proxy keeps its registration until its lease
+// runs out, so that another instance cannot take the name meanwhile, and
+// an old instance's late frames are never confused with a new one's.
+type heldName struct {
+	instance string
+	until    time.Time // the lease's end: its last renewal + Lease
+}
+
 // claim makes ss the live session of its backend name: refused while
-// another instance holds the name; a reconnect of the same instance takes
-// it over from its older connection, which is closed.
+// another instance holds the name, live or within the lease of its lost
+// connection; a reconnect of the same instance takes it over from its
+// older connection, which is closed.
 func (s *Server) claim(ss *session) error {
 	s.mu.Lock()
 	if s.closed {
@@ -433,6 +458,14 @@ func (s *Server) claim(ss *session) error {
 	if old != nil && old.instance != ss.instance {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q is held by instance %q", ErrDuplicate, ss.name, clip(old.instance))
+	}
+	if h, ok := s.held[ss.name]; ok {
+		if h.instance != ss.instance && time.Now().Before(h.until) {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %q is held by instance %q until its lease ends in %v (its connection was lost without GOODBYE)",
+				ErrDuplicate, ss.name, clip(h.instance), time.Until(h.until).Round(time.Millisecond))
+		}
+		delete(s.held, ss.name)
 	}
 	s.sessions[ss.name] = ss
 	s.mu.Unlock()
@@ -446,10 +479,33 @@ func (s *Server) release(ss *session) {
 	s.mu.Lock()
 	if s.sessions[ss.name] == ss {
 		delete(s.sessions, ss.name)
+		s.hold(ss)
 	}
 	s.expiredGone.Add(ss.w.Expired()) // once per session: its writer has ended
 	edge.CountExpired(doorName, ss.w.Expired())
 	s.mu.Unlock()
+}
+
+// hold keeps the name of ss, whose session ended, until its lease ends,
+// unless it said GOODBYE or the server is closing; s.mu is held. Names
+// whose lease has ended are forgotten here too.
+func (s *Server) hold(ss *session) {
+	now := time.Now()
+	for name, h := range s.held {
+		if !now.Before(h.until) {
+			delete(s.held, name)
+		}
+	}
+	ss.mu.Lock()
+	why := ss.ended
+	ss.mu.Unlock()
+	renewed := ss.renewed.Load()
+	if s.closed || renewed == 0 || errors.Is(why, errGoodbye) || errors.Is(why, ErrServerClosed) {
+		return
+	}
+	if until := time.Unix(0, renewed).Add(s.cfg.Lease); now.Before(until) {
+		s.held[ss.name] = heldName{instance: ss.instance, until: until}
+	}
 }
 
 var errTakenOver = errors.New("moonbridge: the same instance registered again on a newer connection")

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/auth"
@@ -39,7 +41,38 @@ type session struct {
 	done   chan struct{}       // closed when the session ends
 
 	wg sync.WaitGroup // the bus reader
+
+	// renewed is when the backend's lease was last renewed (unix ns):
+	// its registration, then each HEARTBEAT, as MoonBridge's proxy renews
+	// it. A connection lost before GOODBYE keeps its name held until
+	// renewed + Lease (Server.hold).
+	renewed atomic.Int64
+	// rate counts the backend's MESSAGE frames in the current window
+	// (the session's reader alone touches it).
+	rate messageRate
 }
+
+// messageRate is MoonBridge's limit on the MESSAGE frames one backend
+// connection may send: at most MaxMessagesPerWindow in a window of
+// MessageWindow, the window starting again at the first frame that
+// comes a whole window after the one before it started.
+type messageRate struct {
+	start time.Time
+	n     int
+}
+
+// allow counts a MESSAGE read at now; false past the limit.
+func (r *messageRate) allow(now time.Time, window time.Duration) bool {
+	if r.start.IsZero() || now.Sub(r.start) >= window {
+		r.start, r.n = now, 0
+	}
+	r.n++
+	return r.n <= MaxMessagesPerWindow
+}
+
+// errRate ends a session whose backend sent MESSAGE frames past the
+// limit, as MoonBridge's proxy ends it.
+var errRate = errors.New("moonbridge: backend message rate exceeded")
 
 // login dials the broker as the backend's principal, logs the node in,
 // registers its subscription and handlers, and answers REGISTERED,
@@ -77,6 +110,7 @@ func (s *Server) login(nc net.Conn, reg Register, p *auth.Principal, registered 
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
+	ss.renewed.Store(time.Now().UnixNano())
 	s.log.Info("moonbridge: backend registered", "backend", ss.name, "instance", clip(ss.instance), "address", clip(ss.address),
 		"principal", p.Name, "epoch", epoch)
 	ss.w.Start()
@@ -117,6 +151,7 @@ func (ss *session) handle(frame []byte) error {
 		if err := DecodeEmpty(frame, TypeHeartbeat); err != nil {
 			return err
 		}
+		ss.renewed.Store(time.Now().UnixNano())
 		return ss.queueResponse(EncodeEmpty(TypePong))
 	case TypeGoodbye:
 		if err := DecodeEmpty(frame, TypeGoodbye); err != nil {
@@ -127,6 +162,9 @@ func (ss *session) handle(frame []byte) error {
 		f, err := DecodeMessage(frame)
 		if err != nil {
 			return err
+		}
+		if !ss.rate.allow(time.Now(), ss.s.cfg.MessageWindow) {
+			return fmt.Errorf("%w: more than %d MESSAGE frames within %v", errRate, MaxMessagesPerWindow, ss.s.cfg.MessageWindow)
 		}
 		ss.fromBackend(f)
 		return nil
@@ -233,6 +271,8 @@ func (ss *session) close(why error) {
 		ss.s.door.Refusals.Warn("moonbridge: malformed frame", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
 	case errors.Is(why, errSlow):
 		ss.s.door.Refusals.Warn("moonbridge: backend not reading", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+	case errors.Is(why, errRate):
+		ss.s.door.Refusals.Warn("moonbridge: message rate exceeded", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
 	default:
 		ss.s.log.Info("moonbridge: backend disconnected", "backend", ss.name, "reason", why.Error())
 	}

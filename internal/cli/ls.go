@@ -69,8 +69,7 @@ func runLs(args []string, stdio IO) int {
 	}
 	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
-		lease := time.Until(n.LeaseExpires).Round(time.Second)
-		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", n.Node, orDash(n.Broker), n.Epoch, lease, list(subscriptionsWithQueues(n)), list(n.Handlers))
+		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", n.Node, orDash(n.Broker), n.Epoch, leaseLeft(n), list(subscriptionsWithQueues(n)), list(n.Handlers))
 		if advertised {
 			row += "\t" + orDash(n.Advertised)
 		}
@@ -135,4 +134,16 @@ func subscriptionsWithQueues(n wire.NodeInfo) []string {
 		}
 	}
 	return out
+}
+
+// leaseLeft is the LEASE column: the time left of the node's busbar
+// lease, never less than 0s (a node past its lease is dropped at the
+// broker's next sweep); "-" for a MoonBridge backend (a node with an
+// advertised game address), whose lease is not busbar's but its
+// adapter's (30 s from its last HEARTBEAT, docs/moonbridge.md).
+func leaseLeft(n wire.NodeInfo) string {
+	if n.Advertised != "" {
+		return "-"
+	}
+	return max(time.Until(n.LeaseExpires).Round(time.Second), 0).String()
 }

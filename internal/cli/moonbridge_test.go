@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"encoding/binary"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,6 +33,11 @@ func TestPrincipalAddMoonBridge(t *testing.T) {
 		if !strings.Contains(out, line) {
 			t.Fatalf("output lacks %q:\n%s", line, out)
 		}
+	}
+	// No broker runs on its data directory: it says so, and the host
+	// and port are placeholders.
+	if !strings.Contains(errOut, "no broker with --moonbridge is running") || !strings.Contains(out, "no busbar serve --moonbridge is running") {
+		t.Fatalf("principal add without a broker does not say none is running:\n%s\n%s", out, errOut)
 	}
 	if secret == nil || len(secret[1]) < auth.MinMoonBridgeSecret {
 		t.Fatalf("no secret of %d bytes or more:\n%s", auth.MinMoonBridgeSecret, out)
@@ -145,6 +153,17 @@ func TestServeMoonBridge(t *testing.T) {
 		t.Fatalf("principal add: %s", errOut)
 	}
 	secret := regexp.MustCompile(`(?m)^secret: "([^"]+)"$`).FindStringSubmatch(out)[1]
+	// The port the running broker's --moonbridge listens on, not a
+	// default.
+	_, port, _ := net.SplitHostPort(addr)
+	if !regexp.MustCompile(`(?m)^proxyHost: "127\.0\.0\.1" .*\nproxyPort: `+port+` `).MatchString(out) || strings.Contains(errOut, "placeholders") {
+		t.Fatalf("principal add does not print the port in use, %s:\n%s\n%s", port, out, errOut)
+	}
+	// MoonBridge's proxy requires allowedHosts: without
+	// --moonbridge-allow-hosts serve says at start that any host is taken.
+	if !strings.Contains(s.stderr.String(), "--moonbridge-allow-hosts is not set") {
+		t.Fatalf("no warning about --moonbridge-allow-hosts; stderr:\n%s", s.stderr.String())
+	}
 	// principal add had the running broker reload its principals: the
 	// backend registers at once.
 	b, err := dialMoonBridge(t, addr, "island-a", "island-a", secret)
@@ -154,6 +173,11 @@ func TestServeMoonBridge(t *testing.T) {
 	s.waitLs(t, "island-a's handler", hasNode("island-a", "handlers", "mb:ask"))
 	if code, out, _ := s.busbar(t, "", "ls"); code != 0 || !regexp.MustCompile(`(?m)^island-a .*tcp://127\.0\.0\.1:25565$`).MatchString(out) || !strings.Contains(out, "ADVERTISED") {
 		t.Fatalf("busbar ls does not show the game address:\n%s", out)
+	}
+	// Its lease is the adapter's, not busbar's: LEASE "-", never a
+	// negative duration.
+	if code, out, _ := s.busbar(t, "", "ls"); code != 0 || !regexp.MustCompile(`(?m)^island-a +broker +\d+ +- `).MatchString(out) {
+		t.Fatalf("busbar ls LEASE of a MoonBridge backend is not \"-\":\n%s", out)
 	}
 
 	// busbar req reaches the backend's handler.
@@ -195,5 +219,58 @@ func TestServeMoonBridge(t *testing.T) {
 	}
 	if err := subDone(); err != nil || !strings.Contains(subOut.String(), "news") {
 		t.Fatalf("busbar sub: %v %s", err, subOut)
+	}
+}
+
+// A MoonBridge backend's failure reaches `busbar req` as its own kind and
+// exit status, and its send result `busbar send` as it is: the answers
+// are the bytes MoonBridge's client writes.
+func TestMoonBridgeCodesThroughCLI(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	s := startServe(t, data, "--moonbridge", "127.0.0.1:0", "--moonbridge-allow-hosts", "127.0.0.1")
+	addr := regexp.MustCompile(`busbar: moonbridge backends on (\S+) `).FindStringSubmatch(s.banner)[1]
+	if strings.Contains(s.stderr.String(), "--moonbridge-allow-hosts is not set") {
+		t.Fatalf("warned although --moonbridge-allow-hosts is set:\n%s", s.stderr.String())
+	}
+	code, out, errOut := s.busbar(t, "", "principal", "add", "island-c", "--moonbridge", "--nodes", "island-c",
+		"--subscribe", "mb:*", "--handle", "mb:*")
+	if code != 0 {
+		t.Fatalf("principal add: %s", errOut)
+	}
+	secret := regexp.MustCompile(`(?m)^secret: "([^"]+)"$`).FindStringSubmatch(out)[1]
+	b, err := dialMoonBridge(t, addr, "island-c", "island-c", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitLs(t, "island-c's handler", hasNode("island-c", "handlers", "mb:*"))
+	answer := func(body ...byte) {
+		f := b.next().(moonbridge.MessageFrame)
+		frame := binary.BigEndian.AppendUint64([]byte{10}, uint64(f.OperationID)) // RESPONSE
+		b.write(append(frame, body...), nil)
+	}
+	for _, c := range []struct {
+		code byte // MoonBridge's error code
+		exit int
+		kind string
+	}{
+		{4, exitTimeout, "TIMEOUT"}, {6, exitRejected, "REJECTED"}, {1, exitNotConnected, "NOT_CONNECTED"},
+		{8, exitProtocol, "PROTOCOL_ERROR"}, {7, exitHandler, "HANDLER_FAILED"}, {2, exitNoHandler, "NO_HANDLER"},
+	} {
+		reqOut, reqDone := s.background(t, "req", "island-c", "mb:anything", "q")
+		answer(4, c.code, 0, 3, 'w', 'h', 'y') // error, code, "why"
+		var exit *exec.ExitError
+		if err := reqDone(); !errors.As(err, &exit) || exit.ExitCode() != c.exit || !strings.Contains(reqOut.String(), c.kind) {
+			t.Errorf("backend error %d: busbar req %v, want exit %d %s:\n%s", c.code, err, c.exit, c.kind, reqOut)
+		}
+	}
+	for _, c := range []struct {
+		result byte // MoonBridge's send result
+		want   string
+	}{{6, "TIMED_OUT"}, {3, "NOT_CONNECTED"}, {7, "FAILED"}, {1, "ACCEPTED"}} {
+		sendOut, sendDone := s.background(t, "send", "island-c", "mb:news", "e")
+		answer(1, c.result) // send result
+		if err := sendDone(); !strings.HasPrefix(sendOut.String(), c.want+" ") || (err == nil) != (c.want == "ACCEPTED") {
+			t.Errorf("backend send result %d: busbar send %v:\n%s, want %s", c.result, err, sendOut, c.want)
+		}
 	}
 }

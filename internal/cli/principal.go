@@ -184,16 +184,42 @@ func moonbridgeAdd(f *principalFlags, path string, p auth.Principal, stdio IO) i
 		return f.v.fail(stdio, err, exitFail)
 	}
 	name := moonbridgeBackendName(p)
+	data := cmp.Or(f.v.conn.data, defaultDataDir())
+	host, port, running := runningMoonBridge(data)
+	where := "the host of the running busbar serve --moonbridge"
+	if !running {
+		host, port, where = "127.0.0.1", "28081", "no busbar serve --moonbridge is running on "+data+": set the host and port it will listen on"
+		fmt.Fprintf(stdio.Stderr, "busbar principal add: no broker with --moonbridge is running on %s: proxyHost and proxyPort are placeholders\n", data)
+	}
 	fmt.Fprintf(stdio.Stdout, `# MoonBridge backend plugin (config.yml) for busbar serve --moonbridge HOST:PORT
-proxyHost: "127.0.0.1"   # the host of busbar serve --moonbridge
-proxyPort: 28081         # its port
+proxyHost: %q   # %s
+proxyPort: %s         # its port
 instanceId: %q
 backendName: %q   # the busbar node: one the principal may claim
 gameAddress: "tcp://127.0.0.1:25565"
 keyId: %q
 secret: %q
-`, name, name, k.KeyID, k.Secret)
+`, host, where, port, name, name, k.KeyID, k.Secret)
 	return f.tellBroker(stdio, fmt.Sprintf("%s added to %s with MoonBridge key id %s", p.Name, path, k.KeyID), path)
+}
+
+// runningMoonBridge is the host and port the --moonbridge listener of
+// the broker running on data is bound to; false when no broker runs
+// there, or it has no such listener. An unspecified host (0.0.0.0, ::)
+// is given as 127.0.0.1.
+func runningMoonBridge(data string) (host, port string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(data, moonbridgeAddrFile))
+	if err != nil || !brokerListening(data) {
+		return "", "", false
+	}
+	host, port, err = net.SplitHostPort(strings.TrimSpace(string(b)))
+	if err != nil {
+		return "", "", false
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return host, port, true
 }
 
 // moonbridgeBackendName is the backend name to suggest: the principal's

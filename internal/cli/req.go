@@ -19,7 +19,9 @@ it on a terminal). The error of a failed request goes to stderr, with the
 rc the reply carried; the exit status says which kind it was.
 PAYLOAD: - reads stdin; none: empty.`,
 			exit: exitCall + `
-8  HANDLER_FAILED: the handler answered with an error`,
+8  HANDLER_FAILED: the handler answered with an error
+9  NOT_CONNECTED: a MoonBridge backend's handler found what it needed not connected
+10 PROTOCOL_ERROR: a MoonBridge backend broke its protocol answering`,
 			example: "$ busbar req upper math shout\nSHOUT"},
 	})
 }

@@ -387,6 +387,16 @@ func (s *serveRun) serve() int {
 	}
 	if s.mb != nil {
 		fmt.Fprintf(stdio.Stdout, "busbar: moonbridge backends on %s (proxy node %s)\n", s.mbLn.Addr(), cmp.Or(s.o.mbProxy, b.Name()))
+		if strings.TrimSpace(strings.ReplaceAll(s.o.mbHosts, ",", "")) == "" {
+			// MoonBridge's proxy requires its allowedHosts; busbar takes
+			// any host without the flag, and says so at start.
+			log.Warn("moonbridge: --moonbridge-allow-hosts is not set: a backend may advertise a game address on any host (MoonBridge's proxy takes only its allowedHosts)")
+		}
+		// principal add --moonbridge prints the port in use from here.
+		addrFile := filepath.Join(s.dir, moonbridgeAddrFile)
+		if err := os.WriteFile(addrFile, []byte(s.mbLn.Addr().String()+"\n"), 0o600); err == nil {
+			s.down.push(func(context.Context) error { _ = os.Remove(addrFile); return nil })
+		}
 		s.wg.Go(func() {
 			if err := s.mb.Serve(s.mbLn); err != nil && !errors.Is(err, moonbridge.ErrServerClosed) {
 				log.Error("moonbridge listener failed", "address", s.mbLn.Addr().String(), "err", err)
@@ -421,6 +431,10 @@ func (s *serveRun) serve() int {
 	log.Info("stopped")
 	return exitOK
 }
+
+// moonbridgeAddrFile, in the data directory, holds the address the
+// running broker's --moonbridge listener is bound to, while it runs.
+const moonbridgeAddrFile = "moonbridge.addr"
 
 // startMoonBridge makes the MoonBridge listener of --moonbridge ADDR, or
 // nothing when addr is empty.

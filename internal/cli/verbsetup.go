@@ -27,6 +27,9 @@ const (
 	exitDisconnect = 6
 	exitRejected   = 7
 	exitHandler    = 8
+	// A MoonBridge backend's own failures (docs/moonbridge.md).
+	exitNotConnected = 9
+	exitProtocol     = 10
 )
 
 // isInputError reports whether err is bad input found before anything
@@ -61,6 +64,7 @@ func requestExit(err error) int {
 		{client.ErrNoHandler, exitNoHandler}, {client.ErrOverload, exitOverload},
 		{client.ErrTimeout, exitTimeout}, {client.ErrDisconnect, exitDisconnect},
 		{client.ErrRejected, exitRejected}, {client.ErrAmbiguous, exitRejected}, {client.ErrHandlerFailed, exitHandler},
+		{client.ErrNotConnected, exitNotConnected}, {client.ErrProtocol, exitProtocol},
 	} {
 		if errors.Is(err, k.err) {
 			return k.code
