@@ -273,7 +273,8 @@ func TestSourceBucketsAreBoundedAndIPv6CountsBySlash64(t *testing.T) {
 		sourceKey("::ffff:192.0.2.1") != "192.0.2.1" || sourceKey("pipe") != "pipe" {
 		t.Fatal("source keys")
 	}
-	if off := newSourceLimiter(-1, 1); !off.take("x", now) || !off.take("x", now) {
+	off := newSourceLimiter(-1, 1)
+	if first, second := off.take("x", now), off.take("x", now); !first || !second {
 		t.Fatal("a negative rate is no limit")
 	}
 	if DefaultSourcePushRate <= 0 || DefaultSourcePushBurst < DefaultSourcePushRate || MaxPushSources <= 0 {
