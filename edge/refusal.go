@@ -2,6 +2,7 @@ package edge
 
 import (
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,4 +108,18 @@ func (r *RefusalLog) allow(reason, addr string, now time.Time) (notLogged int, o
 // counted without being written, since the log was made.
 func (r *RefusalLog) Counts() (written, suppressed uint64) {
 	return r.written.Load(), r.suppressed.Load()
+}
+
+// SourceHost is the source address a refusal from a peer at a is logged
+// under (RefusalLog.Warn's addr): the host of a network peer, without its
+// port, so that its reconnects count as one; "" for a local peer (a Unix
+// socket) or none.
+func SourceHost(a net.Addr) string {
+	if a == nil || a.Network() == "unix" || a.Network() == "unixpacket" {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"busbar/auth"
+	"busbar/edge"
 	"busbar/wire"
 )
 
@@ -148,7 +149,7 @@ func (ss *session) register() error {
 			return err
 		}
 		if wire.ResponseRC(m).IsError() {
-			ss.s.door.Refusals.Warn("moonbridge: busbar refused a registration of the backend's node", sourceHost(ss.nc), "backend", ss.name,
+			ss.s.door.Refusals.Warn("moonbridge: busbar refused a registration of the backend's node", edge.SourceHost(ss.nc.RemoteAddr()), "backend", ss.name,
 				"command", c[0], "channel", c[1], "error", m.Value(wire.HeaderError))
 		}
 	}

@@ -171,7 +171,7 @@ func (s *Server) holdOwn(nc net.Conn) (release func()) {
 	select {
 	case s.loggingIn <- struct{}{}:
 	default:
-		s.door.Refusals.Warn("moonbridge: connection refused: too many logging in", sourceHost(nc), "max_connections", s.cfg.MaxConnections)
+		s.door.Refusals.Warn("moonbridge: connection refused: too many logging in", edge.SourceHost(nc.RemoteAddr()), "max_connections", s.cfg.MaxConnections)
 		nc.Close()
 		return func() {}
 	}
@@ -305,7 +305,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	default:
-		s.door.Refusals.Warn("moonbridge: registration refused: at capacity", sourceHost(nc), "max_connections", s.cfg.MaxConnections,
+		s.door.Refusals.Warn("moonbridge: registration refused: at capacity", edge.SourceHost(nc.RemoteAddr()), "max_connections", s.cfg.MaxConnections,
 			"backend", clip(reg.Name), "instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID))
 		return
 	}
@@ -385,7 +385,7 @@ func (s *Server) checkAddress(addr string) error {
 // refused logs a refused registration, without the secret, through the
 // refusal log.
 func (s *Server) refused(nc net.Conn, reg Register, err error) {
-	s.door.Refusals.Warn("moonbridge: registration refused", sourceHost(nc), "backend", clip(reg.Name),
+	s.door.Refusals.Warn("moonbridge: registration refused", edge.SourceHost(nc.RemoteAddr()), "backend", clip(reg.Name),
 		"instance", clip(reg.InstanceID), "key_id", clip(reg.KeyID), "reason", err.Error())
 }
 
@@ -403,24 +403,11 @@ func (s *Server) handshakeFailed(nc net.Conn, err error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		edge.CountClosed(doorName, edge.ReasonLoginTimeout)
 	}
-	s.door.Refusals.Warn("moonbridge: handshake failed", sourceHost(nc), "err", err.Error())
+	s.door.Refusals.Warn("moonbridge: handshake failed", edge.SourceHost(nc.RemoteAddr()), "err", err.Error())
 }
 
 // doorName is this door's name in the log and the metrics.
 const doorName = "moonbridge"
-
-// sourceHost is the host a peer connects from: what the refusal log
-// counts its lines by.
-func sourceHost(nc net.Conn) string {
-	a := nc.RemoteAddr()
-	if a == nil {
-		return ""
-	}
-	if host, _, err := net.SplitHostPort(a.String()); err == nil {
-		return host
-	}
-	return a.String()
-}
 
 // Expired returns how many MESSAGE frames for backends were dropped,
 // never written, because their deadline passed before the writer came

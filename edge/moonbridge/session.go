@@ -268,11 +268,11 @@ func (ss *session) close(why error) {
 	switch {
 	case errors.Is(why, errGoodbye), errors.Is(why, ErrServerClosed), errors.Is(why, edge.ErrWriterClosed):
 	case errors.Is(why, ErrMalformed), errors.Is(why, ErrFrameSize):
-		ss.s.door.Refusals.Warn("moonbridge: malformed frame", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+		ss.s.door.Refusals.Warn("moonbridge: malformed frame", edge.SourceHost(ss.nc.RemoteAddr()), "backend", ss.name, "reason", why.Error())
 	case errors.Is(why, errSlow):
-		ss.s.door.Refusals.Warn("moonbridge: backend not reading", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+		ss.s.door.Refusals.Warn("moonbridge: backend not reading", edge.SourceHost(ss.nc.RemoteAddr()), "backend", ss.name, "reason", why.Error())
 	case errors.Is(why, errRate):
-		ss.s.door.Refusals.Warn("moonbridge: message rate exceeded", sourceHost(ss.nc), "backend", ss.name, "reason", why.Error())
+		ss.s.door.Refusals.Warn("moonbridge: message rate exceeded", edge.SourceHost(ss.nc.RemoteAddr()), "backend", ss.name, "reason", why.Error())
 	default:
 		ss.s.log.Info("moonbridge: backend disconnected", "backend", ss.name, "reason", why.Error())
 	}
