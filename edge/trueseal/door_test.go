@@ -251,6 +251,21 @@ func TestReceiveSessionsPerSourceAtAndPastTheirShare(t *testing.T) {
 	}
 }
 
+// A negative MaxReceivePerSource turns the share off: one address holds
+// as many receive sessions as MaxSessions lets it.
+func TestReceiveSessionsPerSourceShareOff(t *testing.T) {
+	const n = 4
+	f := start(t, Options{MaxReceivePerSource: -1, MaxSessions: n, FirstFrameTimeout: time.Hour, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
+	for range n {
+		r := receiveSession(t, f.addr, f.key.Public, newDevice(t))
+		r.write(Heartbeat, nil)
+		r.expect(Heartbeat)
+	}
+	if st := f.srv.Stats(); st.SourceSessionsRefused != 0 || st.ReceiveSessions != n {
+		t.Fatalf("%+v", st)
+	}
+}
+
 // dialFrom dials addr from the local address ip (a loopback address of
 // its own: another source).
 func dialFrom(t *testing.T, ip, addr string) net.Conn {
