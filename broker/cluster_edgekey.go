@@ -132,7 +132,7 @@ func (cl *cluster) edgeKeysLocked() map[string]string {
 	return out
 }
 
-// heardEdgeKeys takes the keys a peer's page names (cl.mu held) and
+// heardEdgeKeysLocked takes the keys a peer's page names (cl.mu held) and
 // returns the differences from this broker's own not yet warned about.
 func (cl *cluster) heardEdgeKeysLocked(name string, pr *peer, keys map[string]string) []*EdgeKeyError {
 	pr.edgeKeys = keys
