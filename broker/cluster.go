@@ -214,6 +214,18 @@ type cluster struct {
 
 	relay relayForwards // the durable commands forwarded to other brokers (cluster_relay.go)
 
+	// edgeKeys (guarded by mu) are the fingerprints of this broker's edge
+	// protocols' keys, shared with the bus; edgeHeard (1 slot) is poked
+	// when a peer's page names any (cluster_edgekey.go).
+	edgeKeys  map[string]string
+	edgeHeard chan struct{}
+	// edgeVer (guarded by mu) numbers the changes of edgeKeys;
+	// edgeShared is the last of them a published share carried, and
+	// edgeSent (1 slot) is poked when it rises.
+	edgeVer    uint64
+	edgeShared atomic.Uint64
+	edgeSent   chan struct{}
+
 	smu      sync.Mutex           // guards repaired
 	repaired map[string]time.Time // namespaces republished on a digest, when (cluster_state.go)
 
@@ -249,7 +261,7 @@ func joinCluster(b *Broker) error {
 		subj: subjects{dir: o.SubjectPrefix + ".dir.", bye: o.SubjectPrefix + ".bye.", claim: o.SubjectPrefix + ".claim.",
 			link: o.SubjectPrefix + ".to." + b.opts.Name + ".", credit: o.SubjectPrefix + ".credit." + b.opts.Name + ".", state: o.SubjectPrefix + ".state.",
 			relay: o.SubjectPrefix + ".relay." + b.opts.Name + ".", relayed: o.SubjectPrefix + ".relayed." + b.opts.Name + "."},
-		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}),
+		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1), stop: make(chan struct{}), edgeHeard: make(chan struct{}, 1), edgeSent: make(chan struct{}, 1),
 		peers: map[string]*peer{}, links: map[string]*link{}, in: map[string]*linkIn{},
 	}
 	if o.BusKey != nil {

@@ -31,6 +31,9 @@ type sharePage struct {
 	Parts    int                `json:"parts"`
 	Nodes    []shareNode        `json:"nodes,omitempty"`
 	Services []wire.ServiceInfo `json:"services,omitempty"`
+	// EdgeKeys are the fingerprints of the keys this broker serves edge
+	// protocols with, by protocol (cluster_edgekey.go); on every page.
+	EdgeKeys map[string]string `json:"edge_keys,omitempty"`
 }
 
 // shareNode is a node as its broker shares it; Since (unix ns, the
@@ -62,6 +65,9 @@ type peer struct {
 	gen   uint64
 	parts []*sharePage
 	got   int
+	// edgeKeys are its edge protocols' key fingerprints, as its last page
+	// named them; warned, the ones of them this broker warned about.
+	edgeKeys, warned map[string]string
 }
 
 // share is this broker's own nodes and services, as the others see them.
@@ -116,8 +122,11 @@ func (cl *cluster) publishShare() {
 	pages = append(pages, cur)
 	cl.gen++
 	subject := cl.subj.dir + cl.b.opts.Name
+	cl.mu.RLock()
+	keys, ver := cl.edgeKeysLocked(), cl.edgeVer
+	cl.mu.RUnlock()
 	for i, p := range pages {
-		head, _ := wire.JSON(sharePage{Broker: cl.b.opts.Name, IID: cl.iid, Gen: cl.gen, Part: i, Parts: len(pages)})
+		head, _ := wire.JSON(sharePage{Broker: cl.b.opts.Name, IID: cl.iid, Gen: cl.gen, Part: i, Parts: len(pages), EdgeKeys: keys})
 		body := append(head[:len(head)-1:len(head)-1], `,"nodes":[`...)
 		body = appendJoined(body, p.nodes)
 		body = append(body, `],"services":[`...)
@@ -127,6 +136,10 @@ func (cl *cluster) publishShare() {
 			cl.b.log.Debug("bus: directory not published", "err", err)
 			return
 		}
+	}
+	if cl.edgeShared.Load() < ver {
+		cl.edgeShared.Store(ver)
+		poke(cl.edgeSent)
 	}
 }
 
@@ -176,6 +189,13 @@ func (cl *cluster) onShare(m *nats.Msg) {
 		cl.peers[p.Broker] = pr
 	}
 	pr.heard = now
+	if diff := cl.heardEdgeKeysLocked(p.Broker, pr, p.EdgeKeys); len(diff) > 0 || len(p.EdgeKeys) > 0 {
+		defer poke(cl.edgeHeard)
+		for _, d := range diff {
+			defer cl.b.log.Error("bus: "+d.Error()+"; the broker that joins with another key refuses to serve it (docs/trueseal.md#the-relay-key-on-a-bus)",
+				"proto", d.Proto, "broker", d.Broker, "its_fingerprint", d.Theirs, "this_fingerprint", d.Ours)
+		}
+	}
 	switch {
 	case p.Gen < pr.gen:
 		cl.mu.Unlock()

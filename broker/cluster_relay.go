@@ -22,6 +22,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -299,11 +300,19 @@ func (b *Broker) forwardReceive(c *conn, s *subject, device, home, rid string) *
 
 // relayDeliveries sends the blobs the home delivered for d to d's
 // connection, waiting for room in its queue, until ctx ends; then it
-// tells the home the session ended.
+// tells the home the session ended, and, when a blob was lost on its way
+// here, the device (bus.durable.ended, after the last blob it relayed).
 func (b *Broker) relayDeliveries(ctx context.Context, d *delivery) {
 	defer func() {
 		b.cl.dropSession(d)
 		_ = b.cl.forward(d.home, relayMsg(ropEnd, nil, rhSid, d.sid), nil)
+		if d.lost.Load() {
+			body, _ := json.Marshal(wire.DurableEnded{Reason: wire.DurableEndedLost})
+			m := wire.New(wire.TypeEvent, wire.CmdDurableEnded).WithHeader(wire.HeaderID, d.rid).WithBody(body)
+			if !d.c.enqueue(m, time.Time{}) {
+				b.log.Debug("relay: could not tell a receiver its session ended", "node", d.c.node, "device", d.device)
+			}
+		}
 	}()
 	for {
 		var rb relayedBlob
@@ -360,18 +369,22 @@ func (cl *cluster) onRelayed(m *nats.Msg) {
 		fw.mu.Lock()
 		d := fw.sessions[m.Header.Get(rhSid)]
 		fw.mu.Unlock()
-		if err != nil || d == nil || d.home != home {
+		if err != nil || d == nil || d.home != home || d.lost.Load() {
 			return // ended here: what it was sends again next session
 		}
-		if d.edge { // only this goroutine reads and writes d.got
-			// A home before the numbering sends none: nothing to check.
-			if n, err := strconv.ParseUint(m.Header.Get(rhN), 10, 64); err == nil {
-				if n != d.got+1 {
-					d.cancel() // a blob lost between brokers: the next session starts again from it
-					return
-				}
-				d.got = n
+		// Only this goroutine reads and writes d.got. A home before the
+		// numbering sends none: nothing to check.
+		if n, err := strconv.ParseUint(m.Header.Get(rhN), 10, 64); err == nil {
+			if n != d.got+1 {
+				// A blob lost between brokers: the session ends, and the
+				// next starts again from it (relayDeliveries tells a
+				// busbar device; an edge's Next fails).
+				d.lost.Store(true)
+				cl.b.log.Warn("relay: a blob from a device's home was lost between brokers; ending the session", "home", home, "want", d.got+1, "got", n)
+				d.cancel()
+				return
 			}
+			d.got = n
 		}
 		select {
 		case d.in <- relayedBlob{seq: seq, data: m.Data}:

@@ -337,6 +337,75 @@ func TestBusDurableHomeThatDoesNotAnswer(t *testing.T) {
 	}
 }
 
+// TestBusDurableForwardedSessionEndsOnADeliveryLostBetweenBrokers: a home
+// numbers the blobs it sends a session opened through another broker
+// (the "n" header); as for an edge protocol's session, a busbar device's
+// session whose next blob does not follow the last (one lost between
+// brokers: NATS core may drop a message) ends, the device is told
+// (bus.durable.ended, "lost") and the home is told the session ended,
+// rather than deliver the next blob ahead of the lost one. The home is a
+// NATS client speaking the home's messages.
+func TestBusDurableForwardedSessionEndsOnADeliveryLostBetweenBrokers(t *testing.T) {
+	nc := testnats.Start(t, 1)
+	opts := testOpts()
+	opts.Name = "b1"
+	opts.Cluster = broker.ClusterOptions{URLs: nc.URLs(), Heartbeat: busHeartbeat, Lease: busLease, Relays: []string{"bx"}}
+	e := testbroker.Start(t, "tcp", opts)
+	home := startFakeHome(t, nc.URL(0))
+	receiver := connect(t, e, "receiver")
+	dev := identity(t)
+	ctx := ctxT(t, 20*time.Second)
+	testbroker.Eventually(t, busSettle, "the fake home on the bus", func() bool { return where(e)["fakenode"] == "bx" })
+
+	type opened struct {
+		s   *client.DurableSession
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := receiver.DurableReceive(ctx, dev)
+		ch <- opened{s, err}
+	}()
+	m := home.next(t)
+	if m.Header.Get("op") != "receive" || m.Header.Get("device") != dev.ID().String() {
+		t.Fatalf("forwarded: %v", m.Header)
+	}
+	sid := m.Header.Get("sid")
+	send := func(kv ...string) {
+		t.Helper()
+		msg := nats.NewMsg("busbar.relayed.b1.bx")
+		for i := 0; i+1 < len(kv); i += 2 {
+			msg.Header.Set(kv[i], kv[i+1])
+		}
+		if kv[1] == "deliver" {
+			msg.Data = []byte("blob " + kv[len(kv)-1])
+		}
+		if err := home.nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("op", "answer", "id", m.Header.Get("id"))
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	send("op", "deliver", "sid", sid, "seq", "10", "n", "1")
+	if b, err := o.s.Next(ctx); err != nil || b.Seq != 10 || string(b.Blob) != "blob 1" {
+		t.Fatalf("the first blob: %v %q %v", b.Seq, b.Blob, err)
+	}
+	send("op", "deliver", "sid", sid, "seq", "12", "n", "3") // number 2 lost
+	b, err := o.s.Next(ctx)
+	if err == nil {
+		t.Fatalf("got blob %d %q past a lost one, want the session ended", b.Seq, b.Blob)
+	}
+	if !errors.Is(err, client.ErrDurableSession) || !strings.Contains(err.Error(), wire.DurableEndedLost) {
+		t.Fatalf("the session ended with %v, want ErrDurableSession, %q", err, wire.DurableEndedLost)
+	}
+	if m := home.next(t); m.Header.Get("op") != "end" || m.Header.Get("sid") != sid {
+		t.Fatalf("after the session: %v", m.Header)
+	}
+}
+
 // TestBusDurableForwardedPipelineRefusesAGap: a home takes a forwarded
 // connection's pipelined pushes only in the order they were numbered: one
 // that follows a push it never saw (lost between brokers) is refused

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"busbar/internal/sendq"
@@ -67,11 +68,13 @@ type delivery struct {
 	// overflows.
 	window chan struct{}
 	// sent numbers the blobs a home sends another broker's session (from
-	// 1); got is the last number an edge session forwarded here took
-	// (relay_edge.go): one that does not follow ends the session, so a
-	// blob lost between brokers is never overtaken by the next.
+	// 1); got is the last number a session forwarded here took (busbar's
+	// own and an edge's, relay_edge.go): one that does not follow ends the
+	// session (lost), so a blob lost between brokers is never overtaken
+	// by the next.
 	sent, got uint64
 	edge      bool
+	lost      atomic.Bool
 }
 
 // durableWork joins what a connection started for the relay: its pushes

@@ -33,6 +33,8 @@ const (
 	// opened by the request whose id the event's id header repeats has
 	// ended for the reason its DurableEnded body gives. It is sent when a
 	// newer session of the same device took over (DurableEndedTakeover),
+	// or a blob was lost on its way from the device's home
+	// (DurableEndedLost),
 	// so the older receiver can say so instead of waiting for blobs that
 	// will never come.
 	CmdDurableEnded = "bus.durable.ended"
@@ -40,12 +42,18 @@ const (
 
 // DurableEnded is the body of bus.durable.ended.
 type DurableEnded struct {
-	Reason string `json:"reason"` // DurableEndedTakeover
+	Reason string `json:"reason"` // DurableEndedTakeover or DurableEndedLost
 }
 
 // DurableEndedTakeover: a newer receive session of the same device,
 // from any connection to any broker of the bus, ended this one.
 const DurableEndedTakeover = "takeover"
+
+// DurableEndedLost: the session went through a broker that is not the
+// device's home, and a blob the home sent it was lost between brokers;
+// the session ends rather than deliver the next one ahead of it. A new
+// session delivers both, in order.
+const DurableEndedLost = "lost"
 
 // DurableWindow bounds the blobs a receive session has delivered and not
 // yet seen acked: the relay sends the next only once an earlier one is

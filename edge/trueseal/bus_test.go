@@ -8,9 +8,11 @@ package trueseal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -252,5 +254,67 @@ func TestBusPushOverTheNATSPayloadIsRefusedForGood(t *testing.T) {
 	p.expect(Ack)
 	if got := b.blobs(dev.Public); got != 2 {
 		t.Fatalf("the home holds %d blobs, want 2", got)
+	}
+}
+
+// A broker that joins a bus with relay brokers holding another trueseal
+// key than a broker already serving refuses to serve (JoinBus returns an
+// *broker.EdgeKeyError naming both fingerprints); the broker already
+// serving logs the difference, naming both, and goes on; with the same
+// key the newcomer joins. Before, nothing was checked: the odd broker
+// served, and a client pinned to the bus's key failed its handshake on
+// it (shown first, on the wire).
+func TestBusBrokerWithAnotherTruesealKeyRefusesToJoin(t *testing.T) {
+	a, b, key := startBusRelays(t)
+	odd := newDevice(t)
+	srv, err := NewServer(Options{Key: odd, Store: b.env.Broker.RelayStore(), Inboxes: storeInboxes{b.env.Broker.RelayStore()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := net.Pipe()
+	go srv.ServeConn(c2)
+	t.Cleanup(func() { srv.Close() })
+	if err := pushHandshake(&client{t: t, c: c1}, key); err == nil {
+		t.Fatal("a push handshake to the bus's key succeeded against another key")
+	}
+	c1.Close()
+
+	ctx := t.Context()
+	if err := JoinBus(ctx, a.env.Broker, key); err != nil {
+		t.Fatalf("b1 alone with its key: %v", err)
+	}
+	err = JoinBus(ctx, b.env.Broker, odd.Public)
+	var ke *broker.EdgeKeyError
+	if !errors.As(err, &ke) || ke.Broker != "b1" || ke.Proto != Protocol || ke.Theirs != KeyFingerprint(key) || ke.Ours != KeyFingerprint(odd.Public) {
+		t.Fatalf("b2 with another key: %v, want an EdgeKeyError naming b1 and both fingerprints", err)
+	}
+	if !strings.Contains(err.Error(), KeyFingerprint(key)) || !strings.Contains(err.Error(), KeyFingerprint(odd.Public)) {
+		t.Fatalf("the refusal does not name both fingerprints: %v", err)
+	}
+	checkFor(t, "b1 logs the difference, naming both fingerprints", func() bool {
+		logs := string(a.logs.Bytes())
+		return strings.Contains(logs, "its_fingerprint="+KeyFingerprint(odd.Public)) && strings.Contains(logs, "this_fingerprint="+KeyFingerprint(key))
+	})
+	if err := JoinBus(ctx, b.env.Broker, key); err != nil {
+		t.Fatalf("b2 with the bus's key: %v", err)
+	}
+	// b1 still serves: a push through it is acked on b2, the home.
+	dev := newDevice(t)
+	p := pushSession(t, a.addr, key)
+	p.push(dev.Public, []byte("after the check"))
+	p.expect(Ack)
+	if n := b.blobs(dev.Public); n != 1 {
+		t.Fatalf("b2 holds %d blobs", n)
+	}
+	checkLogs(t, dev.Public, a, b)
+}
+
+// The fingerprint is the head of the public key's hex: KeyFingerprintDigits
+// digits, what `busbar trueseal key` prints first.
+func TestKeyFingerprintIsTheHeadOfThePublicKeysHex(t *testing.T) {
+	k := newDevice(t)
+	fp := KeyFingerprint(k.Public)
+	if len(fp) != KeyFingerprintDigits || !strings.HasPrefix(PublicKeyText(k.Public), fp) {
+		t.Fatalf("fingerprint %q of %s", fp, PublicKeyText(k.Public))
 	}
 }

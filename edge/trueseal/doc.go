@@ -29,7 +29,9 @@
 // relay store, or the broker's (BusInboxes), which on a bus with relay
 // brokers keeps each inbox on its home broker and forwards pushes,
 // sessions and DeliverAcks there, so any broker with a trueseal listener
-// reaches any trueseal inbox.
+// reaches any trueseal inbox. There every broker must hold the same relay
+// key (clients pin it): JoinBus announces its fingerprint to the bus and
+// refuses, naming both, when another broker holds another.
 //
 // The server stands behind busbar's shared door (Options.Door, package
 // edge): its accept loop is edge.Accept; a connection holds a place in
@@ -40,7 +42,8 @@
 // Door.Refusals. Anonymous pushers are bounded by a token bucket per
 // source address (SourcePushRate) and, in the store, by the edge
 // protocols' budget (relay.Options.Edge), apart from busbar's own
-// inboxes.
+// inboxes; receive sessions, whose keys cost nothing to make, by a share
+// per source address (MaxReceivePerSource).
 //
 // docs/trueseal.md has the configuration, the limits, what an anonymous
 // pusher can make the relay hold, the bus and what differs from

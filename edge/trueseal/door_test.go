@@ -210,6 +210,60 @@ func TestSessionsThatSayNothingAfterTheHandshakeAreClosed(t *testing.T) {
 	}
 }
 
+// One source address's receive sessions, each with a fresh key and each
+// answering the relay's Heartbeat (in use: never closed to make room),
+// hold at most MaxReceivePerSource places: at it they are all served, one
+// past it is closed at the end of its handshake, while another address,
+// and a push session from the same one, are served; a place given back
+// is taken again. Before, only MaxSessions bounded them.
+func TestReceiveSessionsPerSourceAtAndPastTheirShare(t *testing.T) {
+	const share = 3
+	f := start(t, Options{MaxReceivePerSource: share, FirstFrameTimeout: 2 * time.Second, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
+	var held []*client
+	for range share {
+		r := receiveSessionOn(t, dialFrom(t, "127.0.0.1", f.addr), f.key.Public, newDevice(t))
+		r.write(Heartbeat, nil) // in use, as a live device is
+		r.expect(Heartbeat)     // the echo: the session is served
+		held = append(held, r)
+	}
+	past := receiveSessionOn(t, dialFrom(t, "127.0.0.1", f.addr), f.key.Public, newDevice(t))
+	past.expectEnd()
+	if st := f.srv.Stats(); st.SourceSessionsRefused != 1 || st.ReceiveSessions != share || st.SessionsRefused != 0 || st.Evicted != 0 {
+		t.Fatalf("%+v", st)
+	}
+	other := receiveSessionOn(t, dialFrom(t, "127.0.0.2", f.addr), f.key.Public, newDevice(t))
+	other.write(Heartbeat, nil)
+	other.expect(Heartbeat)
+	dev := newDevice(t)
+	if !pushOnce(t, f.addr, f.key.Public, dev.Public, "a push from the full address") {
+		t.Fatal("a push session from the address at its receive share was not served")
+	}
+	held[0].c.Close()
+	checkFor(t, "the place is given back", func() bool { return f.srv.Stats().ReceiveSessions == share })
+	again := receiveSessionOn(t, dialFrom(t, "127.0.0.1", f.addr), f.key.Public, dev)
+	if _, env := again.deliver(); string(env) != "a push from the full address" {
+		t.Fatalf("delivered %q", env)
+	}
+	if st := f.srv.Stats(); st.SourceSessionsRefused != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// A negative MaxReceivePerSource turns the share off: one address holds
+// as many receive sessions as MaxSessions lets it.
+func TestReceiveSessionsPerSourceShareOff(t *testing.T) {
+	const n = 4
+	f := start(t, Options{MaxReceivePerSource: -1, MaxSessions: n, FirstFrameTimeout: time.Hour, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
+	for range n {
+		r := receiveSession(t, f.addr, f.key.Public, newDevice(t))
+		r.write(Heartbeat, nil)
+		r.expect(Heartbeat)
+	}
+	if st := f.srv.Stats(); st.SourceSessionsRefused != 0 || st.ReceiveSessions != n {
+		t.Fatalf("%+v", st)
+	}
+}
+
 // dialFrom dials addr from the local address ip (a loopback address of
 // its own: another source).
 func dialFrom(t *testing.T, ip, addr string) net.Conn {

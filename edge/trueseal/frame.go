@@ -67,13 +67,16 @@ const (
 )
 
 // Frame decoding errors. A push session answers a Push frame that fails
-// with Error; every other frame that fails is dropped.
+// with Error, except one whose length claims more than the frame holds
+// (ErrFrameTruncated), which it drops without an answer, as
+// trueseal-relay does; every other frame that fails is dropped.
 var (
-	ErrShortFrame   = errors.New("trueseal: frame shorter than its 5-byte header")
-	ErrUnknownType  = errors.New("trueseal: unknown frame type")
-	ErrFrameLength  = errors.New("trueseal: frame length does not match its header")
-	ErrFrameTooLong = errors.New("trueseal: frame longer than MaxFrameBytes")
-	ErrShortBody    = errors.New("trueseal: frame body too short for its type")
+	ErrShortFrame     = errors.New("trueseal: frame shorter than its 5-byte header")
+	ErrUnknownType    = errors.New("trueseal: unknown frame type")
+	ErrFrameTruncated = errors.New("trueseal: frame length claims more than the frame holds")
+	ErrFrameLength    = errors.New("trueseal: frame holds more than its length says")
+	ErrFrameTooLong   = errors.New("trueseal: frame longer than MaxFrameBytes")
+	ErrShortBody      = errors.New("trueseal: frame body too short for its type")
 )
 
 // AppendFrame appends the frame of type t with body to dst.
@@ -84,7 +87,9 @@ func AppendFrame(dst []byte, t Type, body []byte) []byte {
 }
 
 // ParseFrame decodes one frame, the whole plaintext of a transport
-// message. body aliases p. A frame of an unknown type is ErrUnknownType
+// message. body aliases p. A length that claims more than p holds is
+// ErrFrameTruncated, one that claims less ErrFrameLength. A frame of an
+// unknown type is ErrUnknownType
 // with its type returned, so a caller can tell a Push from the rest.
 func ParseFrame(p []byte) (Type, []byte, error) {
 	if len(p) > MaxFrameBytes {
@@ -95,7 +100,10 @@ func ParseFrame(p []byte) (Type, []byte, error) {
 	}
 	t := Type(p[0])
 	n := binary.BigEndian.Uint32(p[1:HeaderBytes])
-	if uint64(n) != uint64(len(p)-HeaderBytes) {
+	if uint64(n) > uint64(len(p)-HeaderBytes) {
+		return t, nil, ErrFrameTruncated
+	}
+	if uint64(n) < uint64(len(p)-HeaderBytes) {
 		return t, nil, ErrFrameLength
 	}
 	if t == 0 || int(t) >= len(typeNames) {

@@ -38,10 +38,10 @@ func TestParseFrameRefusesWhatIsNotOneWholeFrame(t *testing.T) {
 		{"empty", "", ErrShortFrame},
 		{"header cut", "03000000", ErrShortFrame},
 		{"body longer than said", "030000000000", ErrFrameLength},
-		{"body shorter than said", "0300000001", ErrFrameLength},
+		{"body shorter than said", "0300000001", ErrFrameTruncated},
 		{"type 0", "0000000000", ErrUnknownType},
 		{"type 7", "0700000000", ErrUnknownType},
-		{"length past u32 sense", "03ffffffff", ErrFrameLength},
+		{"length past u32 sense", "03ffffffff", ErrFrameTruncated},
 	}
 	for _, c := range cases {
 		p, _ := hex.DecodeString(c.in)

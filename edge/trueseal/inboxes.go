@@ -62,6 +62,33 @@ func (r storeReceiver) Next(ctx context.Context) (relay.Blob, error) { return r.
 func (r storeReceiver) Ack(seq relay.Seq) error                      { return r.st.Ack(r.device, seq) }
 func (storeReceiver) Close()                                         {}
 
+// KeyFingerprintDigits is how many hex digits of the relay's public key
+// its fingerprint is.
+const KeyFingerprintDigits = 16
+
+// KeyFingerprint names the relay key whose public key is pub to the
+// other brokers of a bus and in their logs: the first
+// KeyFingerprintDigits hex digits of the public key, those `busbar
+// trueseal key` and serve's start line begin with, so an operator sees at
+// a glance which key file a broker holds. It guards against a wrong file,
+// not an adversary (the bus key does that).
+func KeyFingerprint(pub []byte) string {
+	return PublicKeyText(pub)[:min(KeyFingerprintDigits, 2*len(pub))]
+}
+
+// JoinBus checks, on a bus with relay brokers, that every broker serving
+// trueseal holds the relay key whose public key is pub: trueseal clients
+// pin it, so a broker with another would serve sessions whose handshakes
+// fail. It announces pub's fingerprint with broker b's share of the
+// directory, and returns a *broker.EdgeKeyError naming both fingerprints
+// when another broker announces another; then this server must not
+// serve (the brokers already serving warn). It waits
+// broker.EdgeKeyCheckHeartbeats of the bus's heartbeats; alone, or on a
+// bus without relay brokers, it returns nil at once.
+func JoinBus(ctx context.Context, b *broker.Broker, pub []byte) error {
+	return b.JoinEdgeKey(ctx, Protocol, KeyFingerprint(pub))
+}
+
 // BusInboxes are broker b's inboxes of trueseal devices: in its relay
 // store, or, on a bus with relay brokers, in each device's home broker's,
 // reached through the broker's forwarding (docs/cluster.md#durable-inboxes).

@@ -157,7 +157,12 @@ func pushHandshake(cl *client, relayPub []byte) error {
 // key dev, and checks the relay's static key.
 func receiveSession(t testing.TB, addr string, relayPub []byte, dev noise.DHKey) *client {
 	t.Helper()
-	c := dial(t, addr)
+	return receiveSessionOn(t, dial(t, addr), relayPub, dev)
+}
+
+// receiveSessionOn does receiveSession's handshake on c.
+func receiveSessionOn(t testing.TB, c net.Conn, relayPub []byte, dev noise.DHKey) *client {
+	t.Helper()
 	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeXX, Initiator: true, StaticKeypair: dev})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ type Collector struct {
 	handshakesFailed, sessionsRefused  *prometheus.Desc
 	handshakes, sessionsClosed         *prometheus.Desc
 	sourceRateLimited                  *prometheus.Desc
+	sourceSessionsRefused              *prometheus.Desc
 }
 
 // NewCollector returns the collector of s.
@@ -35,13 +36,14 @@ func NewCollector(s *Server) *Collector {
 		handshakes:       d("trueseal_handshakes", "trueseal connections in their Noise handshake now, each holding a place in the shared pre-login admission."),
 		sessionsClosed: d("trueseal_sessions_closed_total", "trueseal sessions the relay closed, by reason: unused (nothing pushed or received within FirstFrameTimeout of the handshake), "+
 			"evicted (an unused one closed to make room at MaxSessions), idle (nothing read for IdleTimeout).", "reason"),
-		sourceRateLimited: d("trueseal_source_rate_limited_total", "trueseal pushes refused for now because their source address was over its push rate (SourcePushRate)."),
+		sourceRateLimited:     d("trueseal_source_rate_limited_total", "trueseal pushes refused for now because their source address was over its push rate (SourcePushRate)."),
+		sourceSessionsRefused: d("trueseal_source_sessions_refused_total", "trueseal receive sessions closed at the end of their handshake because their source address held its share (MaxReceivePerSource)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inboxes, c.blobs, c.bytes, c.sessions, c.pushes, c.delivered, c.dacks, c.handshakesFailed, c.sessionsRefused, c.handshakes, c.sessionsClosed, c.sourceRateLimited} {
+	for _, d := range []*prometheus.Desc{c.inboxes, c.blobs, c.bytes, c.sessions, c.pushes, c.delivered, c.dacks, c.handshakesFailed, c.sessionsRefused, c.handshakes, c.sessionsClosed, c.sourceRateLimited, c.sourceSessionsRefused} {
 		ch <- d
 	}
 }
@@ -78,4 +80,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.sessionsClosed, float64(st.Evicted), "evicted")
 	count(c.sessionsClosed, float64(st.Idle), "idle")
 	count(c.sourceRateLimited, float64(st.SourceRateLimited))
+	count(c.sourceSessionsRefused, float64(st.SourceSessionsRefused))
 }

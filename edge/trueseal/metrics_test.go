@@ -56,6 +56,7 @@ func TestMetricsCountTruesealInboxesApartFromBusbarsAndHoldNoKey(t *testing.T) {
 		"busbar_trueseal_sessions_closed_total{reason=evicted}": 0,
 		"busbar_trueseal_sessions_closed_total{reason=idle}":    0,
 		"busbar_trueseal_source_rate_limited_total":             0,
+		"busbar_trueseal_source_sessions_refused_total":         0,
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)

@@ -1,6 +1,7 @@
 package trueseal
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -21,8 +22,9 @@ import (
 // failing) has no frame in trueseal's protocol: the writer closes the
 // session, and the client, never acked, keeps the blob queued and pushes
 // it again on its next session; the reader admits no push after one
-// refused for now, so none is stored ahead of it. Frames other than Push
-// are dropped.
+// refused for now, so none is stored ahead of it. Frames other than Push,
+// and a Push whose length claims more than its frame holds, are dropped
+// without an answer, as trueseal-relay drops them.
 
 // pushSession runs a push session until the peer leaves, a write fails or
 // the server closes.
@@ -71,7 +73,11 @@ func (s *Server) readPushes(c net.Conn, ss *session, recv *noise.CipherState, an
 			return // the two sides' nonces no longer agree: nothing more can be read
 		}
 		typ, body, err := ParseFrame(plain)
-		if typ != Push {
+		if typ != Push || errors.Is(err, ErrFrameTruncated) {
+			// Not a Push, or one whose length claims more than it holds:
+			// dropped without an answer, as trueseal-relay drops every
+			// frame it cannot parse (a truncated Push has no recipient
+			// it could be answered for).
 			<-room
 			continue
 		}

@@ -64,6 +64,18 @@ const (
 	// second) every further address shares one bucket, so a flood from
 	// many addresses costs no more memory and gets no more pushes.
 	MaxPushSources = 16_384
+	// DefaultMaxReceivePerSource is one source address's share of the
+	// receive sessions open at once (an IPv4 address, an IPv6 /64, as for
+	// SourcePushRate): past it, a receive session from that address is
+	// closed at the end of its handshake (SourceSessionsRefused). A
+	// receive session proves only that its peer holds some key, which
+	// costs nothing to make, and one that answers heartbeats is never
+	// closed for being unused: without a share, one address could hold
+	// every place of MaxSessions. A tenth of DefaultMaxSessions, so a
+	// carrier's NAT may put a thousand devices behind one address; the
+	// shared login pool bounds connections still in their handshake the
+	// same way (broker.DefaultMaxHandshakesPerAddr).
+	DefaultMaxReceivePerSource = DefaultMaxSessions / 10
 	// DeliverQueue is how many Deliver frames a receive session holds
 	// ready for its writer.
 	DeliverQueue = 16
@@ -121,6 +133,9 @@ type Options struct {
 	FirstFrameTimeout time.Duration
 	MaxSessions       int
 	MaxPushesInFlight int
+	// MaxReceivePerSource: 0 is DefaultMaxReceivePerSource; negative,
+	// no share (MaxSessions alone bounds them).
+	MaxReceivePerSource int
 	// SourcePushRate and SourcePushBurst: 0 is the default; a negative
 	// SourcePushRate turns the bucket per source address off.
 	SourcePushRate  float64
@@ -143,6 +158,7 @@ type Stats struct {
 	SourceRateLimited             uint64 // pushes refused for their source address's SourcePushRate (in Refused too)
 	DeliverAcks, HandshakeFailed  uint64
 	SessionsRefused               uint64 // past MaxSessions, every session in use
+	SourceSessionsRefused         uint64 // receive sessions past their source address's MaxReceivePerSource
 	// Sessions closed by the server, by reason: nothing read within
 	// FirstFrameTimeout of the handshake (Unused), closed to make room at
 	// MaxSessions (Evicted), nothing read for IdleTimeout (Idle).
@@ -166,6 +182,7 @@ type Server struct {
 	conns    map[net.Conn]struct{}     // guarded by mu
 	sessions int                       // guarded by mu: handshakes done, sessions not ended
 	unused   list.List                 // guarded by mu: of *session, those not used yet, oldest first
+	recvSrc  map[string]int            // guarded by mu: receive sessions open, by source (sourceKey)
 	wg       sync.WaitGroup            // every Serve loop and every session
 	quit     chan struct{}             // closed by Close
 	ctx      context.Context           // ends with Close
@@ -181,6 +198,7 @@ type Server struct {
 	dacks    atomic.Uint64
 	hsFail   atomic.Uint64
 	full     atomic.Uint64
+	srcFull  atomic.Uint64
 	unusedN  atomic.Uint64
 	evicted  atomic.Uint64
 	idle     atomic.Uint64
@@ -213,6 +231,9 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxPushesInFlight <= 0 {
 		opts.MaxPushesInFlight = DefaultMaxPushesInFlight
 	}
+	if opts.MaxReceivePerSource == 0 {
+		opts.MaxReceivePerSource = DefaultMaxReceivePerSource
+	}
 	if opts.SourcePushRate == 0 {
 		opts.SourcePushRate = DefaultSourcePushRate
 	}
@@ -222,7 +243,7 @@ func NewServer(opts Options) (*Server, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Server{opts: opts, door: opts.Door.Ready(), inboxes: inboxes,
 		sources: newSourceLimiter(opts.SourcePushRate, opts.SourcePushBurst),
-		lns:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+		lns:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, recvSrc: map[string]int{},
 		quit: make(chan struct{}), ctx: ctx, stop: stop}, nil
 }
 
@@ -249,7 +270,8 @@ func (s *Server) Stats() Stats {
 		Pushed: s.pushed.Load(), Refused: s.refused.Load(), Delivered: s.deliv.Load(),
 		SourceRateLimited: s.srcRate.Load(),
 		DeliverAcks:       s.dacks.Load(), HandshakeFailed: s.hsFail.Load(), SessionsRefused: s.full.Load(),
-		Unused: s.unusedN.Load(), Evicted: s.evicted.Load(), Idle: s.idle.Load(),
+		SourceSessionsRefused: s.srcFull.Load(),
+		Unused:                s.unusedN.Load(), Evicted: s.evicted.Load(), Idle: s.idle.Load(),
 	}
 }
 
@@ -354,20 +376,34 @@ func (s *Server) Close() error {
 type session struct {
 	c    net.Conn
 	host string    // the peer's address, for the refusal log
+	src  string    // a receive session's source (sourceKey(host))
+	recv bool      // a receive session: counted in Server.recvSrc
 	by   time.Time // its first frame must come before this (FirstFrameTimeout)
 	used atomic.Bool
 	open bool          // guarded by Server.mu: counted in Server.sessions
 	elem *list.Element // guarded by Server.mu: in Server.unused while not used
 }
 
-// admit counts a connection whose handshake is done as a session. At
-// MaxSessions the oldest session not used yet is closed to make room;
-// when every one is used, nil: the connection is refused (and closed by
-// its caller).
-func (s *Server) admit(c net.Conn, host string) *session {
+// admit counts a connection whose handshake is done as a session (a
+// receive session if receive). A receive session past its source
+// address's MaxReceivePerSource is refused: nil. At MaxSessions the
+// oldest session not used yet is closed to make room; when every one is
+// used, nil: the connection is refused (and closed by its caller).
+func (s *Server) admit(c net.Conn, host string, receive bool) *session {
+	var src string
+	if receive {
+		src = sourceKey(host)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		return nil
+	}
+	if receive && s.opts.MaxReceivePerSource > 0 && s.recvSrc[src] >= s.opts.MaxReceivePerSource {
+		s.mu.Unlock()
+		s.srcFull.Add(1)
+		s.door.Refusals.Warn("trueseal receive session refused: its source address holds its share of receive sessions", host,
+			"max_receive_per_source", s.opts.MaxReceivePerSource)
 		return nil
 	}
 	var victim *session
@@ -383,9 +419,12 @@ func (s *Server) admit(c net.Conn, host string) *session {
 		victim = e.Value.(*session)
 		s.leaveLocked(victim)
 	}
-	ss := &session{c: c, host: host, by: time.Now().Add(s.opts.FirstFrameTimeout), open: true}
+	ss := &session{c: c, host: host, src: src, recv: receive, by: time.Now().Add(s.opts.FirstFrameTimeout), open: true}
 	ss.elem = s.unused.PushBack(ss)
 	s.sessions++
+	if receive {
+		s.recvSrc[src]++
+	}
 	s.mu.Unlock()
 	if victim != nil {
 		s.evicted.Add(1)
@@ -424,6 +463,11 @@ func (s *Server) leaveLocked(ss *session) {
 	}
 	ss.open = false
 	s.sessions--
+	if ss.recv {
+		if s.recvSrc[ss.src]--; s.recvSrc[ss.src] <= 0 {
+			delete(s.recvSrc, ss.src)
+		}
+	}
 	if ss.elem != nil {
 		s.unused.Remove(ss.elem)
 		ss.elem = nil
@@ -497,7 +541,7 @@ func (s *Server) serveConn(c net.Conn, release func()) {
 	if hs, ok := s.openNK(first); ok {
 		// A session place is taken before the relay answers: a client
 		// refused sees its handshake fail.
-		ss := s.admit(c, host)
+		ss := s.admit(c, host, false)
 		if ss == nil {
 			return
 		}
@@ -516,7 +560,7 @@ func (s *Server) serveConn(c net.Conn, release func()) {
 		s.handshakeFailed(host, err)
 		return
 	}
-	ss := s.admit(c, host)
+	ss := s.admit(c, host, true)
 	if ss == nil {
 		return
 	}

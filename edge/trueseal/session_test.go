@@ -138,17 +138,55 @@ func TestErrorRefusesAPushForGoodAndTheSessionGoesOn(t *testing.T) {
 	}
 }
 
-func TestPushFrameWithABadLengthIsAnsweredError(t *testing.T) {
-	f := start(t, Options{}, relay.Options{})
-	p := pushSession(t, f.addr, f.key.Public)
-	frame := AppendFrame(nil, Push, make([]byte, 40))
-	frame[4]++ // says 41 bytes
-	ct, err := p.send.Encrypt(nil, nil, frame)
+// writeRaw encrypts the frame bytes p as they are, whatever their header
+// says, and sends them as one transport message.
+func (cl *client) writeRaw(p []byte) {
+	cl.t.Helper()
+	ct, err := cl.send.Encrypt(nil, nil, p)
 	if err != nil {
-		t.Fatal(err)
+		cl.t.Fatal(err)
 	}
-	writeMsg(t, p.c, ct)
+	writeMsg(cl.t, cl.c, ct)
+}
+
+// A Push whose length field claims more than its frame holds is dropped
+// without an answer and the session goes on, as trueseal-relay's push
+// loop does (its frame parse fails: the frame is skipped). Before, busbar
+// answered it Error, and the client took that Error for its next push's.
+func TestPushFrameWhoseLengthClaimsMoreThanItHoldsIsDroppedSilently(t *testing.T) {
+	f := start(t, Options{}, relay.Options{})
+	dev := newDevice(t)
+	p := pushSession(t, f.addr, f.key.Public)
+	// 01 00000029: a Push of 41 bytes, holding 40 (the key and 8 bytes).
+	lying := append([]byte{0x01, 0x00, 0x00, 0x00, 0x29}, dev.Public...)
+	lying = append(lying, "envelope"...)
+	p.writeRaw(lying)
+	p.writeRaw(append([]byte{0x01, 0x00, 0x00, 0x00, 0x21}, append(append([]byte(nil), dev.Public...), 'x')...)) // a whole Push of 33 bytes
+	p.expect(Ack)                                                                                                // the first answer is the whole push's
+	p.push(dev.Public, []byte("y"))
+	p.expect(Ack) // and nothing came between
+	in := f.store.Inbox(DeviceID(dev.Public))
+	if in.Blobs != 2 || in.Bytes != 2 {
+		t.Fatalf("inbox %+v, want the two whole pushes only", in)
+	}
+	if st := f.srv.Stats(); st.Pushed != 2 || st.Refused != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A Push whose frame holds bytes past its length field is answered Error
+// (Malformed): a deliberate difference (docs/trueseal.md#what-differs-from-trueseal-relay);
+// trueseal-relay would store the first length bytes and Ack.
+func TestPushFrameWhoseLengthClaimsLessThanItHoldsIsAnsweredError(t *testing.T) {
+	f := start(t, Options{}, relay.Options{})
+	dev := newDevice(t)
+	p := pushSession(t, f.addr, f.key.Public)
+	// 01 00000027: a Push of 39 bytes, holding 40.
+	p.writeRaw(append(append([]byte{0x01, 0x00, 0x00, 0x00, 0x27}, dev.Public...), "envelope"...))
 	p.expect(Error)
+	if n := f.store.Inbox(DeviceID(dev.Public)).Blobs; n != 0 {
+		t.Fatalf("inbox holds %d blobs", n)
+	}
 }
 
 func TestOtherFramesOnAPushSessionAreDropped(t *testing.T) {

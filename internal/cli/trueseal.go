@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,6 +71,11 @@ func listenTrueseal(addrs, dir, keyFile string, busRelays []string, b *broker.Br
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--trueseal: the relay key: %w", err)
+	}
+	// On a bus with relay brokers, a broker whose key differs from the
+	// others' serves nothing: its clients' handshakes would fail.
+	if err := trueseal.JoinBus(context.Background(), b, key.Public); err != nil {
+		return nil, fmt.Errorf("--trueseal: %w; give every broker with --trueseal the same --trueseal-key file (docs/trueseal.md#the-relay-key-on-a-bus)", err)
 	}
 	srv, err := trueseal.NewServer(trueseal.Options{Key: key, Store: b.RelayStore(), Inboxes: inboxes, Door: b.Door()})
 	if err != nil {

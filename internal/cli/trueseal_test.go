@@ -306,3 +306,42 @@ func TestServeTruesealStandsBehindTheBrokersDoor(t *testing.T) {
 	p.write(trueseal.Push, append(append([]byte(nil), dev.Public...), "beside it"...))
 	p.expect(trueseal.Ack)
 }
+
+// TestServeTruesealRefusesToJoinABusWhoseKeyDiffers: on a bus with relay
+// brokers, a second `busbar serve --trueseal` given another key file than
+// the broker already serving exits, naming both keys' fingerprints; the
+// first goes on serving and logs the difference. Before, it served, and
+// clients pinned to the bus's key failed their handshakes on it.
+func TestServeTruesealRefusesToJoinABusWhoseKeyDiffers(t *testing.T) {
+	nats := testnats.Start(t, 2)
+	bus := []string{"--nats-heartbeat", "100ms", "--nats-lease", "3s", "--nats-relays", "b1"}
+	keys := make([]string, 2)
+	fps := make([]string, 2)
+	for i := range keys {
+		keys[i] = filepath.Join(t.TempDir(), "relay.key")
+		code, out, errOut := run(t, "", "trueseal", "key", "--trueseal-key", keys[i])
+		if code != 0 {
+			t.Fatalf("busbar trueseal key: exit %d %s", code, errOut)
+		}
+		pub, err := hex.DecodeString(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fps[i] = trueseal.KeyFingerprint(pub)
+	}
+	b1, addr1, key1 := startTrueseal(t, filepath.Join(t.TempDir(), "b1"), append([]string{"--trueseal-key", keys[0], "--name", "b1", "--nats", nats.URL(0)}, bus...)...)
+	code, _, errOut := run(t, "", append([]string{"serve", "--data", filepath.Join(t.TempDir(), "b2"), "--trueseal", "127.0.0.1:0", "--trueseal-key", keys[1], "--name", "b2", "--nats", nats.URL(1)}, bus...)...)
+	if code == 0 || !strings.Contains(errOut, "fingerprint "+fps[0]) || !strings.Contains(errOut, "fingerprint "+fps[1]) || !strings.Contains(errOut, "same --trueseal-key file") {
+		t.Fatalf("serve with another key on the bus: exit %d %q, want a refusal naming %s and %s", code, errOut, fps[0], fps[1])
+	}
+	testbroker.Eventually(t, 10*time.Second, "b1 logs the difference", func() bool {
+		return strings.Contains(b1.stderr.String(), "its_fingerprint="+fps[1])
+	})
+	dev, err := noise.DH25519.GenerateKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tsDial(t, addr1, key1, nil)
+	p.write(trueseal.Push, append(append([]byte(nil), dev.Public...), "b1 still serves"...))
+	p.expect(trueseal.Ack)
+}
