@@ -518,7 +518,7 @@ func (s *Server) handshakeFailed(host string, err error) {
 // serveConn runs one connection: the handshake, then its session.
 // release gives back its admission place, once the handshake is done.
 func (s *Server) serveConn(c net.Conn, release func()) {
-	host := remoteHost(c)
+	host := edge.SourceHost(c.RemoteAddr())
 	s.hsN.Add(1)
 	inHandshake := true
 	done := func() {
@@ -567,19 +567,6 @@ func (s *Server) serveConn(c net.Conn, release func()) {
 	defer s.end(ss)
 	done()
 	s.receiveSession(c, cs, peer, ss)
-}
-
-// remoteHost is c's peer's address without its port, for the refusal log.
-func remoteHost(c net.Conn) string {
-	a := c.RemoteAddr()
-	if a == nil {
-		return ""
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
 
 // ciphers are a session's two directions after the handshake.
