@@ -243,13 +243,20 @@ func (s *session) info(ctx context.Context, id string) *wire.Message {
 	}
 	binary, version, pid := "busbar", s.srv.cfg.Version, uint32(os.Getpid())
 	started := s.srv.started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	b := busbarBuild()
 	self := &ServiceInfo{Name: noded, SchemaVersion: SchemaVersion,
-		Provenance: Provenance{Binary: &binary, PID: &pid, StartedAt: &started}}
+		Provenance: Provenance{Binary: &binary, GitSHA: b.gitSHA, GitDirty: b.gitDirty, BuildTime: b.buildTime, PID: &pid, StartedAt: &started}}
 	if version != "" {
 		self.Version = &version
 	}
-	body, err := wire.JSON(NodeInfo{Node: s.srv.cfg.BrokerName, Noded: self,
-		UptimeS: uint64(time.Since(s.srv.started) / time.Second), ServiceCount: len(infos), SchemaVersion: SchemaVersion})
+	ni := NodeInfo{Node: s.srv.cfg.BrokerName, Noded: self,
+		UptimeS: uint64(time.Since(s.srv.started) / time.Second), ServiceCount: serviceCount(len(infos)), SchemaVersion: SchemaVersion}
+	s.srv.mu.Lock()
+	if host := s.srv.bindHost; host != "" {
+		ni.WgIP = &host
+	}
+	s.srv.mu.Unlock()
+	body, err := wire.JSON(ni)
 	if err != nil {
 		return nodedReply(id, "", wire.RCFailure, "noded.info: "+err.Error())
 	}

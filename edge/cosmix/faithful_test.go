@@ -1,0 +1,67 @@
+package cosmix
+
+// Replies and routed frames compared with what cosmix-noded builds, field
+// by field, over a real socket.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInfoCarriesEveryFieldNodedFills: noded.info's body is noded's
+// NodeInfo, key for key and in its order: node, wg_ip (the listener's
+// host), noded (name, binary, version, git_sha, git_dirty, build_time, pid,
+// started_at, schema_version, the build's fields only when the binary
+// has them), uptime_s, service_count, schema_version.
+func TestInfoCarriesEveryFieldNodedFills(t *testing.T) {
+	e := start(t, nil)
+	a := e.dial()
+	a.register("service-a", 1)
+	a.send("---\ncommand: noded.info\nfrom: service-a\nid: 2\nto: noded\ntype: request\n---\n")
+	m := a.recvMsg()
+	if m.Value("rc") != "0" || m.Value("command") != "noded.info" || m.Value("from") != "noded" || m.Value("id") != "2" {
+		t.Fatalf("headers %v", m)
+	}
+	b := busbarBuild()
+	var build strings.Builder
+	if b.gitSHA != nil {
+		fmt.Fprintf(&build, `,"git_sha":%q`, *b.gitSHA)
+	}
+	if b.gitDirty != nil {
+		fmt.Fprintf(&build, `,"git_dirty":%t`, *b.gitDirty)
+	}
+	if b.buildTime != nil {
+		fmt.Fprintf(&build, `,"build_time":%q`, *b.buildTime)
+	}
+	started := e.srv.started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	want := fmt.Sprintf(`{"node":%q,"wg_ip":"127.0.0.1","noded":{"name":"noded","binary":"busbar","version":"test"%s,"pid":%d,"started_at":%q,"schema_version":1},"uptime_s":N,"service_count":1,"schema_version":1}`,
+		e.bus.Broker.Name(), build.String(), os.Getpid(), started)
+	got := regexp.MustCompile(`"uptime_s":[0-9]+`).ReplaceAllString(string(m.Body()), `"uptime_s":N`)
+	if got != want {
+		t.Fatalf("body\n got  %s\n want %s", got, want)
+	}
+	var info struct {
+		UptimeS uint64 `json:"uptime_s"`
+	}
+	if err := json.Unmarshal(m.Body(), &info); err != nil || info.UptimeS > uint64(time.Since(e.srv.started)/time.Second) {
+		t.Fatalf("uptime_s %d: %v", info.UptimeS, err)
+	}
+}
+
+// TestInfoServiceCountIsHeldAtMaxServiceCount: cosmix-lib-bus reads
+// service_count as a u16.
+func TestInfoServiceCountIsHeldAtMaxServiceCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want uint16
+	}{{0, 0}, {MaxServiceCount - 1, MaxServiceCount - 1}, {MaxServiceCount, MaxServiceCount}, {MaxServiceCount + 1, MaxServiceCount}} {
+		if got := serviceCount(c.n); got != c.want {
+			t.Errorf("serviceCount(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
