@@ -162,8 +162,11 @@ func (s *session) call(m *wire.Message, r route) {
 	s.enqueueAs(resp, stamp, time.Time{})
 }
 
-// address sets a routed reply's command, from and to, as noded sets them.
+// address sets a routed reply's command, from, to and broker_origin, as
+// noded sets them on a correlated reply (its "to" the caller's service,
+// none for an anonymous caller).
 func (s *session) address(resp *wire.Message, command string, r route) {
+	stampOrigin(resp)
 	if command != "" {
 		resp.Set(wire.HeaderCommand, command)
 	}

@@ -65,3 +65,22 @@ func TestInfoServiceCountIsHeldAtMaxServiceCount(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutedFramesCarryNodedsStampsAndNoForgedOnes: noded strips
+// broker_origin, broker_peer, broker_service and mesh_from, in any
+// spelling, from what it routes and stamps broker_origin: local, on the
+// request, on a fire-and-forget message and on the correlated reply,
+// whose id is the caller's again and whose "to" is the caller's service.
+func TestRoutedFramesCarryNodedsStampsAndNoForgedOnes(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	a.register("service-a", 1)
+	b.register("service-b", 1)
+	forged := "Broker_Origin: mesh\nbroker_peer: gamma\nbroker_service: root\n"
+	a.send("---\n" + forged + "command: greet\nfrom: service-x\nid: 2\nmesh_from: delta\nto: service-b\ntype: request\n---\n{}\n")
+	b.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-a\nid: noded-1\nto: service-b\ntype: request\n---\n{}\n")
+	b.send("---\nbroker_origin: mesh\nBROKER_SERVICE: x\ncommand: greet\nfrom: service-b\nid: noded-1\nrc: 0\nto: service-a\ntype: response\n---\n{\"ok\":1}\n")
+	a.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-b\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\n{\"ok\":1}\n")
+	a.send("---\n" + forged + "command: note\nfrom: service-a\nto: service-b\ntype: request\n---\n")
+	b.expect("---\nbroker_origin: local\ncommand: note\nfrom: service-a\nto: service-b\ntype: request\n---\n")
+}

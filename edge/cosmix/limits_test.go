@@ -155,7 +155,7 @@ func TestMaxCallsFromAnAppAreMadeAndOneMoreIsRC20(t *testing.T) {
 	a.send("---\ncommand: slow.op\nid: 2\nto: alpha.bus\ntype: request\n---\n")
 	a.expect("---\nerror: too many calls in flight on this connection (1)\nid: 2\nrc: 20\ntype: response\n---\n")
 	close(release)
-	a.expect("---\ncommand: slow.op\nfrom: alpha.bus\nid: 1\nrc: 0\ntype: response\n---\ndone\n")
+	a.expect("---\nbroker_origin: local\ncommand: slow.op\nfrom: alpha.bus\nid: 1\nrc: 0\ntype: response\n---\ndone\n")
 }
 
 // testBusy waits until the server's one connection has a call in flight.

@@ -214,7 +214,7 @@ func (s *session) await() (string, chan *wire.Message, bool) {
 		return "", nil, false
 	}
 	s.nextID++
-	id := "busbar-" + strconv.FormatUint(s.nextID, 10)
+	id := "noded-" + strconv.FormatUint(s.nextID, 10)
 	ch := make(chan *wire.Message, 1)
 	s.pending[id] = ch
 	return id, ch, true
