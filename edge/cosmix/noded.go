@@ -98,6 +98,9 @@ func (s *session) register(ctx context.Context, m *wire.Message) *wire.Message {
 	if name == "" {
 		return nodedReply(id, "", wire.RCError, "noded.register requires 'from' header")
 	}
+	if !validServiceName(name) {
+		return nodedReply(id, "", wire.RCError, serviceNameRule)
+	}
 	if err := wire.ValidLabel(name); err != nil {
 		return nodedReply(id, "", wire.RCError, fmt.Sprintf("service name '%s' is not a busbar service name: %s", name, labelReason(err)))
 	}
@@ -151,6 +154,32 @@ func (s *session) register(ctx context.Context, m *wire.Message) *wire.Message {
 	body, _ := wire.JSON(name)
 	resp.SetBody([]byte(`{"registered": ` + string(body) + `}`))
 	return resp
+}
+
+// MinServiceNameLen and MaxServiceNameLen bound a service name as noded's
+// noded.register does (^[a-z][a-z0-9-]{1,30}$): 2 to 31 bytes.
+const (
+	MinServiceNameLen = 2
+	MaxServiceNameLen = 31
+)
+
+// serviceNameRule is noded's refusal of a name outside its rule, word for
+// word.
+const serviceNameRule = "noded.register 'from' must match ^[a-z][a-z0-9-]{1,30}$"
+
+// validServiceName is noded's rule for a registered name: a lower-case
+// letter, then 1 to 30 lower-case letters, digits and "-". busbar's own
+// rule (wire.ValidLabel: no "-" at the end) is checked after it.
+func validServiceName(name string) bool {
+	if len(name) < MinServiceNameLen || len(name) > MaxServiceNameLen || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // taken is noded's collision reply: rc 10, the error text, and the
