@@ -27,10 +27,13 @@ func TestAMessageThatIsNotAFrameIsRC10AndTheConnectionLives(t *testing.T) {
 	a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 1\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
 }
 
-func TestAHeartbeatAndABinaryMessageAreNotAnswered(t *testing.T) {
+// noded reads the heartbeat as a frame to itself with no command, and
+// answers it so; a binary message it ignores.
+func TestAHeartbeatIsAnsweredAsNodedAnswersItAndABinaryMessageIsNot(t *testing.T) {
 	e := start(t, nil)
 	a := e.dial()
 	a.send("---\n---\n")
+	a.expect("---\nerror: Unknown noded command: ''\nfrom: noded\nrc: 10\ntype: response\n---\n")
 	if err := a.ws.Write(ctxT(t), websocket.MessageBinary, []byte(registerFrame)); err != nil {
 		t.Fatal(err)
 	}

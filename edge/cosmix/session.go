@@ -169,9 +169,6 @@ func (s *session) take(data []byte) {
 		s.enqueue(invalidFrame(err))
 		return
 	}
-	if m.IsHeartbeat() {
-		return
-	}
 	stripStamped(m) // an app's own claim travels nowhere
 	if m.Value(wire.HeaderType) == wire.TypeResponse {
 		s.answered(m)
