@@ -80,7 +80,7 @@ func TestACallToNobodyIsRC10NotFound(t *testing.T) {
 	a.send("---\ncommand: greet\nid: 3\nto: nobody\ntype: request\n---\n")
 	a.expect("---\nerror: Service 'nobody' not found\nid: 3\nrc: 10\ntype: response\n---\n")
 	a.send("---\ncommand: greet\nid: 4\nto: nobody.nowhere.bus\ntype: request\n---\n")
-	a.expect("---\nerror: Service 'nobody' not found\nid: 4\nrc: 10\ntype: response\n---\n")
+	a.expect("---\nerror: Unknown mesh node: 'nowhere'\nid: 4\nrc: 10\ntype: response\n---\n")
 	// Fire-and-forget to nobody: noded's reply, without id.
 	a.send("---\ncommand: greet\nto: nobody\ntype: request\n---\n")
 	a.expect("---\nerror: Service 'nobody' not found\nrc: 10\ntype: response\n---\n")
@@ -91,8 +91,14 @@ func TestMalformedAndCrossMeshTargetsAreRC10WithNodedsText(t *testing.T) {
 	a := e.dial()
 	a.send("---\ncommand: greet\nid: 1\nto: a.b.c.d.e.bus\ntype: request\n---\n")
 	a.expect("---\nerror: Invalid Bus target: 'a.b.c.d.e.bus'\nid: 1\nrc: 10\ntype: response\n---\n")
-	a.send("---\ncommand: greet\nid: 2\nto: maild@mesh.example.com\ntype: request\n---\n")
-	a.expect("---\nerror: cross-mesh routing not implemented: 'maild@mesh.example.com'\nid: 2\nrc: 10\ntype: response\n---\n")
+	a.send("---\ncommand: greet\nid: 2\nto: maild.alpha.bus@mesh.example.com\ntype: request\n---\n")
+	a.expect("---\nerror: cross-mesh routing not implemented: 'maild.alpha.bus@mesh.example.com'\nid: 2\nrc: 10\ntype: response\n---\n")
+	// cosmix-lib-bus parses no bare service left of "@", nor a mesh name
+	// without a dot: noded finds no target there.
+	for _, to := range []string{"maild@mesh.example.com", "maild.alpha.bus@mesh", "maild.alpha.bus@xn--p1ai.example", "a@b@c.d"} {
+		a.send("---\ncommand: greet\nid: 3\nto: " + to + "\ntype: request\n---\n")
+		a.expect("---\nerror: Invalid Bus target: '" + to + "'\nid: 3\nrc: 10\ntype: response\n---\n")
+	}
 }
 
 func TestACallTimesOutWithRC20(t *testing.T) {

@@ -84,3 +84,64 @@ func TestRoutedFramesCarryNodedsStampsAndNoForgedOnes(t *testing.T) {
 	a.send("---\n" + forged + "command: note\nfrom: service-a\nto: service-b\ntype: request\n---\n")
 	b.expect("---\nbroker_origin: local\ncommand: note\nfrom: service-a\nto: service-b\ntype: request\n---\n")
 }
+
+// TestTargetsOnTheBrokersOwnNodeAreLocalServicesAsNodedRoutesThem:
+// <service>.<node>.bus and <sub>.<service>.<node>.bus with noded's own
+// node name reach the service of that name; "to" travels as written.
+func TestTargetsOnTheBrokersOwnNodeAreLocalServicesAsNodedRoutesThem(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	a.register("service-a", 1)
+	b.register("service-b", 1)
+	own := e.bus.Broker.Name()
+	for i, to := range []string{"service-b." + own + ".bus", "imap.service-b." + own + ".bus", "service-b." + own} {
+		id := itoa(i + 2)
+		a.send("---\ncommand: greet\nfrom: service-a\nid: " + id + "\nto: " + to + "\ntype: request\n---\n")
+		call := b.recvMsg()
+		if call.Value("to") != to || call.Value("from") != "service-a" {
+			t.Fatalf("B received %v", call)
+		}
+		b.send("---\ncommand: greet\nfrom: service-b\nid: " + call.Value("id") + "\nrc: 0\nto: service-a\ntype: response\n---\n")
+		a.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-b\nid: " + id + "\nrc: 0\nto: service-a\ntype: response\n---\n")
+	}
+	// noded.<own>.bus and <own>.bus are noded.
+	for _, to := range []string{"noded." + own + ".bus", own + ".bus"} {
+		a.send("---\ncommand: noded.ping\nid: 9\nto: " + to + "\ntype: request\n---\n")
+		a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 9\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
+	}
+	// Nobody of that name on the own node: noded's "not found".
+	a.send("---\ncommand: greet\nid: 10\nto: nobody." + own + ".bus\ntype: request\n---\n")
+	a.expect("---\nerror: Service 'nobody' not found\nid: 10\nrc: 10\ntype: response\n---\n")
+}
+
+// TestANodeNoOneKnowsIsNodedsUnknownMeshNode: a call, a fire-and-forget
+// message and a noded command to a node of no route.
+func TestANodeNoOneKnowsIsNodedsUnknownMeshNode(t *testing.T) {
+	e := start(t, nil)
+	a := e.dial()
+	a.send("---\ncommand: greet\nid: 1\nto: maild.ghost.bus\ntype: request\n---\n")
+	a.expect("---\nerror: Unknown mesh node: 'ghost'\nid: 1\nrc: 10\ntype: response\n---\n")
+	a.send("---\ncommand: greet\nto: imap.maild.ghost.bus\ntype: request\n---\n")
+	a.expect("---\nerror: Unknown mesh node: 'ghost'\nrc: 10\ntype: response\n---\n")
+	a.send("---\ncommand: noded.ping\nid: 2\nto: noded.ghost.bus\ntype: request\n---\n")
+	a.expect("---\nerror: Unknown mesh node: 'ghost'\nid: 2\nrc: 10\ntype: response\n---\n")
+	// A node the bus knows: its service is looked for there.
+	e.node("alpha")
+	a.send("---\ncommand: greet\nid: 3\nto: maild.alpha.bus\ntype: request\n---\n")
+	a.expect("---\nerror: Service 'maild' not found\nid: 3\nrc: 10\ntype: response\n---\n")
+}
+
+// TestTheCrossMeshFQDNIsBoundAtMaxAddressLen: cosmix-lib-bus takes a mesh
+// name of MaxAddressLen bytes and refuses one byte more.
+func TestTheCrossMeshFQDNIsBoundAtMaxAddressLen(t *testing.T) {
+	label := strings.Repeat("a", 61)
+	at := strings.Join([]string{label, label, label, label}, ".") // 4×61+3 = 247
+	at += ".bcde"                                                 // 252
+	at = "x" + at                                                 // 253
+	if len(at) != MaxAddressLen || !validMeshFQDN(at) {
+		t.Fatalf("%d bytes refused", len(at))
+	}
+	if validMeshFQDN("y" + at) {
+		t.Fatalf("%d bytes taken", len(at)+1)
+	}
+}

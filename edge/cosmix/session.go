@@ -179,6 +179,9 @@ func (s *session) take(data []byte) {
 		to = noded
 	}
 	r := s.resolve(to)
+	if r.local && r.node != "" && !s.knownNode(s.ctx, r.node) {
+		r = route{err: unknownMeshNode(r.node)}
+	}
 	switch {
 	case r.local:
 		s.noded(m)
