@@ -22,7 +22,10 @@ func TestAMessageThatIsNotAFrameIsRC10AndTheConnectionLives(t *testing.T) {
 	e := start(t, nil)
 	a := e.dial()
 	a.send("hello")
-	a.expect("---\nerror: Invalid Bus message: malformed frame: line 1: frame structure: \"frame does not start with a \\\"---\\\" line\"\nrc: 10\n---\n")
+	a.expect("---\nerror: Invalid Bus message: Bus message must start with '---\\n', got: \"hello\"\nrc: 10\n---\n")
+	// Without its closing line, a frame is still one, as noded reads it.
+	a.send("---\ncommand: noded.ping\nid: 2\ntype: request")
+	a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 2\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
 	a.send("---\ncommand: noded.ping\nid: 1\ntype: request\n---\n")
 	a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 1\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
 }
