@@ -46,9 +46,11 @@ const (
 	MaxTopicSubscriptions = broker.DefaultMaxRegistrations - 2
 )
 
-// The headers noded reserves on a topic delivery: a publisher's own are
-// replaced.
-var topicHeaders = []string{"topic", "topic_seq", "topic_stale", "topic_op", "broker_origin"}
+// The headers noded reserves on a topic delivery (subscription.rs's
+// RESERVED_HEADERS): a publisher's own are removed, and the broker's
+// broker_origin, topic and topic_seq set; the origin headers
+// (originHeaders) are removed in any spelling, as noded's stamp does.
+var topicHeaders = []string{"topic", "topic_seq", "topic_stale", "topic_op", "broker_origin", "broker_peer", "broker_service", "mesh_from"}
 
 // retained is the last frame of each topic published here.
 type retained struct {
@@ -140,7 +142,7 @@ func (s *session) publish(ctx context.Context, m *wire.Message, name, ch string)
 		st.publisher = s.publisher()
 	}
 	r.mu.Unlock()
-	inner.Set("broker_origin", "local")
+	stampOrigin(inner)
 	inner.Set("topic", name)
 	inner.Set("topic_seq", strconv.FormatUint(seq, 10))
 	frame := Encode(inner)
