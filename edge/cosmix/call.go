@@ -48,6 +48,10 @@ type CallRequest struct {
 	// callee's session, native too, stamps the caller's broker_principal
 	// when it redeems it.
 	Native string `json:"native,omitempty"`
+	// Type is the caller's "type" as it wrote it ("event" for a
+	// NodedClient send_raw of an event), which noded forwards unchanged;
+	// without it the app gets "type: request".
+	Type string `json:"type,omitempty"`
 }
 
 // replyFrame is CallRequest.Reply asking for the whole response frame.
@@ -209,6 +213,8 @@ func (s *session) call(m *wire.Message, r route) {
 			}
 		}
 		resp.SetBody(f.Body())
+		// noded forwards the app's own command header, or none.
+		command = f.Value(wire.HeaderCommand)
 	} else {
 		resp.SetBody(reply.Payload())
 	}
@@ -344,7 +350,7 @@ func portChannel(channels []string) string {
 // callPayload is m as a CallRequest from this connection's service.
 func (s *session) callPayload(m *wire.Message) ([]byte, error) {
 	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo), Reply: replyFrame,
-		Native: s.srv.vouch(s)}
+		Native: s.srv.vouch(s), Type: m.Value(wire.HeaderType)}
 	if body := m.Body(); len(body) > 0 {
 		if json.Valid(body) {
 			req.Args = json.RawMessage(body)

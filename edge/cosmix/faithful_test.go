@@ -145,3 +145,23 @@ func TestTheCrossMeshFQDNIsBoundAtMaxAddressLen(t *testing.T) {
 		t.Fatalf("%d bytes taken", len(at)+1)
 	}
 }
+
+// TestTheCallersTypeAndTheAppsCommandTravelAsNodedForwardsThem: noded
+// forwards a frame's "type" as the caller wrote it (an event stays an
+// event) and the callee's reply with the callee's own command header.
+func TestTheCallersTypeAndTheAppsCommandTravelAsNodedForwardsThem(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.dial(), e.dial()
+	a.register("service-a", 1)
+	b.register("service-b", 1)
+	a.send("---\ncommand: changed\nfrom: service-a\nto: service-b\ntype: event\n---\n{\"n\":1}\n")
+	b.expect("---\nbroker_origin: local\ncommand: changed\nfrom: service-a\nto: service-b\ntype: event\n---\n{\"n\":1}\n")
+	a.send("---\ncommand: probe\nfrom: service-a\nid: 2\nto: service-b\ntype: event\n---\n")
+	b.expect("---\nbroker_origin: local\ncommand: probe\nfrom: service-a\nid: noded-1\nto: service-b\ntype: event\n---\n")
+	b.send("---\ncommand: probe.answer\nfrom: service-b\nid: noded-1\nrc: 0\ntype: response\n---\nok\n")
+	a.expect("---\nbroker_origin: local\ncommand: probe.answer\nfrom: service-b\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\nok\n")
+	a.send("---\ncommand: probe\nfrom: service-a\nid: 3\nto: service-b\ntype: request\n---\n")
+	b.expect("---\nbroker_origin: local\ncommand: probe\nfrom: service-a\nid: noded-2\nto: service-b\ntype: request\n---\n")
+	b.send("---\nfrom: service-b\nid: noded-2\nrc: 0\ntype: response\n---\nok\n")
+	a.expect("---\nbroker_origin: local\nfrom: service-b\nid: 3\nrc: 0\nto: service-a\ntype: response\n---\nok\n")
+}

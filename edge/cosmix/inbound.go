@@ -91,6 +91,9 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 		}
 	}
 	m.Set(wire.HeaderType, wire.TypeRequest)
+	if req.Type != "" && validHeader(wire.HeaderType, req.Type) {
+		m.Set(wire.HeaderType, oneLine(req.Type))
+	}
 	m.Set(wire.HeaderCommand, oneLine(req.Command))
 	m.Set(wire.HeaderTo, name)
 	if req.To != "" && validHeader(wire.HeaderTo, req.To) {
