@@ -136,6 +136,8 @@ func validMeshFQDN(fqdn string) bool {
 // a cosmix connection's), as noded asks its mesh routes; a failed look-up
 // counts as known, so the call's own failure is answered.
 func (s *session) knownNode(ctx context.Context, node string) bool {
+	ctx, cancel := context.WithTimeout(ctx, nodedTimeout)
+	defer cancel()
 	nodes, err := s.bc.Directory(ctx)
 	if err != nil {
 		return true
