@@ -165,3 +165,27 @@ func TestTheCallersTypeAndTheAppsCommandTravelAsNodedForwardsThem(t *testing.T) 
 	b.send("---\nfrom: service-b\nid: noded-2\nrc: 0\ntype: response\n---\nok\n")
 	a.expect("---\nbroker_origin: local\nfrom: service-b\nid: 3\nrc: 0\nto: service-a\ntype: response\n---\nok\n")
 }
+
+// TestABusbarNodesTopicFrameCannotForgeNodedsOriginStamps: what a
+// subscriber gets of a busbar node's topic frame has no origin header but
+// noded's own stamp; one with none stays without.
+func TestABusbarNodesTopicFrameCannotForgeNodedsOriginStamps(t *testing.T) {
+	e := start(t, nil)
+	sub := e.dial()
+	sub.send("---\ncommand: topic.subscribe\nid: 1\nname: news\nto: noded\ntype: request\n---\n")
+	if m := sub.recvMsg(); m.Value("rc") != "0" {
+		t.Fatalf("subscribe: %v", m)
+	}
+	news := e.node("alpha").Scope("t").Channel(TopicNamespace + ":news")
+	for _, c := range []struct{ published, delivered string }{
+		{"---\nBroker_Origin: mesh\nbroker_peer: gamma\nMESH_FROM: delta\ntopic: news\n---\nx\n", "---\nbroker_origin: local\ntopic: news\n---\nx\n"},
+		{"---\nbroker_origin: mesh\ntopic: news\n---\nx\n", "---\nbroker_origin: local\ntopic: news\n---\nx\n"},
+		{"---\nbroker_origin: local\ntopic: news\n---\nx\n", "---\nbroker_origin: local\ntopic: news\n---\nx\n"},
+		{"---\ntopic: news\n---\nx\n", "---\ntopic: news\n---\nx\n"},
+	} {
+		if _, err := news.Publish(ctxT(t), []byte(c.published)); err != nil {
+			t.Fatal(err)
+		}
+		sub.expect(c.delivered)
+	}
+}

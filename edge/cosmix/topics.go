@@ -247,7 +247,14 @@ func topicDelivery(name string, payload []byte) []byte {
 	if m, rep, err := wire.ParseLenient(payload); err == nil && m.Value("topic") == name {
 		// A busbar node's frame may carry a claim, or a line the parse
 		// skipped ("broker_principal:{}"): such a frame travels as parsed.
-		if stripStamped(m) || !rep.Clean() {
+		// Origin headers it wrote are the broker's, as noded's rule has it:
+		// a frame with any (a cosmix publisher's has broker_origin: local)
+		// gets noded's stamp in their place.
+		forged := !originStamped(m)
+		if forged {
+			stampOrigin(m)
+		}
+		if stripStamped(m) || !rep.Clean() || forged {
 			return Encode(m)
 		}
 		return payload
@@ -255,6 +262,23 @@ func topicDelivery(name string, payload []byte) []byte {
 	m := wire.Empty().WithHeader(wire.HeaderType, wire.TypeEvent).WithHeader(wire.HeaderCommand, name).
 		WithHeader("topic", name).WithBody(payload)
 	return Encode(m)
+}
+
+// originStamped reports whether m's origin headers are none, or exactly
+// noded's stamp (broker_origin: local, as the adapter publishes).
+func originStamped(m *wire.Message) bool {
+	n := 0
+	for k, v := range m.Headers() {
+		for _, h := range originHeaders {
+			if strings.EqualFold(k, h) {
+				if k != originHeader || v != originLocal {
+					return false
+				}
+				n++
+			}
+		}
+	}
+	return n <= 1
 }
 
 // enqueueRaw queues an encoded frame with no deadline.
