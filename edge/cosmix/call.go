@@ -48,6 +48,10 @@ type CallRequest struct {
 	// callee's session, native too, stamps the caller's broker_principal
 	// when it redeems it.
 	Native string `json:"native,omitempty"`
+	// Type is the caller's "type" as it wrote it ("event" for a
+	// NodedClient send_raw of an event), which noded forwards unchanged;
+	// without it the app gets "type: request".
+	Type string `json:"type,omitempty"`
 }
 
 // replyFrame is CallRequest.Reply asking for the whole response frame.
@@ -62,30 +66,83 @@ type route struct {
 	local   bool   // noded itself
 	target  string // the busbar target
 	service string // the service named, if any
+	node    string // the node named, when it is not the broker's own
 	err     string // the reply when "to" leads nowhere
 }
 
-// resolve reads "to" as noded does: "noded" and <sub>.noded.<node>.bus are
-// the broker; a bare name a service; <service>.<node>.bus and the other
-// forms of seed 004 an address; the cross-mesh form is refused.
+// resolve reads "to" as noded does: "noded", <node>.bus and
+// <sub>.noded.<node>.bus are the broker; a bare name, and an address of
+// the broker's own node (<service>.<broker>.bus, <sub>.<service>.<broker>.bus),
+// a service looked up by its name; another node's address that node's
+// (a busbar node's, or the service at its address; unknownNode says when
+// there is no such node); a valid cross-mesh form is refused, and any
+// other "to" with a dot or an "@" is an invalid target.
 func (s *session) resolve(to string) route {
 	if to == noded {
 		return route{local: true}
 	}
-	if strings.Contains(to, "@") {
-		return route{err: fmt.Sprintf("cross-mesh routing not implemented: '%s'", to)}
+	if local, fqdn, ok := strings.Cut(to, "@"); ok {
+		if _, err := wire.ParseAddress(local); err == nil && validMeshFQDN(fqdn) {
+			return route{err: fmt.Sprintf("cross-mesh routing not implemented: '%s'", to)}
+		}
+		return route{err: invalidTarget(to)}
 	}
 	if !strings.Contains(to, ".") {
 		return route{target: to, service: to}
 	}
 	a, err := wire.ParseAddress(to)
 	if err != nil {
-		return route{err: fmt.Sprintf("Invalid Bus target: '%s'", to)}
+		return route{err: invalidTarget(to)}
 	}
-	if a.Service == noded || (a.Service == "" && a.Node == s.srv.cfg.BrokerName) {
-		return route{local: true}
+	if a.Node == s.srv.cfg.BrokerName {
+		if a.Service == "" || a.Service == noded {
+			return route{local: true}
+		}
+		return route{target: a.Service, service: a.Service}
 	}
-	return route{target: a.String(), service: a.Service}
+	if a.Service == noded {
+		return route{local: true, node: a.Node}
+	}
+	return route{target: a.String(), service: a.Service, node: a.Node}
+}
+
+func invalidTarget(to string) string { return fmt.Sprintf("Invalid Bus target: '%s'", to) }
+
+// unknownMeshNode is noded's refusal of an address on a node it has no
+// route to.
+func unknownMeshNode(node string) string { return fmt.Sprintf("Unknown mesh node: '%s'", node) }
+
+// MaxAddressLen bounds a whole target, cross-mesh form included, as
+// cosmix-lib-bus's MAX_ADDRESS_LEN (busbar's wire.MaxAddressLen bounds
+// its local part the same).
+const MaxAddressLen = 253
+
+// validMeshFQDN is cosmix-lib-bus's rule for the part of a cross-mesh
+// target after its "@": at most MaxAddressLen bytes, at least one dot and
+// no dot at the end, each label a valid address label not starting "xn--".
+func validMeshFQDN(fqdn string) bool {
+	if fqdn == "" || len(fqdn) > MaxAddressLen || !strings.Contains(fqdn, ".") || strings.HasSuffix(fqdn, ".") {
+		return false
+	}
+	for l := range strings.SplitSeq(fqdn, ".") {
+		if wire.ValidLabel(l) != nil || strings.HasPrefix(l, "xn--") {
+			return false
+		}
+	}
+	return true
+}
+
+// knownNode reports whether node is a node of the bus (a busbar node or
+// a cosmix connection's), as noded asks its mesh routes; a failed look-up
+// counts as known, so the call's own failure is answered.
+func (s *session) knownNode(ctx context.Context, node string) bool {
+	ctx, cancel := context.WithTimeout(ctx, nodedTimeout)
+	defer cancel()
+	nodes, err := s.bc.Directory(ctx)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(nodes, func(n wire.NodeInfo) bool { return n.Node == node })
 }
 
 // start runs a call (or a fire-and-forget message, without id) on its own
@@ -129,6 +186,9 @@ func (s *session) call(m *wire.Message, r route) {
 	}
 	if err != nil {
 		rc, text, fromService := failure(err, r, ctx)
+		if !fromService && r.node != "" && s.ctx.Err() == nil && !s.knownNode(s.ctx, r.node) {
+			rc, text = wire.RCError, unknownMeshNode(r.node)
+		}
 		resp := response(id, rc, text)
 		if fromService {
 			s.address(resp, command, r)
@@ -155,6 +215,8 @@ func (s *session) call(m *wire.Message, r route) {
 			}
 		}
 		resp.SetBody(f.Body())
+		// noded forwards the app's own command header, or none.
+		command = f.Value(wire.HeaderCommand)
 	} else {
 		resp.SetBody(reply.Payload())
 	}
@@ -162,8 +224,11 @@ func (s *session) call(m *wire.Message, r route) {
 	s.enqueueAs(resp, stamp, time.Time{})
 }
 
-// address sets a routed reply's command, from and to, as noded sets them.
+// address sets a routed reply's command, from, to and broker_origin, as
+// noded sets them on a correlated reply (its "to" the caller's service,
+// none for an anonymous caller).
 func (s *session) address(resp *wire.Message, command string, r route) {
+	stampOrigin(resp)
 	if command != "" {
 		resp.Set(wire.HeaderCommand, command)
 	}
@@ -230,7 +295,11 @@ func (s *session) send(m *wire.Message, r route) {
 		if svc == "" {
 			svc = r.target
 		}
-		s.enqueue(response("", wire.RCError, fmt.Sprintf("Service '%s' not found", svc)))
+		text := fmt.Sprintf("Service '%s' not found", svc)
+		if r.node != "" && !s.knownNode(ctx, r.node) {
+			text = unknownMeshNode(r.node)
+		}
+		s.enqueue(response("", wire.RCError, text))
 	}
 }
 
@@ -283,7 +352,7 @@ func portChannel(channels []string) string {
 // callPayload is m as a CallRequest from this connection's service.
 func (s *session) callPayload(m *wire.Message) ([]byte, error) {
 	req := CallRequest{Command: m.Value(wire.HeaderCommand), From: s.serviceName(), To: m.Value(wire.HeaderTo), Reply: replyFrame,
-		Native: s.srv.vouch(s)}
+		Native: s.srv.vouch(s), Type: m.Value(wire.HeaderType)}
 	if body := m.Body(); len(body) > 0 {
 		if json.Valid(body) {
 			req.Args = json.RawMessage(body)

@@ -22,26 +22,29 @@ func TestTwoCosmixAppsSendAndCallEachOther(t *testing.T) {
 	b.register("service-b", 1)
 
 	a.send("---\ncommand: greet\nfrom: service-a\nto: service-b\ntype: request\n---\n{\"msg\":\"hello from A\"}\n")
-	b.expect("---\ncommand: greet\nfrom: service-a\nto: service-b\ntype: request\n---\n{\"msg\":\"hello from A\"}\n")
+	b.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-a\nto: service-b\ntype: request\n---\n{\"msg\":\"hello from A\"}\n")
 
 	a.send(callFrame)
-	b.expect("---\ncommand: greet\nfrom: service-a\nid: busbar-1\nto: service-b\ntype: request\n---\n{\"msg\":\"hello from A\"}\n")
+	b.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-a\nid: noded-1\nto: service-b\ntype: request\n---\n{\"msg\":\"hello from A\"}\n")
 	// NodedClient::respond: command, from, to, type, rc, id.
-	b.send("---\ncommand: greet\nfrom: service-b\nid: busbar-1\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
-	a.expect("---\ncommand: greet\nfrom: service-b\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
+	b.send("---\ncommand: greet\nfrom: service-b\nid: noded-1\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
+	a.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-b\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
 }
 
-func TestAnAnonymousAppCallsARegisteredOneAndIsNamedByItsNode(t *testing.T) {
+// noded removes an anonymous caller's "from" (whatever it wrote) from the
+// frame it routes, and the "to" from the correlated reply.
+func TestAnAnonymousAppsCallReachesTheServiceWithoutFromAsNodedRoutesIt(t *testing.T) {
 	e := start(t, nil)
 	a, b := e.dial(), e.dial()
 	b.register("service-b", 1)
 	a.send("---\ncommand: greet\nfrom: anonymous\nid: 1\nto: service-b\ntype: request\n---\n")
-	m := b.recvMsg()
-	if m.Value("command") != "greet" || !strings.HasPrefix(m.Value("from"), "cosmix-") || !strings.HasSuffix(m.Value("from"), ".bus") {
-		t.Fatalf("b got %v", m)
-	}
-	b.send(frame(map[string]string{"command": "greet", "from": "service-b", "id": m.Value("id"), "rc": "0", "to": m.Value("from"), "type": "response"}, ""))
-	a.expect("---\ncommand: greet\nfrom: service-b\nid: 1\nrc: 0\ntype: response\n---\n")
+	b.expect("---\nbroker_origin: local\ncommand: greet\nid: noded-1\nto: service-b\ntype: request\n---\n")
+	// NodedClient::respond writes "to" from the request's "from": none.
+	b.send("---\ncommand: greet\nfrom: service-b\nid: noded-1\nrc: 0\ntype: response\n---\n")
+	a.expect("---\nbroker_origin: local\ncommand: greet\nfrom: service-b\nid: 1\nrc: 0\ntype: response\n---\n")
+	// A fire-and-forget message too.
+	a.send("---\ncommand: note\nfrom: service-b\nto: service-b\ntype: request\n---\n")
+	b.expect("---\nbroker_origin: local\ncommand: note\nto: service-b\ntype: request\n---\n")
 }
 
 func TestAnAppErrorKeepsItsRCAndText(t *testing.T) {
@@ -54,7 +57,7 @@ func TestAnAppErrorKeepsItsRCAndText(t *testing.T) {
 		a.send("---\ncommand: fail\nfrom: service-a\nid: " + id + "\nto: service-b\ntype: request\n---\n")
 		m := b.recvMsg()
 		b.send(frame(map[string]string{"command": "fail", "error": "boom " + rc, "from": "service-b", "id": m.Value("id"), "rc": rc, "to": "service-a", "type": "response"}, ""))
-		a.expect("---\ncommand: fail\nerror: boom " + rc + "\nfrom: service-b\nid: " + id + "\nrc: " + rc + "\nto: service-a\ntype: response\n---\n")
+		a.expect("---\nbroker_origin: local\ncommand: fail\nerror: boom " + rc + "\nfrom: service-b\nid: " + id + "\nrc: " + rc + "\nto: service-a\ntype: response\n---\n")
 	}
 }
 
@@ -77,7 +80,7 @@ func TestACallToNobodyIsRC10NotFound(t *testing.T) {
 	a.send("---\ncommand: greet\nid: 3\nto: nobody\ntype: request\n---\n")
 	a.expect("---\nerror: Service 'nobody' not found\nid: 3\nrc: 10\ntype: response\n---\n")
 	a.send("---\ncommand: greet\nid: 4\nto: nobody.nowhere.bus\ntype: request\n---\n")
-	a.expect("---\nerror: Service 'nobody' not found\nid: 4\nrc: 10\ntype: response\n---\n")
+	a.expect("---\nerror: Unknown mesh node: 'nowhere'\nid: 4\nrc: 10\ntype: response\n---\n")
 	// Fire-and-forget to nobody: noded's reply, without id.
 	a.send("---\ncommand: greet\nto: nobody\ntype: request\n---\n")
 	a.expect("---\nerror: Service 'nobody' not found\nrc: 10\ntype: response\n---\n")
@@ -88,8 +91,14 @@ func TestMalformedAndCrossMeshTargetsAreRC10WithNodedsText(t *testing.T) {
 	a := e.dial()
 	a.send("---\ncommand: greet\nid: 1\nto: a.b.c.d.e.bus\ntype: request\n---\n")
 	a.expect("---\nerror: Invalid Bus target: 'a.b.c.d.e.bus'\nid: 1\nrc: 10\ntype: response\n---\n")
-	a.send("---\ncommand: greet\nid: 2\nto: maild@mesh.example.com\ntype: request\n---\n")
-	a.expect("---\nerror: cross-mesh routing not implemented: 'maild@mesh.example.com'\nid: 2\nrc: 10\ntype: response\n---\n")
+	a.send("---\ncommand: greet\nid: 2\nto: maild.alpha.bus@mesh.example.com\ntype: request\n---\n")
+	a.expect("---\nerror: cross-mesh routing not implemented: 'maild.alpha.bus@mesh.example.com'\nid: 2\nrc: 10\ntype: response\n---\n")
+	// cosmix-lib-bus parses no bare service left of "@", nor a mesh name
+	// without a dot: noded finds no target there.
+	for _, to := range []string{"maild@mesh.example.com", "maild.alpha.bus@mesh", "maild.alpha.bus@xn--p1ai.example", "a@b@c.d"} {
+		a.send("---\ncommand: greet\nid: 3\nto: " + to + "\ntype: request\n---\n")
+		a.expect("---\nerror: Invalid Bus target: '" + to + "'\nid: 3\nrc: 10\ntype: response\n---\n")
+	}
 }
 
 func TestACallTimesOutWithRC20(t *testing.T) {
@@ -134,8 +143,8 @@ func TestABusbarNodeCallsACosmixServiceWithRCBandsKept(t *testing.T) {
 		return out
 	}
 	got := ask(`{"command":"greet","args":{"x":1},"headers":{"target":"w1"}}`)
-	b.expect("---\ncommand: greet\nfrom: alpha.bus\nid: busbar-1\ntarget: w1\nto: service-b\ntype: request\n---\n{\"x\":1}\n")
-	b.send("---\ncommand: greet\nfrom: service-b\nid: busbar-1\nrc: 0\nto: alpha.bus\ntype: response\n---\n{\"ok\":true}\n")
+	b.expect("---\nbroker_origin: local\ncommand: greet\nfrom: alpha.bus\nid: noded-1\ntarget: w1\nto: service-b\ntype: request\n---\n{\"x\":1}\n")
+	b.send("---\ncommand: greet\nfrom: service-b\nid: noded-1\nrc: 0\nto: alpha.bus\ntype: response\n---\n{\"ok\":true}\n")
 	if r := <-got; r.err != nil || string(r.m.Payload()) != `{"ok":true}` {
 		t.Fatalf("reply %v %v", r.m, r.err)
 	}
@@ -179,9 +188,9 @@ func TestACosmixAppCallsABusbarServiceOnItsChannel(t *testing.T) {
 	a := e.dial()
 	a.register("service-a", 1)
 	a.send("---\ncommand: geo.lookup\nfrom: service-a\nid: 2\nto: geo\ntype: request\n---\n{\"q\":\"x\"}\n")
-	a.expect("---\ncommand: geo.lookup\nfrom: geo\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\n{\"lat\":1}\n")
+	a.expect("---\nbroker_origin: local\ncommand: geo.lookup\nfrom: geo\nid: 2\nrc: 0\nto: service-a\ntype: response\n---\n{\"lat\":1}\n")
 	a.send("---\ncommand: geo.lookup\nfrom: service-a\nid: 3\nto: geo.alpha.bus\ntype: request\n---\n{\"q\":\"bad\"}\n")
-	a.expect("---\ncommand: geo.lookup\nerror: bad query\nfrom: geo\nid: 3\nrc: 11\nto: service-a\ntype: response\n---\n")
+	a.expect("---\nbroker_origin: local\ncommand: geo.lookup\nerror: bad query\nfrom: geo\nid: 3\nrc: 11\nto: service-a\ntype: response\n---\n")
 	// A command the service does not handle: busbar's NO_HANDLER.
 	a.send("---\ncommand: geo.other\nfrom: service-a\nid: 4\nto: geo\ntype: request\n---\n")
 	a.expect("---\nerror: Service 'geo' not found\nid: 4\nrc: 10\ntype: response\n---\n")
@@ -205,7 +214,7 @@ func TestACosmixAppCallsABusbarPort(t *testing.T) {
 	}
 	a := e.dial()
 	a.send("---\ncommand: greet\nid: 1\nto: notes\ntype: request\n---\n{\"name\":\"ann\"}\n")
-	a.expect("---\ncommand: greet\nfrom: notes\nid: 1\nrc: 0\ntype: response\n---\n{\"greeting\":\"hello ann\"}\n")
+	a.expect("---\nbroker_origin: local\ncommand: greet\nfrom: notes\nid: 1\nrc: 0\ntype: response\n---\n{\"greeting\":\"hello ann\"}\n")
 }
 
 func TestACallByAddressReachesTheCosmixServiceWithItsSubLabel(t *testing.T) {
@@ -286,7 +295,7 @@ func TestAWarningAndTheResponsesHeadersTravelBetweenCosmixApps(t *testing.T) {
 	m := b.recvMsg()
 	b.send(frame(map[string]string{"command": "seed", "error": "2 of 3 seeded", "from": "service-b", "id": m.Value("id"),
 		"rc": "5", "to": "service-a", "type": "response", "x-count": "2"}, `{"results":[1,2]}`))
-	a.expect("---\ncommand: seed\nerror: 2 of 3 seeded\nfrom: service-b\nid: 2\nrc: 5\nto: service-a\ntype: response\nx-count: 2\n---\n{\"results\":[1,2]}\n")
+	a.expect("---\nbroker_origin: local\ncommand: seed\nerror: 2 of 3 seeded\nfrom: service-b\nid: 2\nrc: 5\nto: service-a\ntype: response\nx-count: 2\n---\n{\"results\":[1,2]}\n")
 }
 
 // Two anonymous callers both number their calls from 1 (NodedClient's

@@ -15,7 +15,8 @@
 //
 // A message that is not a frame is answered "rc: 10" with "error: Invalid
 // Bus message: …", and the connection is kept; the empty frame
-// "---\n---\n" is a heartbeat, read and not answered; a message over
+// "---\n---\n" is a heartbeat, answered as noded answers it: rc 10,
+// "Unknown noded command", the command named being empty. A message over
 // MaxMessageBytes closes the connection (1009).
 //
 // # What it translates

@@ -264,6 +264,9 @@ func TestAnUpgradeThatSendsNoFrameIsClosedAtFirstFrameTimeout(t *testing.T) {
 	})
 	kept := e.dial()
 	kept.send("---\n---\n") // the heartbeat is a frame
+	if m := kept.recvMsg(); m.Value("error") != "Unknown noded command: ''" {
+		t.Fatalf("the heartbeat answered %v", m)
+	}
 	began := time.Now()
 	silent := e.dial()
 	_, _, err := silent.ws.Read(ctxT(t))

@@ -53,7 +53,7 @@ func TestDecodeTakesTheHeartbeatFrame(t *testing.T) {
 }
 
 func TestDecodeRefusesWhatIsNotAFrameWithNodedsText(t *testing.T) {
-	for _, in := range []string{"", "hello", "command: x\n", "---\ncommand: x\n"} {
+	for _, in := range []string{"", "hello", "command: x\n", "---command: x\n", "--\n---\n"} {
 		_, err := Decode([]byte(in))
 		var fe *FrameError
 		if !errors.As(err, &fe) || !errors.Is(err, ErrFrame) {
@@ -105,4 +105,38 @@ func itoa(i int) string {
 		return digits[i : i+1]
 	}
 	return itoa(i/10) + digits[i%10:i%10+1]
+}
+
+// cosmix-lib-bus's parse_lenient: its one refusal's text, the first
+// ParseErrorPrefixBytes of the message as Rust's Debug writes them.
+func TestDecodeQuotesTheMessageAsCosmixDoes(t *testing.T) {
+	at := strings.Repeat("x", ParseErrorPrefixBytes)
+	for _, c := range []struct{ in, quoted string }{
+		{"", `""`},
+		{"hello", `"hello"`},
+		{"say \"hi\"\t\\ it's\r\n\x00", `"say \"hi\"\t\\ it's\r\n\0"`},
+		{"caf\u00e9 \u00a0\u200b\u0301", `"café \u{a0}\u{200b}\u{301}"`},
+		{at, `"` + at + `"`},
+		{at + "y", `"` + at + `"`},
+		{at[1:] + "é", `"` + at[1:] + `"`}, // byte 40 is inside the é
+	} {
+		_, err := Decode([]byte(c.in))
+		if want := "Invalid Bus message: Bus message must start with '---\\n', got: " + c.quoted; err == nil || err.Error() != want {
+			t.Errorf("%q: got %v\nwant %s", c.in, err, want)
+		}
+	}
+}
+
+// A frame without its closing "---" line is all header block, as cosmix
+// parses it.
+func TestDecodeTakesAFrameWithoutItsClosingLineAsCosmixDoes(t *testing.T) {
+	for _, in := range []string{"---\ncommand: x\nid: 1", "---\ncommand: x\nid: 1\n", "---\ncommand: x\nid: 1---", "---\ncommand: x\nid: 1---\n"} {
+		m, err := Decode([]byte(in))
+		if err != nil || m.Value("command") != "x" || m.Value("id") != "1" || len(m.Body()) != 0 {
+			t.Errorf("%q: %v, %v", in, m, err)
+		}
+	}
+	if m, err := Decode([]byte("---\n")); err != nil || !m.IsHeartbeat() {
+		t.Errorf("\"---\\n\": %v, %v", m, err)
+	}
 }

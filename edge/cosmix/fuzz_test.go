@@ -6,6 +6,7 @@ package cosmix
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,15 +62,21 @@ func FuzzForwardedFramesCarryNoPrincipal(f *testing.F) {
 			m.Set("type", "request")
 			outs = append(outs, string(Encode(m)))
 		}
-		for _, out := range outs {
+		for i, out := range outs {
 			content, ok := strings.CutPrefix(out, "---\n")
 			if !ok {
 				t.Fatalf("%q is forwarded as %q", data, out)
 			}
 			headers, _, _ := strings.Cut(content, "\n---\n")
 			for line := range strings.Lines(headers) {
-				if k, _, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), PrincipalHeader) {
+				k, _, ok := strings.Cut(line, ":")
+				if ok && strings.EqualFold(strings.TrimSpace(k), PrincipalHeader) {
 					t.Fatalf("%q is forwarded as %q", data, out)
+				}
+				// A topic delivery's origin header is noded's stamp, or none.
+				if i == 0 && ok && slices.ContainsFunc(originHeaders, func(h string) bool { return strings.EqualFold(strings.TrimSpace(k), h) }) &&
+					strings.TrimSuffix(line, "\n") != originHeader+": "+originLocal {
+					t.Fatalf("%q is delivered as %q", data, out)
 				}
 			}
 		}

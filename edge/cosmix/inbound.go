@@ -91,12 +91,18 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 		}
 	}
 	m.Set(wire.HeaderType, wire.TypeRequest)
+	if req.Type != "" && validHeader(wire.HeaderType, req.Type) {
+		m.Set(wire.HeaderType, oneLine(req.Type))
+	}
 	m.Set(wire.HeaderCommand, oneLine(req.Command))
 	m.Set(wire.HeaderTo, name)
 	if req.To != "" && validHeader(wire.HeaderTo, req.To) {
 		m.Set(wire.HeaderTo, req.To)
 	}
-	m.Set(wire.HeaderFrom, s.caller(ctx, req.From, bm.From()))
+	if from := s.caller(ctx, req.From, bm.From()); from != "" {
+		m.Set(wire.HeaderFrom, from)
+	}
+	stampOrigin(m)
 	switch {
 	case len(req.Args) > 0 && string(req.Args) != "null":
 		m.SetBody(req.Args)
@@ -110,13 +116,19 @@ func (s *session) incoming(ctx context.Context, bm *client.Message, name string)
 	return m, req.Reply == replyFrame, stamp, nil
 }
 
-// caller names who called: the cosmix service it claims when its node
-// announces that service, else its node address.
+// caller names who called, as noded's "from" on a routed frame: the
+// cosmix service it claims when its node announces that service; nobody
+// ("", the frame has no "from", as noded removes an anonymous caller's)
+// for a cosmix connection without one; else the busbar node's address.
 func (s *session) caller(ctx context.Context, claimed, fromAddr string) string {
+	node := strings.TrimSuffix(fromAddr, ".bus")
+	anonymous := strings.HasPrefix(node, s.srv.cfg.NodePrefix)
 	if claimed == "" {
+		if anonymous {
+			return ""
+		}
 		return fromAddr
 	}
-	node := strings.TrimSuffix(fromAddr, ".bus")
 	infos, err := s.bc.Whois(ctx, claimed)
 	if err == nil {
 		for _, in := range infos {
@@ -125,5 +137,39 @@ func (s *session) caller(ctx context.Context, claimed, fromAddr string) string {
 			}
 		}
 	}
+	if anonymous {
+		return ""
+	}
 	return fromAddr
 }
+
+// originHeaders are the headers noded stamps on what it routes
+// (subscription.rs's broker_origin, broker_peer, broker_service,
+// mesh_from): it removes them, in any spelling, from what a peer sent.
+var originHeaders = []string{"broker_origin", "broker_peer", "broker_service", "mesh_from"}
+
+// stampOrigin is noded's stamp on a routed request, send or correlated
+// reply: the origin headers removed and "broker_origin: local" set, the
+// sender being on this machine (busbar's cosmix listeners are loopback
+// and the local socket).
+func stampOrigin(m *wire.Message) {
+	var found []string
+	for k := range m.Headers() {
+		for _, h := range originHeaders {
+			if strings.EqualFold(k, h) {
+				found = append(found, k)
+				break
+			}
+		}
+	}
+	for _, k := range found {
+		m.Del(k)
+	}
+	m.Set(originHeader, originLocal)
+}
+
+// originHeader and originLocal are noded's stamp on routed frames.
+const (
+	originHeader = "broker_origin"
+	originLocal  = "local"
+)

@@ -22,15 +22,21 @@ func TestAMessageThatIsNotAFrameIsRC10AndTheConnectionLives(t *testing.T) {
 	e := start(t, nil)
 	a := e.dial()
 	a.send("hello")
-	a.expect("---\nerror: Invalid Bus message: malformed frame: line 1: frame structure: \"frame does not start with a \\\"---\\\" line\"\nrc: 10\n---\n")
+	a.expect("---\nerror: Invalid Bus message: Bus message must start with '---\\n', got: \"hello\"\nrc: 10\n---\n")
+	// Without its closing line, a frame is still one, as noded reads it.
+	a.send("---\ncommand: noded.ping\nid: 2\ntype: request")
+	a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 2\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
 	a.send("---\ncommand: noded.ping\nid: 1\ntype: request\n---\n")
 	a.expect("---\ncommand: noded.ping\nfrom: noded\nid: 1\nrc: 0\ntype: response\n---\n" + pingBody + "\n")
 }
 
-func TestAHeartbeatAndABinaryMessageAreNotAnswered(t *testing.T) {
+// noded reads the heartbeat as a frame to itself with no command, and
+// answers it so; a binary message it ignores.
+func TestAHeartbeatIsAnsweredAsNodedAnswersItAndABinaryMessageIsNot(t *testing.T) {
 	e := start(t, nil)
 	a := e.dial()
 	a.send("---\n---\n")
+	a.expect("---\nerror: Unknown noded command: ''\nfrom: noded\nrc: 10\ntype: response\n---\n")
 	if err := a.ws.Write(ctxT(t), websocket.MessageBinary, []byte(registerFrame)); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +161,7 @@ func TestMaxCallsFromAnAppAreMadeAndOneMoreIsRC20(t *testing.T) {
 	a.send("---\ncommand: slow.op\nid: 2\nto: alpha.bus\ntype: request\n---\n")
 	a.expect("---\nerror: too many calls in flight on this connection (1)\nid: 2\nrc: 20\ntype: response\n---\n")
 	close(release)
-	a.expect("---\ncommand: slow.op\nfrom: alpha.bus\nid: 1\nrc: 0\ntype: response\n---\ndone\n")
+	a.expect("---\nbroker_origin: local\ncommand: slow.op\nfrom: alpha.bus\nid: 1\nrc: 0\ntype: response\n---\ndone\n")
 }
 
 // testBusy waits until the server's one connection has a call in flight.

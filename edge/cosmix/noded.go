@@ -98,6 +98,9 @@ func (s *session) register(ctx context.Context, m *wire.Message) *wire.Message {
 	if name == "" {
 		return nodedReply(id, "", wire.RCError, "noded.register requires 'from' header")
 	}
+	if !validServiceName(name) {
+		return nodedReply(id, "", wire.RCError, serviceNameRule)
+	}
 	if err := wire.ValidLabel(name); err != nil {
 		return nodedReply(id, "", wire.RCError, fmt.Sprintf("service name '%s' is not a busbar service name: %s", name, labelReason(err)))
 	}
@@ -151,6 +154,32 @@ func (s *session) register(ctx context.Context, m *wire.Message) *wire.Message {
 	body, _ := wire.JSON(name)
 	resp.SetBody([]byte(`{"registered": ` + string(body) + `}`))
 	return resp
+}
+
+// MinServiceNameLen and MaxServiceNameLen bound a service name as noded's
+// noded.register does (^[a-z][a-z0-9-]{1,30}$): 2 to 31 bytes.
+const (
+	MinServiceNameLen = 2
+	MaxServiceNameLen = 31
+)
+
+// serviceNameRule is noded's refusal of a name outside its rule, word for
+// word.
+const serviceNameRule = "noded.register 'from' must match ^[a-z][a-z0-9-]{1,30}$"
+
+// validServiceName is noded's rule for a registered name: a lower-case
+// letter, then 1 to 30 lower-case letters, digits and "-". busbar's own
+// rule (wire.ValidLabel: no "-" at the end) is checked after it.
+func validServiceName(name string) bool {
+	if len(name) < MinServiceNameLen || len(name) > MaxServiceNameLen || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // taken is noded's collision reply: rc 10, the error text, and the
@@ -243,13 +272,20 @@ func (s *session) info(ctx context.Context, id string) *wire.Message {
 	}
 	binary, version, pid := "busbar", s.srv.cfg.Version, uint32(os.Getpid())
 	started := s.srv.started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	b := busbarBuild()
 	self := &ServiceInfo{Name: noded, SchemaVersion: SchemaVersion,
-		Provenance: Provenance{Binary: &binary, PID: &pid, StartedAt: &started}}
+		Provenance: Provenance{Binary: &binary, GitSHA: b.gitSHA, GitDirty: b.gitDirty, BuildTime: b.buildTime, PID: &pid, StartedAt: &started}}
 	if version != "" {
 		self.Version = &version
 	}
-	body, err := wire.JSON(NodeInfo{Node: s.srv.cfg.BrokerName, Noded: self,
-		UptimeS: uint64(time.Since(s.srv.started) / time.Second), ServiceCount: len(infos), SchemaVersion: SchemaVersion})
+	ni := NodeInfo{Node: s.srv.cfg.BrokerName, Noded: self,
+		UptimeS: uint64(time.Since(s.srv.started) / time.Second), ServiceCount: serviceCount(len(infos)), SchemaVersion: SchemaVersion}
+	s.srv.mu.Lock()
+	if host := s.srv.bindHost; host != "" {
+		ni.WgIP = &host
+	}
+	s.srv.mu.Unlock()
+	body, err := wire.JSON(ni)
 	if err != nil {
 		return nodedReply(id, "", wire.RCFailure, "noded.info: "+err.Error())
 	}

@@ -80,10 +80,26 @@ func TestRegisterWithoutFromIsRC10(t *testing.T) {
 func TestRegisterOfANameBusbarCannotAddressIsRC10(t *testing.T) {
 	e := start(t, nil)
 	a := e.dial()
-	a.send("---\ncommand: noded.register\nfrom: Mail_D\nid: 1\nto: noded\ntype: request\n---\n")
+	a.send("---\ncommand: noded.register\nfrom: mail-\nid: 1\nto: noded\ntype: request\n---\n")
 	m := a.recvMsg()
-	if m.Value("rc") != "10" || !strings.HasPrefix(m.Value("error"), "service name 'Mail_D' is not a busbar service name: ") {
+	if m.Value("rc") != "10" || !strings.HasPrefix(m.Value("error"), "service name 'mail-' is not a busbar service name: ") {
 		t.Fatalf("got %v", m)
+	}
+}
+
+// noded's rule, ^[a-z][a-z0-9-]{1,30}$, and its text word for word, at
+// and just past each edge.
+func TestRegisterFollowsNodedsServiceNameRule(t *testing.T) {
+	e := start(t, nil)
+	a := e.dial()
+	refusal := "---\nerror: noded.register 'from' must match ^[a-z][a-z0-9-]{1,30}$\nfrom: noded\nid: 1\nrc: 10\ntype: response\n---\n"
+	longest := "m" + strings.Repeat("x", MaxServiceNameLen-1)
+	for _, name := range []string{"m", longest + "x", "Mail_D", "mail_d", "1mail", "-mail", "mAil"} {
+		a.send("---\ncommand: noded.register\nfrom: " + name + "\nid: 1\nto: noded\ntype: request\n---\n")
+		a.expect(refusal)
+	}
+	for i, name := range []string{"mx", longest, "m-1"} {
+		e.dial().register(name, i+1)
 	}
 }
 

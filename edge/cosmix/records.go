@@ -2,7 +2,10 @@ package cosmix
 
 import (
 	"encoding/json"
+	"math"
+	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"busbar/wire"
@@ -59,14 +62,59 @@ func (si ServiceInfo) MarshalJSON() ([]byte, error) {
 		si.RegisteredAt, si.SchemaVersion, p.Meta})
 }
 
-// NodeInfo is noded.info's reply (cosmix-lib-bus NodeInfo).
+// NodeInfo is noded.info's reply (cosmix-lib-bus NodeInfo), its fields
+// in noded's order: node, wg_ip (the host of the listener, as noded's is
+// the host of its bind address), noded, uptime_s, service_count,
+// schema_version; noded leaves mesh and meta out, as busbar does.
 type NodeInfo struct {
 	Node          string       `json:"node"`
+	WgIP          *string      `json:"wg_ip,omitempty"`
 	Noded         *ServiceInfo `json:"noded,omitempty"`
 	UptimeS       uint64       `json:"uptime_s"`
-	ServiceCount  int          `json:"service_count"`
+	ServiceCount  uint16       `json:"service_count"`
 	SchemaVersion int          `json:"schema_version"`
 }
+
+// MaxServiceCount is the largest service_count noded.info reports: the
+// field is a u16 in cosmix-lib-bus's NodeInfo, and a larger number would
+// not parse there, so a bus with more records reports this many.
+const MaxServiceCount = math.MaxUint16
+
+// serviceCount is n as noded.info's service_count, held at
+// MaxServiceCount.
+func serviceCount(n int) uint16 { return uint16(min(n, MaxServiceCount)) }
+
+// build is busbar's own build as noded.info's "noded" record shows it, as
+// noded shows its cosmix_buildinfo: the VCS revision (git_sha), whether
+// the tree was modified (git_dirty), and the time of that revision
+// (build_time: Go records no build time; the revision's time is the
+// nearest it has). Each is absent when the binary carries no VCS stamp
+// (go test, go run, a build outside a checkout).
+type build struct {
+	gitSHA, buildTime *string
+	gitDirty          *bool
+}
+
+var busbarBuild = sync.OnceValue(func() build {
+	var b build
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	for _, kv := range bi.Settings {
+		v := kv.Value
+		switch kv.Key {
+		case "vcs.revision":
+			b.gitSHA = &v
+		case "vcs.time":
+			b.buildTime = &v
+		case "vcs.modified":
+			d := v == "true"
+			b.gitDirty = &d
+		}
+	}
+	return b
+})
 
 // serviceInfo is a registry record as noded.list shows it: a cosmix
 // service with the provenance it registered with, a busbar service with

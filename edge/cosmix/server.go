@@ -85,6 +85,7 @@ type Server struct {
 	sessions map[*session]struct{}
 	hsrvs    []*http.Server
 	endpoint string // the Unix socket noded.ping advertises; "" for none
+	bindHost string // the host of the first TCP listener served: noded.info's wg_ip
 	unixLns  []*UnixListener
 
 	dropped atomic.Uint64        // frames for apps their full queues refused
@@ -161,7 +162,16 @@ func Listen(addr string) (net.Listener, error) {
 // connection holds a place of Config.Door's admission from its accept to
 // its upgrade, which only a request with a credential that logs in gets,
 // or to its close.
-func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, DoorTCP, nil) }
+func (s *Server) Serve(ln net.Listener) error {
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+		s.mu.Lock()
+		if s.bindHost == "" {
+			s.bindHost = host
+		}
+		s.mu.Unlock()
+	}
+	return s.serve(ln, DoorTCP, nil)
+}
 
 // serve answers cosmix clients on ln, door, until Close; connCtx, when
 // set, adds to each connection's context.

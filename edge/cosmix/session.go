@@ -169,9 +169,6 @@ func (s *session) take(data []byte) {
 		s.enqueue(invalidFrame(err))
 		return
 	}
-	if m.IsHeartbeat() {
-		return
-	}
 	stripStamped(m) // an app's own claim travels nowhere
 	if m.Value(wire.HeaderType) == wire.TypeResponse {
 		s.answered(m)
@@ -182,6 +179,9 @@ func (s *session) take(data []byte) {
 		to = noded
 	}
 	r := s.resolve(to)
+	if r.local && r.node != "" && !s.knownNode(s.ctx, r.node) {
+		r = route{err: unknownMeshNode(r.node)}
+	}
 	switch {
 	case r.local:
 		s.noded(m)
@@ -214,7 +214,7 @@ func (s *session) await() (string, chan *wire.Message, bool) {
 		return "", nil, false
 	}
 	s.nextID++
-	id := "busbar-" + strconv.FormatUint(s.nextID, 10)
+	id := "noded-" + strconv.FormatUint(s.nextID, 10)
 	ch := make(chan *wire.Message, 1)
 	s.pending[id] = ch
 	return id, ch, true

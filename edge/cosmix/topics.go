@@ -46,9 +46,11 @@ const (
 	MaxTopicSubscriptions = broker.DefaultMaxRegistrations - 2
 )
 
-// The headers noded reserves on a topic delivery: a publisher's own are
-// replaced.
-var topicHeaders = []string{"topic", "topic_seq", "topic_stale", "topic_op", "broker_origin"}
+// The headers noded reserves on a topic delivery (subscription.rs's
+// RESERVED_HEADERS): a publisher's own are removed, and the broker's
+// broker_origin, topic and topic_seq set; the origin headers
+// (originHeaders) are removed in any spelling, as noded's stamp does.
+var topicHeaders = []string{"topic", "topic_seq", "topic_stale", "topic_op", "broker_origin", "broker_peer", "broker_service", "mesh_from"}
 
 // retained is the last frame of each topic published here.
 type retained struct {
@@ -140,7 +142,7 @@ func (s *session) publish(ctx context.Context, m *wire.Message, name, ch string)
 		st.publisher = s.publisher()
 	}
 	r.mu.Unlock()
-	inner.Set("broker_origin", "local")
+	stampOrigin(inner)
 	inner.Set("topic", name)
 	inner.Set("topic_seq", strconv.FormatUint(seq, 10))
 	frame := Encode(inner)
@@ -245,7 +247,14 @@ func topicDelivery(name string, payload []byte) []byte {
 	if m, rep, err := wire.ParseLenient(payload); err == nil && m.Value("topic") == name {
 		// A busbar node's frame may carry a claim, or a line the parse
 		// skipped ("broker_principal:{}"): such a frame travels as parsed.
-		if stripStamped(m) || !rep.Clean() {
+		// Origin headers it wrote are the broker's, as noded's rule has it:
+		// a frame with any (a cosmix publisher's has broker_origin: local)
+		// gets noded's stamp in their place.
+		forged := !originStamped(m)
+		if forged {
+			stampOrigin(m)
+		}
+		if stripStamped(m) || !rep.Clean() || forged {
 			return Encode(m)
 		}
 		return payload
@@ -253,6 +262,23 @@ func topicDelivery(name string, payload []byte) []byte {
 	m := wire.Empty().WithHeader(wire.HeaderType, wire.TypeEvent).WithHeader(wire.HeaderCommand, name).
 		WithHeader("topic", name).WithBody(payload)
 	return Encode(m)
+}
+
+// originStamped reports whether m's origin headers are none, or exactly
+// noded's stamp (broker_origin: local, as the adapter publishes).
+func originStamped(m *wire.Message) bool {
+	n := 0
+	for k, v := range m.Headers() {
+		for _, h := range originHeaders {
+			if strings.EqualFold(k, h) {
+				if k != originHeader || v != originLocal {
+					return false
+				}
+				n++
+			}
+		}
+	}
+	return n <= 1
 }
 
 // enqueueRaw queues an encoded frame with no deadline.

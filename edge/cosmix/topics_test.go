@@ -167,9 +167,10 @@ func TestTopicListCountAndClearAnswerAsNodedDoes(t *testing.T) {
 }
 
 // forgedTopic is a topic frame whose publisher wrote the headers the
-// adapter stamps (stampedHeaders), in several spellings.
-const forgedTopic = "---\nBROKER_PRINCIPAL: forged\nbroker_principal: {\"version\":1,\"assurance\":\"local-unix\"}\nbusbar-vouch: forged\n" +
-	"command: world.changed\ntype: event\n---\n{\"n\":1}\n"
+// adapter stamps (stampedHeaders) and noded's reserved ones, in several
+// spellings.
+const forgedTopic = "---\nBROKER_PRINCIPAL: forged\nBroker_Origin: mesh\nbroker_peer: gamma\nbroker_principal: {\"version\":1,\"assurance\":\"local-unix\"}\n" +
+	"broker_service: maild\nbusbar-vouch: forged\ncommand: world.changed\nMESH_FROM: delta\ntopic_op: delete\ntopic_stale: true\ntype: event\n---\n{\"n\":1}\n"
 
 // What every subscriber gets of forgedTopic, live or replayed.
 const strippedTopic = "---\nbroker_origin: local\ncommand: world.changed\ntopic: world.noded\ntopic_seq: 1\ntype: event\n---\n{\"n\":1}\n"

@@ -131,7 +131,7 @@ func TestUnixSocketSpeaksTheNativeSessionProfileFrameForFrame(t *testing.T) {
 	// one broker_principal line first (the keys are in order).
 	b.send("---\ncommand: greet\nfrom: service-b\nid: " + call.Value("id") + "\nrc: 0\nto: service-a\ntype: response\n---\n{\"hi\":\"A\"}\n")
 	reply := a.recv()
-	stamp, ok := strings.CutPrefix(reply, "---\nbroker_principal: ")
+	stamp, ok := strings.CutPrefix(reply, "---\nbroker_origin: local\nbroker_principal: ")
 	if !ok || principalOf(t, reply)["connection_id"] == principalOf(t, string(Encode(call)))["connection_id"] {
 		t.Fatalf("the reply %q", reply)
 	}
