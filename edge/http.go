@@ -11,17 +11,17 @@ import (
 )
 
 // What an HTTP-based door (serve's HTTP listener, --cosmix) lets a peer
-// that has not authenticated hold (docs/operations.md#doors). A connection counts as unauthenticated from
-// its accept until its first request with the token, or its upgrade to
-// the bus over WebSocket (where the bus's handshake takes over), and it
-// holds a place in the broker's login pool of its kind all that time
-// (broker.HoldLoginPlace): MaxHandshakes places for network peers and as
-// many for local ones, MaxHandshakesPerAddr per network address; the
-// place past its grace with the least of a hello (an HTTP one has none),
-// the oldest of those, is closed to make room. What one such connection can make serve
-// hold is its request line and headers (HTTPMaxHeaderBytes, plus the
-// 4 KiB of slack and the 4 KiB read and write buffers of net/http) and a
-// goroutine.
+// that has not authenticated hold (docs/operations.md#doors). A
+// connection counts as unauthenticated from its accept until its first
+// request with the token, or its upgrade (where the protocol behind it
+// takes over), and it holds a place in the broker's login pool of its
+// kind all that time (broker.HoldLoginPlace): MaxHandshakes places for
+// network peers and as many for local ones, MaxHandshakesPerAddr per
+// network address; the place past its grace with the least of a hello
+// (an HTTP one has none), the oldest of those, is closed to make room.
+// What one such connection can make the process hold is its request
+// line and headers (HTTPMaxHeaderBytes, plus the 4 KiB of slack and the
+// 4 KiB read and write buffers of net/http) and a goroutine.
 const (
 	// HTTPMaxHeaderBytes bounds a request's line and headers; a request
 	// over it is answered 431 and its connection closed.
