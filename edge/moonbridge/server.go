@@ -113,13 +113,13 @@ type Server struct {
 
 	expiredGone atomic.Uint64 // Expired of the sessions that ended
 
-	mu        sync.Mutex // guards closed, listeners, sessions, conns; taken before wg.Add
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{} // every connection served, registered or not
-	sessions  map[string]*session   // registered backends by name
-	held      map[string]heldName   // names of lost connections, held until their lease ends
-	wg        sync.WaitGroup        // Serve loops, connections and their goroutines
+	lns      edge.Listeners // the listeners Serve runs
+	mu       sync.Mutex     // guards closed, sessions, conns; taken before wg.Add
+	closed   bool
+	conns    map[net.Conn]struct{} // every connection served, registered or not
+	sessions map[string]*session   // registered backends by name
+	held     map[string]heldName   // names of lost connections, held until their lease ends
+	wg       sync.WaitGroup        // Serve loops, connections and their goroutines
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -154,7 +154,7 @@ func New(cfg Config) (*Server, error) {
 		door.Log = cfg.Logger
 	}
 	s := &Server{cfg: cfg, proxyEpoch: NewUUID(), slots: make(chan struct{}, cfg.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}, held: map[string]heldName{}}
+		conns: map[net.Conn]struct{}{}, sessions: map[string]*session{}, held: map[string]heldName{}}
 	if door.Hold == nil {
 		s.loggingIn = make(chan struct{}, cfg.MaxConnections)
 		door.Hold = s.holdOwn
@@ -187,27 +187,10 @@ func (s *Server) ProxyEpoch() UUID { return s.proxyEpoch }
 // descriptors, and its like) is retried as edge.Accept retries it: it
 // never stops the door.
 func (s *Server) Serve(l net.Listener) error {
-	el := edge.Listener(l, doorName, s.log)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		el.Close()
-		return ErrServerClosed
+	if err := s.lns.Serve(l, doorName, s.log, s.accept); !errors.Is(err, edge.ErrDoorClosed) {
+		return err
 	}
-	s.listeners[el] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	defer el.Close()
-	err := edge.Accept(el, doorName, s.log, s.accept)
-	s.mu.Lock()
-	closed := s.closed
-	delete(s.listeners, el)
-	s.mu.Unlock()
-	if closed {
-		return ErrServerClosed
-	}
-	return err
+	return ErrServerClosed
 }
 
 // accept serves nc in a goroutine of its own.
@@ -262,13 +245,12 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.lns.Wait()
 		s.wg.Wait()
 		return nil
 	}
 	s.closed = true
-	for l := range s.listeners {
-		l.Close()
-	}
+	s.lns.Close()
 	var live []*session
 	registered := map[net.Conn]bool{}
 	for _, ss := range s.sessions {
@@ -284,6 +266,7 @@ func (s *Server) Close() error {
 	for _, ss := range live {
 		ss.goodbye()
 	}
+	s.lns.Wait() // no accept adds to wg after this
 	s.wg.Wait()
 	return nil
 }

@@ -94,10 +94,10 @@ type Server struct {
 	ctx    context.Context // ends at Close: handlers' and reads' parent
 	cancel context.CancelFunc
 
-	mu        sync.Mutex // guards closed, listeners; taken before wg.Add
-	closed    bool
-	listeners map[net.Listener]struct{}
-	wg        sync.WaitGroup // Serve loops and connection goroutines
+	lns    edge.Listeners // the listeners Serve runs
+	mu     sync.Mutex     // guards closed; taken before wg.Add
+	closed bool
+	wg     sync.WaitGroup // Serve loops and connection goroutines
 }
 
 // New checks cfg and returns a Server. A command named like a standard
@@ -121,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		cmds[name] = c
 	}
-	s := &Server{cfg: cfg, cmds: cmds, slots: make(chan struct{}, cfg.MaxConns), listeners: map[net.Listener]struct{}{}}
+	s := &Server{cfg: cfg, cmds: cmds, slots: make(chan struct{}, cfg.MaxConns)}
 	s.mem.left.Store(cfg.MaxRequestMemory)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.addStandard()
@@ -144,20 +144,8 @@ func (s *Server) Commands() []string {
 // temporary failure (out of descriptors) is retried after a pause that
 // grows to edge.AcceptPauseMax; another failure of l ends Serve with it.
 func (s *Server) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return ErrServerClosed
-	}
-	el := edge.Listener(l, DoorName, s.cfg.Door.Log)
-	s.listeners[el] = struct{}{} // Close closes it, ending a pause at once
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	defer el.Close()
-	err := edge.Accept(el, DoorName, s.cfg.Door.Log, s.accept)
-	if s.ctx.Err() != nil {
+	err := s.lns.Serve(l, DoorName, s.cfg.Door.Log, s.accept)
+	if errors.Is(err, edge.ErrDoorClosed) || s.ctx.Err() != nil {
 		return ErrServerClosed
 	}
 	return err
@@ -338,15 +326,15 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.lns.Wait()
 		s.wg.Wait()
 		return nil
 	}
 	s.closed = true
 	s.cancel()
-	for l := range s.listeners {
-		l.Close()
-	}
+	s.lns.Close()
 	s.mu.Unlock()
+	s.lns.Wait() // no accept adds to wg after this
 	s.wg.Wait()
 	return nil
 }

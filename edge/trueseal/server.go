@@ -177,15 +177,15 @@ type Server struct {
 	pushAsync func(device string, blob []byte, then func(relay.Seq, error)) error
 
 	mu       sync.Mutex
-	closed   bool                      // guarded by mu
-	lns      map[net.Listener]struct{} // guarded by mu
-	conns    map[net.Conn]struct{}     // guarded by mu
-	sessions int                       // guarded by mu: handshakes done, sessions not ended
-	unused   list.List                 // guarded by mu: of *session, those not used yet, oldest first
-	recvSrc  map[string]int            // guarded by mu: receive sessions open, by source (sourceKey)
-	wg       sync.WaitGroup            // every Serve loop and every session
-	quit     chan struct{}             // closed by Close
-	ctx      context.Context           // ends with Close
+	closed   bool                  // guarded by mu
+	lns      edge.Listeners        // the listeners Serve runs
+	conns    map[net.Conn]struct{} // guarded by mu
+	sessions int                   // guarded by mu: handshakes done, sessions not ended
+	unused   list.List             // guarded by mu: of *session, those not used yet, oldest first
+	recvSrc  map[string]int        // guarded by mu: receive sessions open, by source (sourceKey)
+	wg       sync.WaitGroup        // every Serve loop and every session
+	quit     chan struct{}         // closed by Close
+	ctx      context.Context       // ends with Close
 	stop     context.CancelFunc
 	accepted atomic.Uint64
 	hsN      atomic.Int64
@@ -243,7 +243,7 @@ func NewServer(opts Options) (*Server, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Server{opts: opts, door: opts.Door.Ready(), inboxes: inboxes,
 		sources: newSourceLimiter(opts.SourcePushRate, opts.SourcePushBurst),
-		lns:     map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, recvSrc: map[string]int{},
+		conns:   map[net.Conn]struct{}{}, recvSrc: map[string]int{},
 		quit: make(chan struct{}), ctx: ctx, stop: stop}, nil
 }
 
@@ -280,28 +280,15 @@ func (s *Server) Stats() Stats {
 // retries a temporary failure (out of descriptors, say) after a growing
 // pause. Close closes ln.
 func (s *Server) Serve(ln net.Listener) error {
-	wl := edge.Listener(ln, DoorName, s.door.Log)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrClosed
-	}
-	s.lns[wl] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	err := edge.Accept(wl, DoorName, s.door.Log, func(c net.Conn) {
+	err := s.lns.Serve(ln, DoorName, s.door.Log, func(c net.Conn) {
 		if !s.track(c) {
 			c.Close()
 			return
 		}
 		go s.served(c)
 	})
-	select {
-	case <-s.quit:
+	if errors.Is(err, edge.ErrDoorClosed) {
 		return ErrClosed
-	default:
 	}
 	return err
 }
@@ -354,19 +341,19 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.lns.Wait()
 		s.wg.Wait()
 		return nil
 	}
 	s.closed = true
 	close(s.quit)
 	s.stop()
-	for ln := range s.lns {
-		ln.Close()
-	}
+	s.lns.Close()
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
+	s.lns.Wait() // no accept tracks a connection after this
 	s.wg.Wait()
 	return nil
 }
