@@ -8,11 +8,12 @@
 //   - Accept: one accept loop. A temporary failure (too many open files,
 //     ENFILE, ECONNABORTED, and their like) is logged at most once per
 //     AcceptLogInterval per listener and retried after a pause that
-//     grows from AcceptPauseMin to
-//     AcceptPauseMax; it never stops the door, so a flood that exhausts
-//     the process's file descriptors ends with the broker still serving.
+//     grows from AcceptPauseMin to AcceptPauseMax; it never stops the
+//     door, so a flood that exhausts the process's file descriptors ends
+//     with the broker still serving.
 //     Listener wraps a listener the same way for code that takes one
-//     (net/http's Server).
+//     (net/http's Server); Listeners keeps the listeners a door serves,
+//     for its Close.
 //   - Admission: the broker's login pool (broker.HoldLoginPlace), shared
 //     by every door: a connection that has not proved who it is holds a
 //     place from accept until it logs in (the bus's hello, MoonBridge's
