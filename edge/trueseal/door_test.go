@@ -182,18 +182,20 @@ func TestMaxSessionsAtAndPastItsEdge(t *testing.T) {
 }
 
 // A session from which no frame comes within FirstFrameTimeout of its
-// handshake is closed as unused; a receive session whose device answers
-// the Heartbeat the relay sends it at half that time stays, and gets what
-// is pushed to it later.
+// handshake is closed as unused, a silent receive session after the
+// Heartbeat the relay sends it at half that time; a receive session whose
+// device sends a frame stays, and gets what is pushed to it later. (The
+// live device writes at once rather than answering the relay's Heartbeat,
+// so that a busy machine cannot make it late.)
 func TestSessionsThatSayNothingAfterTheHandshakeAreClosed(t *testing.T) {
-	f := start(t, Options{FirstFrameTimeout: 2 * time.Second, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
+	f := start(t, Options{FirstFrameTimeout: 4 * time.Second, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
 	dev := newDevice(t)
 	live := receiveSession(t, f.addr, f.key.Public, dev)
+	live.write(Heartbeat, nil) // a first frame: the session is in use
+	live.expect(Heartbeat)     // the echo
 	silent := receiveSession(t, f.addr, f.key.Public, newDevice(t))
 	checkFor(t, "both receive sessions are up", func() bool { return f.srv.Stats().ReceiveSessions == 2 })
 	pusher := pushSession(t, f.addr, f.key.Public) // its deadline is after both receive sessions'
-	live.expect(Heartbeat)
-	live.write(Heartbeat, nil) // the answer: the session is in use
 	silent.expect(Heartbeat)
 	pusher.expectEnd()
 	silent.expectEnd()
@@ -218,7 +220,7 @@ func TestSessionsThatSayNothingAfterTheHandshakeAreClosed(t *testing.T) {
 // is taken again. Before, only MaxSessions bounded them.
 func TestReceiveSessionsPerSourceAtAndPastTheirShare(t *testing.T) {
 	const share = 3
-	f := start(t, Options{MaxReceivePerSource: share, FirstFrameTimeout: 2 * time.Second, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
+	f := start(t, Options{MaxReceivePerSource: share, FirstFrameTimeout: time.Hour, HeartbeatInterval: time.Hour, IdleTimeout: time.Hour}, relay.Options{})
 	var held []*client
 	for range share {
 		r := receiveSessionOn(t, dialFrom(t, "127.0.0.1", f.addr), f.key.Public, newDevice(t))
